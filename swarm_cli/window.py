@@ -1,0 +1,159 @@
+"""The congestion window: how many calls may be in flight at once.
+
+Pure state machine. Time and measurements come in as arguments; nothing here
+sleeps, locks or reads a clock, so a test can drive it call by call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+Phase = Literal["slow-start", "avoidance"]
+
+
+@dataclass(frozen=True)
+class WindowProfile:
+    """The constants and switches of one window behaviour."""
+
+    name: str
+    initial: float = 1.0
+    ssthresh: float = 16.0
+    increase: float = 5.0
+    decrease: float = 0.5
+    dampening: float = 0.1
+    latency_gate: float = 0.1
+    min_window: int = 1
+    max_window: int = 500
+    # Gate = max(latency_gate, relative_gate * lowest latency seen); None keeps it fixed.
+    relative_gate: float | None = None
+    # Ignore throttles answering calls sent before the last decrease (TCP's recovery point).
+    once_per_round_trip: bool = False
+    # Grow only while at least half the window is in use.
+    require_use: bool = False
+    # On loss, ssthresh becomes half the window (TCP Reno) instead of staying put.
+    reno_ssthresh: bool = False
+
+    def bounded(self, min_window: int | None = None, max_window: int | None = None) -> WindowProfile:
+        lo = self.min_window if min_window is None else min_window
+        hi = self.max_window if max_window is None else max_window
+        if lo < 1:
+            raise ValueError("the minimum window must be at least 1")
+        if hi < lo:
+            raise ValueError(f"the maximum window ({hi}) is below the minimum ({lo})")
+        return replace(self, min_window=lo, max_window=hi)
+
+
+SEED = WindowProfile(name="seed")
+ADAPTIVE = WindowProfile(
+    name="adaptive",
+    relative_gate=2.0,
+    once_per_round_trip=True,
+    require_use=True,
+    reno_ssthresh=True,
+)
+PROFILES: dict[str, WindowProfile] = {p.name: p for p in (SEED, ADAPTIVE)}
+
+
+class Window:
+    """Slow start, additive increase, multiplicative decrease.
+
+    Every send takes a ticket (a rising number). Answers are reported with the
+    ticket of the call they answer, which is how a throttle can tell whether
+    its call left before or after the last decrease.
+    """
+
+    def __init__(self, profile: WindowProfile) -> None:
+        self.profile = profile
+        self.cwnd = self._clamp(profile.initial)
+        self.ssthresh = self._clamp(profile.ssthresh)
+        self.phase: Phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"
+        self.min_latency = math.inf
+        self._last_change = -math.inf
+        self._sent = 0
+        self._recover = 0
+
+    @property
+    def limit(self) -> int:
+        """Calls allowed in flight now."""
+        return max(self.profile.min_window, int(self.cwnd))
+
+    def gate(self) -> float:
+        """Latency under which a success may grow the window in avoidance."""
+        p = self.profile
+        if p.relative_gate is None or math.isinf(self.min_latency):
+            return p.latency_gate
+        return max(p.latency_gate, p.relative_gate * self.min_latency)
+
+    def on_send(self) -> int:
+        self._sent += 1
+        return self._sent
+
+    def on_success(self, ticket: int, latency: float, now: float, in_flight: int) -> bool:
+        """A call answered without a throttle or server error. Returns True if cwnd changed.
+
+        ``in_flight`` counts the calls outstanding when the answer came, this one included.
+        """
+        p = self.profile
+        self.min_latency = min(self.min_latency, latency)
+        if p.require_use and in_flight < self.cwnd / 2:
+            return False
+        if self.phase == "slow-start":
+            # One more per answer doubles the window per round trip.
+            grown = min(self.cwnd + 1, self.ssthresh, float(p.max_window))
+            if grown >= self.ssthresh:
+                self.phase = "avoidance"
+            return self._set(grown, now)
+        if latency >= self.gate() or self._dampened(now):
+            return False
+        return self._set(self.cwnd + p.increase, now)
+
+    def on_throttle(self, ticket: int, now: float) -> bool:
+        """The API said slow down. Returns True if cwnd changed."""
+        p = self.profile
+        if p.once_per_round_trip:
+            if ticket <= self._recover:
+                return False
+        elif self.phase == "avoidance" and self._dampened(now):
+            return False
+        if self.phase == "slow-start":
+            return self._collapse(now)
+        if p.reno_ssthresh:
+            self.ssthresh = self._clamp(self.cwnd * p.decrease)
+        return self._decrease(self.cwnd * p.decrease, now)
+
+    def on_error(self, ticket: int, now: float) -> bool:
+        """A server error or timeout. Collapses the window in slow start; ignored after."""
+        if self.phase != "slow-start":
+            return False
+        if self.profile.once_per_round_trip and ticket <= self._recover:
+            return False
+        return self._collapse(now)
+
+    def _dampened(self, now: float) -> bool:
+        # A nanosecond of slack keeps sums of float steps from reading 0.1 s as 0.0999…
+        return now - self._last_change < self.profile.dampening - 1e-9
+
+    def _collapse(self, now: float) -> bool:
+        if self.profile.reno_ssthresh:
+            self.ssthresh = self._clamp(self.cwnd * self.profile.decrease)
+        changed = self._decrease(1.0, now)
+        self.phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"
+        return changed
+
+    def _decrease(self, value: float, now: float) -> bool:
+        self._recover = self._sent
+        return self._set(value, now)
+
+    def _set(self, value: float, now: float) -> bool:
+        value = self._clamp(value)
+        # Every change, up or down, restarts the dampening interval.
+        self._last_change = now
+        if value == self.cwnd:
+            return False
+        self.cwnd = value
+        return True
+
+    def _clamp(self, value: float) -> float:
+        return float(min(max(value, self.profile.min_window), self.profile.max_window))

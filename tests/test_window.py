@@ -1,0 +1,239 @@
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from swarm_cli.window import ADAPTIVE, SEED, Window, WindowProfile
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now
+
+
+def round_trip(window: Window, clock: FakeClock, latency: float = 0.05) -> list[float]:
+    """Send a full window of calls, answer them all; return cwnd after each answer."""
+    tickets = [window.on_send() for _ in range(window.limit)]
+    clock.advance(latency)
+    seen = []
+    for t in tickets:
+        # The engine refills the window as it grows, so the whole round trip counts as in use.
+        window.on_success(t, latency, clock.now, len(tickets))
+        seen.append(window.cwnd)
+    return seen
+
+
+def test_seed_slow_start_doubles_per_round_trip_to_sixteen() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    sizes = [w.limit]
+    for _ in range(4):
+        round_trip(w, clock)
+        sizes.append(w.limit)
+    assert sizes == [1, 2, 4, 8, 16]
+    assert w.phase == "avoidance"
+
+
+def test_seed_additive_increase_at_most_once_per_dampening_interval() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    for _ in range(4):
+        round_trip(w, clock)
+    assert w.cwnd == 16
+    clock.advance(0.1)
+    # A whole round trip of 16 fast answers at the same instant adds 5 once.
+    t = [w.on_send() for _ in range(16)]
+    for ticket in t:
+        w.on_success(ticket, 0.05, clock.now, 16)
+    assert w.cwnd == 21
+    clock.advance(0.05)
+    w.on_success(w.on_send(), 0.05, clock.now, 21)
+    assert w.cwnd == 21, "a change 50 ms after the last one is dampened"
+    clock.advance(0.05)
+    w.on_success(w.on_send(), 0.05, clock.now, 21)
+    assert w.cwnd == 26
+
+
+def test_seed_slow_answers_do_not_grow_the_window() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    for _ in range(4):
+        round_trip(w, clock)
+    clock.advance(1.0)
+    w.on_success(w.on_send(), 0.3, clock.now, 16)
+    assert w.cwnd == 16
+
+
+def test_seed_throttle_halves_and_floors_at_minimum() -> None:
+    clock, w = FakeClock(), Window(SEED.bounded(min_window=3))
+    for _ in range(4):
+        round_trip(w, clock)
+    trajectory = []
+    for _ in range(5):
+        clock.advance(0.1)
+        w.on_throttle(w.on_send(), clock.now)
+        trajectory.append(w.cwnd)
+    assert trajectory == [8.0, 4.0, 3.0, 3.0, 3.0]
+    assert w.phase == "avoidance"
+
+
+def test_seed_error_in_slow_start_collapses_to_one() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    round_trip(w, clock)
+    round_trip(w, clock)
+    assert w.cwnd == 4
+    w.on_error(w.on_send(), clock.now)
+    assert w.cwnd == 1
+    assert w.phase == "slow-start"
+    assert w.ssthresh == 16
+
+
+def test_seed_server_error_after_slow_start_is_ignored() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    for _ in range(4):
+        round_trip(w, clock)
+    clock.advance(1)
+    assert not w.on_error(w.on_send(), clock.now)
+    assert w.cwnd == 16
+
+
+def test_adaptive_throttle_burst_from_one_round_trip_halves_once() -> None:
+    clock, w = FakeClock(), Window(ADAPTIVE)
+    for _ in range(4):
+        round_trip(w, clock)
+    for _ in range(8):
+        clock.advance(0.1)
+        round_trip(w, clock)
+    before = w.cwnd
+    tickets = [w.on_send() for _ in range(w.limit)]
+    clock.advance(0.05)
+    for t in tickets:
+        w.on_throttle(t, clock.now)
+    assert w.cwnd == before / 2
+    assert w.ssthresh == before / 2
+    # A call sent after the decrease carries news: it may halve again.
+    clock.advance(0.001)
+    w.on_throttle(w.on_send(), clock.now)
+    assert w.cwnd == before / 4
+
+
+def test_seed_throttle_burst_in_one_instant_halves_once_by_dampening() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    for _ in range(4):
+        round_trip(w, clock)
+    clock.advance(0.2)
+    for t in [w.on_send() for _ in range(16)]:
+        w.on_throttle(t, clock.now)
+    assert w.cwnd == 8
+
+
+def test_adaptive_gate_follows_lowest_latency() -> None:
+    clock, w = FakeClock(), Window(ADAPTIVE)
+    for _ in range(4):
+        round_trip(w, clock, latency=0.3)
+    assert w.cwnd == 16
+    assert w.gate() == 0.6
+    clock.advance(0.1)
+    w.on_success(w.on_send(), 0.35, clock.now, 16)
+    assert w.cwnd == 21
+    seed = Window(SEED)
+    for _ in range(4):
+        round_trip(seed, clock, latency=0.3)
+    clock.advance(0.1)
+    seed.on_success(seed.on_send(), 0.35, clock.now, 16)
+    assert seed.cwnd == 16, "the fixed 100 ms gate never opens at 300 ms"
+
+
+def test_adaptive_grows_only_while_window_is_used() -> None:
+    clock, w = FakeClock(), Window(ADAPTIVE)
+    for _ in range(4):
+        round_trip(w, clock)
+    clock.advance(0.5)
+    assert not w.on_success(w.on_send(), 0.05, clock.now, in_flight=7)
+    assert w.on_success(w.on_send(), 0.05, clock.now, in_flight=8)
+    assert w.cwnd == 21
+
+
+def test_adaptive_throttle_in_slow_start_sets_ssthresh_to_half() -> None:
+    clock, w = FakeClock(), Window(ADAPTIVE)
+    for _ in range(3):
+        round_trip(w, clock)
+    assert w.cwnd == 8
+    w.on_throttle(w.on_send(), clock.now)
+    assert (w.cwnd, w.ssthresh, w.phase) == (1, 4, "slow-start")
+    sizes = []
+    for _ in range(3):
+        round_trip(w, clock)
+        sizes.append(w.limit)
+    assert sizes == [2, 4, 4]
+    assert w.phase == "avoidance"
+
+
+def test_max_window_caps_growth() -> None:
+    clock, w = FakeClock(), Window(SEED.bounded(max_window=6))
+    for _ in range(5):
+        clock.advance(0.2)
+        round_trip(w, clock)
+    assert w.cwnd == 6
+
+
+def test_bounds_are_checked() -> None:
+    import pytest
+
+    with pytest.raises(ValueError):
+        SEED.bounded(min_window=0)
+    with pytest.raises(ValueError):
+        SEED.bounded(min_window=10, max_window=5)
+
+
+events = st.lists(
+    st.tuples(
+        st.sampled_from(["ok", "slow", "throttle", "error"]),
+        st.floats(min_value=0, max_value=0.5),
+        st.integers(min_value=0, max_value=40),
+    ),
+    max_size=300,
+)
+
+
+@given(
+    events,
+    st.sampled_from([SEED, ADAPTIVE]),
+    st.integers(min_value=1, max_value=8),
+    st.integers(min_value=8, max_value=100),
+)
+def test_window_stays_within_bounds(
+    script: list[tuple[str, float, int]], base: WindowProfile, lo: int, hi: int
+) -> None:
+    w = Window(base.bounded(min_window=lo, max_window=hi))
+    now = 0.0
+    for kind, dt, in_flight in script:
+        now += dt
+        ticket = w.on_send()
+        if kind == "ok":
+            w.on_success(ticket, 0.02, now, in_flight)
+        elif kind == "slow":
+            w.on_success(ticket, 0.4, now, in_flight)
+        elif kind == "throttle":
+            w.on_throttle(ticket, now)
+        else:
+            w.on_error(ticket, now)
+        assert lo <= w.cwnd <= hi
+        assert lo <= w.limit <= hi
+
+
+@given(st.integers(min_value=2, max_value=200), st.integers(min_value=0, max_value=30))
+def test_burst_of_throttles_from_one_round_trip_halves_once(k: int, grow: int) -> None:
+    w = Window(ADAPTIVE)
+    now = 0.0
+    for _ in range(grow):
+        now += 0.2
+        w.on_success(w.on_send(), 0.01, now, 10_000)
+    tickets = [w.on_send() for _ in range(k)]
+    start = w.cwnd
+    for t in tickets:
+        now += 0.5  # however spread out in time they arrive
+        w.on_throttle(t, now)
+    expected = 1.0 if start < 16 else max(start * 0.5, 1.0)
+    assert w.cwnd == expected
