@@ -1,0 +1,32 @@
+"""What one call did to one intent, as the engine needs to know it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Kind(enum.Enum):
+    SUCCEEDED = "succeeded"  # done (or, in a dry run, would be done)
+    THROTTLED = "throttled"  # the API said slow down: back to the queue, never a failure
+    TRANSIENT = "transient"  # 5xx, connection trouble: retry with backoff, bounded
+    PERMANENT = "permanent"  # the API refused this intent: fail at once
+    MISSING = "missing"  # the resource does not exist
+    FATAL = "fatal"  # credentials or permission: stop everything
+    REQUEUE = "requeue"  # not tried: another ID in the same call failed it
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: Kind
+    code: str | None = None
+    message: str | None = None
+    http_status: int | None = None
+    request_id: str | None = None
+    # With REQUEUE: send this intent alone next time (its batch could not be split by name).
+    isolate: bool = False
+
+    @property
+    def answered(self) -> bool:
+        """The API answered without a sign of overload."""
+        return self.kind in (Kind.SUCCEEDED, Kind.PERMANENT, Kind.MISSING, Kind.REQUEUE)

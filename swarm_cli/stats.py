@@ -1,0 +1,93 @@
+"""Counters kept from the engine's events: what the display and the summary show."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine import Event
+
+
+@dataclass
+class Stats:
+    total: int = 0
+    calls: int = 0
+    throttled_calls: int = 0
+    retries: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    missing: int = 0
+    pending: int = 0
+    cwnd: float = 0.0
+    ssthresh: float = 0.0
+    peak_cwnd: float = 0.0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    window_decreases: int = 0
+    started: float | None = None
+    last: float = 0.0
+    # (seconds since start, cwnd) at each change: enough to draw the window.
+    trajectory: list[tuple[float, float]] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed + self.missing + self.pending
+
+    def elapsed(self) -> float:
+        return 0.0 if self.started is None else self.last - self.started
+
+    def __call__(self, event: Event) -> None:
+        with self.lock:
+            if self.started is None:
+                self.started = event.at
+                self.trajectory.append((0.0, event.cwnd))
+                self.peak_cwnd = event.cwnd
+            self.last = event.at
+            self.in_flight = event.in_flight
+            self.peak_in_flight = max(self.peak_in_flight, event.in_flight)
+            if event.type == "queued":
+                self.total += len(event.ids)
+            elif event.type == "sent":
+                self.calls += 1
+            elif event.type == "throttled":
+                self.throttled_calls += 1
+            elif event.type == "retried":
+                self.retries += 1
+            elif event.type == "window":
+                if event.cwnd < self.cwnd:
+                    self.window_decreases += 1
+                self.trajectory.append((round(event.at - self.started, 4), event.cwnd))
+            elif event.type in ("succeeded", "failed", "missing", "pending"):
+                setattr(self, event.type, getattr(self, event.type) + 1)
+                outcome = event.outcome
+                if event.type != "succeeded" and outcome is not None and outcome.code:
+                    self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
+            self.cwnd = event.cwnd
+            self.ssthresh = event.ssthresh
+            self.peak_cwnd = max(self.peak_cwnd, event.cwnd)
+
+    def as_dict(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "total": self.total,
+                "succeeded": self.succeeded,
+                "failed": self.failed,
+                "missing": self.missing,
+                "pending": self.pending,
+                "calls": self.calls,
+                "throttled_calls": self.throttled_calls,
+                "retries": self.retries,
+                "window": {
+                    "final": self.cwnd,
+                    "peak": self.peak_cwnd,
+                    "ssthresh": self.ssthresh,
+                    "decreases": self.window_decreases,
+                    "trajectory": self.trajectory,
+                },
+                "peak_in_flight": self.peak_in_flight,
+                "errors": dict(sorted(self.errors.items())),
+                "elapsed_seconds": round(self.elapsed(), 3),
+            }

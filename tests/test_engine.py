@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from swarm_cli.engine import Engine, Event
+from swarm_cli.outcome import Kind, Outcome
+from swarm_cli.stats import Stats
+from swarm_cli.window import ADAPTIVE, SEED, Window
+
+
+class Instrumented:
+    """An action that records concurrency and answers from a script per ID."""
+
+    def __init__(self, window: Window, delay: float = 0.002,
+                 script: Mapping[str, list[Outcome]] | None = None,
+                 throttle_above: int | None = None) -> None:
+        self.window = window
+        self.delay = delay
+        self.script = {k: list(v) for k, v in (script or {}).items()}
+        self.throttle_above = throttle_above
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.peak = 0
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            self.calls.append(tuple(ids))
+            over = self.throttle_above is not None and self.in_flight > self.throttle_above
+        time.sleep(self.delay)
+        out: dict[str, Outcome] = {}
+        with self.lock:
+            for i in ids:
+                queue = self.script.get(i)
+                if over:
+                    out[i] = Outcome(Kind.THROTTLED, "RequestLimitExceeded", http_status=503)
+                elif queue:
+                    out[i] = queue.pop(0)
+                else:
+                    out[i] = Outcome(Kind.SUCCEEDED)
+            self.in_flight -= 1
+        return out
+
+
+def ids(n: int) -> list[str]:
+    return [f"i-{k:08x}" for k in range(n)]
+
+
+class SentCap:
+    """Checks in-flight <= cwnd at the moment each call is sent."""
+
+    def __init__(self, window: Window) -> None:
+        self.window = window
+        self.breaches: list[tuple[int, int]] = []
+
+    def __call__(self, event: Event) -> None:
+        if event.type == "sent" and event.in_flight > self.window.limit:
+            self.breaches.append((event.in_flight, self.window.limit))
+
+
+def test_in_flight_never_exceeds_window_with_real_threads() -> None:
+    window = Window(SEED.bounded(max_window=24))
+    action = Instrumented(window, throttle_above=12)
+    cap, stats = SentCap(window), Stats()
+    engine = Engine(action, window, subscribers=[cap, stats], backoff=lambda n: 0.0)
+    result = engine.run(ids(400))
+    assert cap.breaches == []
+    assert result.counts["succeeded"] == 400
+    assert stats.throttled_calls > 0, "the action throttles above 12 in flight"
+    assert stats.window_decreases > 0
+    assert 1 < action.peak <= 24
+
+
+def test_throttled_intents_return_to_queue_and_never_fail() -> None:
+    throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", http_status=503)
+    script = {"i-00000001": [throttle] * 7, "i-00000002": [throttle] * 3}
+    window = Window(ADAPTIVE)
+    events: list[Event] = []
+    engine = Engine(Instrumented(window, script=script), window, subscribers=[events.append],
+                    max_attempts=2)
+    result = engine.run(ids(5))
+    assert result.counts == {"succeeded": 5, "failed": 0, "missing": 0, "pending": 0}
+    done = {e.ids[0]: e.attempts for e in events if e.type == "succeeded"}
+    assert done["i-00000001"] == 8
+    assert done["i-00000002"] == 4
+
+
+def test_transient_errors_retry_with_backoff_then_fail() -> None:
+    boom = Outcome(Kind.TRANSIENT, "InternalError", http_status=500)
+    script = {"i-00000000": [boom] * 10, "i-00000001": [boom, boom]}
+    waits: list[int] = []
+
+    def backoff(n: int) -> float:
+        waits.append(n)
+        return 0.001
+
+    window = Window(SEED)
+    events: list[Event] = []
+    engine = Engine(Instrumented(window, script=script), window, max_attempts=3,
+                    backoff=backoff, subscribers=[events.append])
+    result = engine.run(ids(3))
+    assert result.counts["failed"] == 1
+    assert result.counts["succeeded"] == 2
+    failed = [e for e in events if e.type == "failed"]
+    assert failed[0].ids == ("i-00000000",) and failed[0].attempts == 3
+    assert sorted(waits) == [1, 1, 2, 2]
+
+
+def test_permanent_and_missing_fail_at_once() -> None:
+    script = {
+        "i-00000000": [Outcome(Kind.PERMANENT, "OperationNotPermitted")],
+        "i-00000001": [Outcome(Kind.MISSING, "InvalidInstanceID.NotFound")],
+    }
+    window = Window(SEED)
+    action = Instrumented(window, script=script)
+    result = Engine(action, window).run(ids(4))
+    assert result.counts == {"succeeded": 2, "failed": 1, "missing": 1, "pending": 0}
+    assert len(action.calls) == 4
+
+
+def test_fatal_error_stops_dispatch_and_records_rest_pending() -> None:
+    script = {"i-00000003": [Outcome(Kind.FATAL, "AuthFailure", http_status=401)]}
+    window = Window(SEED)  # window 1..: one call at a time in slow start
+    action = Instrumented(window, script=script)
+    events: list[Event] = []
+    result = Engine(action, window, subscribers=[events.append]).run(ids(50))
+    assert result.fatal is not None and result.fatal.code == "AuthFailure"
+    assert result.counts["pending"] == 50 - result.counts["succeeded"]
+    pending = {e.ids[0] for e in events if e.type == "pending"}
+    assert "i-00000003" in pending
+    assert len(action.calls) < 50
+
+
+def test_batches_split_by_requeue_and_isolate() -> None:
+    window = Window(SEED)
+    calls: list[tuple[str, ...]] = []
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        calls.append(tuple(batch))
+        if "i-00000002" in batch and len(batch) > 1:
+            return {i: Outcome(Kind.REQUEUE, isolate=True) for i in batch}
+        if batch == ["i-00000002"]:
+            return {"i-00000002": Outcome(Kind.MISSING, "InvalidInstanceID.NotFound")}
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    result = Engine(action, window, batch_size=3).run(ids(6))
+    assert result.counts["succeeded"] == 5 and result.counts["missing"] == 1
+    assert calls[0] == ("i-00000000", "i-00000001", "i-00000002")
+    assert ("i-00000002",) in calls
+    assert all(len(c) <= 3 for c in calls)
+
+
+def test_every_intent_resolves_exactly_once() -> None:
+    window = Window(ADAPTIVE.bounded(max_window=16))
+    flaky = Outcome(Kind.TRANSIENT, "InternalError", http_status=500)
+    script = {i: [flaky] for i in ids(300)[::7]}
+    events: list[Event] = []
+    Engine(Instrumented(window, script=script, throttle_above=6), window, batch_size=4,
+           backoff=lambda n: 0.0, subscribers=[events.append]).run(ids(300))
+    resolved = [e.ids[0] for e in events if e.type in ("succeeded", "failed", "missing", "pending")]
+    assert sorted(resolved) == sorted(ids(300))
+
+
+def test_stop_from_another_thread_records_pending() -> None:
+    window = Window(SEED.bounded(max_window=2))
+    action = Instrumented(window, delay=0.01)
+    engine = Engine(action, window)
+    timer = threading.Timer(0.1, engine.stop)
+    timer.start()
+    result = engine.run(ids(500))
+    timer.join()
+    assert result.counts["pending"] > 0
+    assert result.counts["succeeded"] + result.counts["pending"] == 500
