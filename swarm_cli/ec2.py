@@ -53,9 +53,10 @@ INSTANCE_IN_MESSAGE = re.compile(r"\bi-[0-9a-zA-Z]+\b")
 
 def make_client(region: str | None, *, profile: str | None = None,
                 endpoint_url: str | None = None, max_pool: int = 10,
-                timeout: float = 30.0) -> Any:
+                timeout: float = 30.0, credentials: Mapping[str, str] | None = None) -> Any:
     """One client for every thread; botocore's own retries off so the window sees all."""
-    session = boto3.session.Session(profile_name=profile, region_name=region)
+    session = boto3.session.Session(profile_name=profile, region_name=region,
+                                    **(credentials or {}))
     config = Config(
         retries={"mode": "standard", "total_max_attempts": 1},
         max_pool_connections=max(10, max_pool),

@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs
@@ -303,7 +303,3 @@ def environment(sandbox: Sandbox) -> dict[str, str]:
         "AWS_ENDPOINT_URL": sandbox.endpoint,
     }
 
-
-def iter_chunks(items: list[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

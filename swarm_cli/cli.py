@@ -1,0 +1,448 @@
+"""The ``swarm`` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from . import __version__
+from .display import render_summary
+from .ledger import fold_files, succeeded_ids
+from .run import EXIT_AUTH, EXIT_REFUSED, EXIT_USAGE, RunOptions, execute
+from .targets import Targets, TargetsError, read_ids
+from .window import PROFILES
+
+app = typer.Typer(
+    name="swarm",
+    help="Bulk cloud mutations as fast as the API allows, without losing an intent.\n\n"
+    "Start with [bold]swarm demo[/bold]: it runs against a local fake EC2, no AWS account needed.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+ledger_app = typer.Typer(help="Read ledgers: what failed, what is done.", no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
+
+
+class WindowChoice(str, Enum):
+    adaptive = "adaptive"
+    seed = "seed"
+
+
+class Output(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class ProgressChoice(str, Enum):
+    auto = "auto"
+    live = "live"
+    plain = "plain"
+    none = "none"
+
+
+class Preset(str, Enum):
+    quick = "quick"
+    ec2 = "ec2"
+
+
+def _consoles() -> tuple[Console, Console]:
+    return Console(), Console(stderr=True)
+
+
+def fail(err: Console, message: str, code: int) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"swarm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Bulk cloud mutations as fast as the API allows."""
+
+
+# Options shared by the commands that run a terminate.
+BatchSize = Annotated[int, typer.Option(
+    "--batch-size", min=1, max=1000,
+    help="Instance IDs per TerminateInstances call (EC2 takes up to 1000).")]
+MaxWindow = Annotated[int, typer.Option(
+    "--max-window", min=1, max=1000, help="Most calls ever in flight at once.")]
+MinWindow = Annotated[int, typer.Option(
+    "--min-window", min=1, max=1000, help="Fewest calls in flight allowed after throttles.")]
+WindowOpt = Annotated[WindowChoice, typer.Option(
+    "--window-profile",
+    help="adaptive: the default, tuned; seed: the reference TCP profile, reproduced exactly.")]
+MaxAttempts = Annotated[int, typer.Option(
+    "--max-attempts", min=1, max=100,
+    help="Tries per instance on server errors and timeouts (throttles never count).")]
+OutputOpt = Annotated[Output, typer.Option(
+    "--output", "-o", help="text: a summary for people; json: one summary object on stdout.")]
+ProgressOpt = Annotated[ProgressChoice, typer.Option(
+    "--progress",
+    help="auto: a live view on a terminal, plain lines otherwise; none: quiet until the end.")]
+
+
+def _load_targets(ids: str, err: Console) -> Targets:
+    try:
+        targets = read_ids(ids, sys.stdin if ids == "-" else None)
+    except TargetsError as exc:
+        fail(err, str(exc), EXIT_USAGE)
+    if targets.bad:
+        shown = targets.bad[:20]
+        err.print(f"[bold red]error:[/] {len(targets.bad)} invalid line(s) in {ids}; "
+                  "nothing was sent:", highlight=False)
+        for bad in shown:
+            err.print(f"  line {bad.line}: {bad.text!r}: {bad.reason}", highlight=False,
+                      soft_wrap=True)
+        if len(targets.bad) > len(shown):
+            err.print(f"  … and {len(targets.bad) - len(shown)} more")
+        raise typer.Exit(EXIT_USAGE)
+    if targets.duplicates:
+        dup = len(targets.duplicates)
+        extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
+        example, lines = next(iter(targets.duplicates.items()))
+        err.print(f"[yellow]warning:[/] {dup} ID(s) listed more than once; {extra} repeat(s) "
+                  f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})",
+                  highlight=False)
+    return targets
+
+
+def _window(choice: WindowChoice, min_window: int, max_window: int, err: Console) -> Any:
+    try:
+        return PROFILES[choice.value].bounded(min_window=min_window, max_window=max_window)
+    except ValueError as exc:
+        fail(err, str(exc), EXIT_USAGE)
+
+
+def _finish(report: dict[str, Any], code: int, output: Output, out: Console,
+            err: Console) -> NoReturn:
+    if output is Output.json:
+        render_summary(report, err)
+        out.file.write(json.dumps(report, indent=2, default=str) + "\n")
+        out.file.flush()
+    else:
+        render_summary(report, out)
+    raise typer.Exit(code)
+
+
+@app.command()
+def terminate(
+    ids: Annotated[str, typer.Option(
+        "--ids", help="File of instance IDs, one per line (# comments allowed); - reads stdin.",
+        show_default=False)],
+    region: Annotated[str | None, typer.Option(
+        "--region", envvar="AWS_REGION",
+        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).")] = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", envvar="AWS_PROFILE", help="Named AWS profile for credentials.")] = None,
+    endpoint_url: Annotated[str | None, typer.Option(
+        "--endpoint-url", envvar="AWS_ENDPOINT_URL",
+        help="EC2 endpoint to call instead of AWS's, e.g. a swarm sandbox.")] = None,
+    ledger: Annotated[str, typer.Option(
+        "--ledger", help="JSONL file every resolved instance is appended to.")
+    ] = "swarm-ledger.jsonl",
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Skip IDs the ledger already records as terminated.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Ask EC2 whether each call would be allowed; terminate nothing.")
+    ] = False,
+    sandbox: Annotated[bool, typer.Option(
+        "--sandbox",
+        help="Rehearse: load exactly these IDs into a local fake EC2 with EC2's default "
+        "limits and run against it. Nothing leaves this machine.")] = False,
+    batch_size: BatchSize = 10,
+    max_window: MaxWindow = 500,
+    min_window: MinWindow = 1,
+    window_profile: WindowOpt = WindowChoice.adaptive,
+    max_attempts: MaxAttempts = 5,
+    output: OutputOpt = Output.text,
+    progress: ProgressOpt = ProgressChoice.auto,
+) -> None:
+    """Terminate EC2 instances, as fast as the account's rate limit allows.
+
+    Calls in flight follow a congestion window: it starts at 1, doubles per round
+    trip up to 16, then grows while answers come quickly and halves on throttles.
+    Every instance lands in the ledger; IDs that failed can be retried with
+    [bold]swarm terminate --ids <(swarm ledger failed LEDGER)[/bold].
+
+    Exit codes: 0 all done · 1 some failed (see the ledger) · 2 bad usage or input ·
+    3 not confirmed · 4 credentials or permission · 130 interrupted.
+    """
+    out, err = _consoles()
+    targets = _load_targets(ids, err)
+    profile_ = _window(window_profile, min_window, max_window, err)
+    todo = targets.ids
+    if resume and os.path.exists(ledger):
+        done = succeeded_ids(ledger, "terminate")
+        todo = [i for i in todo if i not in done]
+        err.print(f"resume: {len(targets.ids) - len(todo)} already terminated per {ledger}; "
+                  f"{len(todo)} to go", highlight=False)
+    if not todo:
+        err.print("nothing to do: no instance IDs to terminate", highlight=False)
+        raise typer.Exit(0)
+    options = RunOptions(region=region, endpoint=endpoint_url, dry_run=dry_run,
+                         batch_size=batch_size, max_attempts=max_attempts, window=profile_,
+                         ledger=None if sandbox else ledger, progress=progress.value,
+                         title="dry run" if dry_run else "terminate")
+    if sandbox:
+        from .rehearse import rehearse
+
+        report, code = rehearse(todo, options, err)
+        _finish(report, code, output, out, err)
+
+    from .ec2 import Terminate, make_client
+
+    where = endpoint_url or "AWS"
+    if not dry_run and not yes:
+        _confirm(len(todo), region, where, profile, ids, err)
+    try:
+        client = make_client(region, profile=profile, endpoint_url=endpoint_url,
+                             max_pool=max_window)
+    except Exception as exc:
+        _client_error(exc, err)
+    report, code = execute(todo, Terminate(client, dry_run=dry_run),
+                           RunOptions(**{**options.__dict__, "region": client.meta.region_name}),
+                           err)
+    _finish(report, code, output, out, err)
+
+
+def _confirm(count: int, region: str | None, where: str, profile: str | None, ids: str,
+             err: Console) -> None:
+    what = (f"terminate {count} instance(s) in {region or 'the default region'} "
+            f"via {where}" + (f" with profile {profile}" if profile else ""))
+    if ids == "-" or not sys.stdin.isatty():
+        fail(err, f"refusing to {what} without confirmation: no terminal to ask on. "
+             "Pass --yes to confirm (scripts and CI).", EXIT_REFUSED)
+    if not typer.confirm(f"About to {what}. Continue?", default=False, err=True):
+        err.print("not confirmed; nothing was sent")
+        raise typer.Exit(EXIT_REFUSED)
+
+
+def _client_error(exc: Exception, err: Console) -> NoReturn:
+    from botocore.exceptions import NoRegionError, ProfileNotFound
+
+    if isinstance(exc, NoRegionError):
+        fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+    if isinstance(exc, ProfileNotFound):
+        fail(err, str(exc), EXIT_AUTH)
+    fail(err, f"cannot set up the EC2 client: {exc}", EXIT_USAGE)
+
+
+@ledger_app.command("failed")
+def ledger_failed(
+    paths: Annotated[list[Path], typer.Argument(help="Ledger files; several are merged.",
+                                                exists=True, dir_okay=False)],
+    action: Annotated[str, typer.Option("--action", help="Which action's intents.")
+    ] = "terminate",
+) -> None:
+    """Print the IDs whose merged state is not succeeded, one per line.
+
+    Feed them back: swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
+    """
+    state = fold_files(str(p) for p in paths)
+    for (act, instance_id), record in state.items():
+        if act == action and record.status != "succeeded":
+            typer.echo(instance_id)
+
+
+@ledger_app.command("summary")
+def ledger_summary(
+    paths: Annotated[list[Path], typer.Argument(help="Ledger files; several are merged.",
+                                                exists=True, dir_okay=False)],
+    output: OutputOpt = Output.text,
+) -> None:
+    """Count intents by their merged state, per action."""
+    from .ledger import STATUSES, Damaged
+
+    damaged: list[Damaged] = []
+    state = fold_files((str(p) for p in paths), damaged)
+    counts: dict[str, dict[str, int]] = {}
+    for (act, _), record in state.items():
+        per = counts.setdefault(act, dict.fromkeys(STATUSES, 0))
+        per[record.status] += 1
+    if output is Output.json:
+        typer.echo(json.dumps({"actions": counts, "damaged_lines": len(damaged)}, indent=2))
+        return
+    for act, per in counts.items():
+        typer.echo(f"{act}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
+    if damaged:
+        typer.echo(f"{len(damaged)} damaged line(s) skipped, e.g. {damaged[0].path} "
+                   f"line {damaged[0].line}", err=True)
+
+
+@app.command()
+def demo(
+    count: Annotated[int, typer.Option("--count", min=1, max=5000,
+                                       help="Instances to launch and terminate.")] = 300,
+    preset: Annotated[Preset, typer.Option(
+        "--preset", help="quick: scaled for a snappy demo; ec2: EC2's documented limits.")
+    ] = Preset.quick,
+    rate: Annotated[float | None, typer.Option(
+        "--rate", min=0.1, help="Calls per second the request bucket refills.")] = None,
+    burst: Annotated[float | None, typer.Option(
+        "--burst", min=1, help="Calls the request bucket holds.")] = None,
+    latency: Annotated[float | None, typer.Option(
+        "--latency", min=0, help="Seconds each mutating call takes.")] = None,
+    error_rate: Annotated[float, typer.Option(
+        "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError.")
+    ] = 0.02,
+    protected: Annotated[int, typer.Option(
+        "--protected", min=0, help="Instances with termination protection (they fail).")] = 0,
+    missing: Annotated[int, typer.Option(
+        "--missing", min=0, help="IDs that do not exist, added to the list (they fail).")] = 0,
+    batch_size: BatchSize = 1,
+    max_window: MaxWindow = 64,
+    min_window: MinWindow = 1,
+    window_profile: WindowOpt = WindowChoice.adaptive,
+    max_attempts: MaxAttempts = 5,
+    ledger: Annotated[str | None, typer.Option(
+        "--ledger", help="Ledger file (default: a new file in the temp folder).")] = None,
+    output: OutputOpt = Output.text,
+    progress: ProgressOpt = ProgressChoice.auto,
+) -> None:
+    """Watch swarm work against a local fake EC2: no AWS account, nothing leaves this machine.
+
+    Starts the sandbox (moto behind EC2-style token buckets), launches instances in it,
+    and terminates them all through the same path as a real run. One ID per call by
+    default, so the window has many calls to learn from.
+    """
+    from .rehearse import run_demo
+    from .sandbox import PRESETS, BucketSpec
+
+    out, err = _consoles()
+    base = PRESETS[preset.value]
+    requests = BucketSpec(burst if burst is not None else base.requests.burst,
+                          rate if rate is not None else base.requests.rate)
+    config = base.with_(requests=requests, latency=latency, error_rate=error_rate)
+    ledger_path = ledger or os.path.join(tempfile.gettempdir(),
+                                         f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
+    options = RunOptions(batch_size=batch_size, max_attempts=max_attempts,
+                         window=_window(window_profile, min_window, max_window, err),
+                         ledger=ledger_path, progress=progress.value, title="demo")
+    report, code = run_demo(config, count, options, err, protected=protected, missing=missing)
+    _finish(report, code, output, out, err)
+
+
+@app.command("sandbox")
+def sandbox_cmd(
+    port: Annotated[int, typer.Option("--port", min=0, max=65535,
+                                      help="Port on 127.0.0.1 (0 picks a free one).")] = 8577,
+    count: Annotated[int, typer.Option("--count", min=0,
+                                       help="Running instances to launch at start.")] = 0,
+    ids_out: Annotated[Path | None, typer.Option(
+        "--ids-out", help="Write the launched IDs (and --missing ones) here, one per line.")
+    ] = None,
+    env_out: Annotated[Path | None, typer.Option(
+        "--env-out", help="Write the environment to export here, once the sandbox is ready.")
+    ] = None,
+    preset: Annotated[Preset, typer.Option(
+        "--preset", help="quick: scaled down; ec2: EC2's documented limits.")] = Preset.quick,
+    rate: Annotated[float | None, typer.Option(
+        "--rate", min=0.1, help="Calls per second the request bucket refills.")] = None,
+    burst: Annotated[float | None, typer.Option(
+        "--burst", min=1, help="Calls the request bucket holds.")] = None,
+    resource_rate: Annotated[float | None, typer.Option(
+        "--resource-rate", min=0.1, help="Instances per second the resource bucket refills.")
+    ] = None,
+    resource_burst: Annotated[float | None, typer.Option(
+        "--resource-burst", min=1, help="Instances the resource bucket holds.")] = None,
+    latency: Annotated[float | None, typer.Option(
+        "--latency", min=0, help="Seconds each mutating call takes.")] = None,
+    error_rate: Annotated[float, typer.Option(
+        "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError.")
+    ] = 0.0,
+    protected: Annotated[int, typer.Option(
+        "--protected", min=0, help="Of the launched instances, how many refuse termination.")
+    ] = 0,
+    missing: Annotated[int, typer.Option(
+        "--missing", min=0, help="IDs that do not exist, appended to --ids-out.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for latency and faults.")
+    ] = 0,
+) -> None:
+    """Keep a fake EC2 running on 127.0.0.1 until Ctrl-C, for trying commands or CI jobs.
+
+    Prints the endpoint and the environment to export (dummy credentials, region,
+    AWS_ENDPOINT_URL); with --env-out and --ids-out, a CI step can wait for the
+    env file and then run swarm terminate against it.
+    """
+    from .sandbox import PRESETS, BucketSpec, Sandbox, environment, fake_ids
+
+    out, err = _consoles()
+    base = PRESETS[preset.value]
+    config = base.with_(
+        requests=BucketSpec(burst if burst is not None else base.requests.burst,
+                            rate if rate is not None else base.requests.rate),
+        resources=BucketSpec(
+            resource_burst if resource_burst is not None else base.resources.burst,
+            resource_rate if resource_rate is not None else base.resources.rate),
+        latency=latency, error_rate=error_rate, seed=seed)
+    box = Sandbox(config, port=port)
+    try:
+        box.start()
+    except OSError as exc:
+        fail(err, f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", EXIT_USAGE)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        ids = box.launch(count, protected=min(protected, count))
+        import random
+
+        listed = ids + fake_ids(missing, random.Random(seed))
+        if ids_out is not None:
+            _write_atomic(ids_out, "".join(f"{i}\n" for i in listed))
+        env = environment(box)
+        exports = "".join(f"export {k}={v}\n" for k, v in env.items())
+        if env_out is not None:
+            _write_atomic(env_out, exports)
+        r, res = config.requests, config.resources
+        err.print(f"[bold]swarm sandbox[/]: fake EC2 on {box.endpoint} "
+                  f"({config.region}, account 123456789012). Not AWS: nothing leaves this machine.",
+                  highlight=False)
+        err.print(f"  limits: {r.burst:g} calls burst, {r.rate:g}/s; {res.burst:g} instances "
+                  f"burst, {res.rate:g}/s; latency {config.latency * 1000:.0f} ms; "
+                  f"errors {config.error_rate:.0%}", highlight=False)
+        err.print(f"  {len(ids)} running instance(s)" + (f", {protected} protected"
+                  if protected else "") + (f"; IDs in {ids_out}" if ids_out else ""),
+                  highlight=False)
+        out.file.write(exports)
+        out.file.flush()
+        err.print("Ctrl-C to stop.")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        err.print("sandbox stopped")
+    finally:
+        box.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,157 @@
+"""What a person sees: a live view on a terminal, plain lines in CI, and the summary."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Literal, Protocol
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from .stats import Stats
+
+ProgressMode = Literal["auto", "live", "plain", "none"]
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+class Progress(Protocol):
+    def __enter__(self) -> Progress: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def sparkline(points: list[tuple[float, float]], width: int = 40) -> str:
+    """The window over time, resampled to ``width`` columns."""
+    if not points:
+        return ""
+    end = points[-1][0] or 1.0
+    values, j = [], 0
+    for col in range(width):
+        t = end * col / max(1, width - 1)
+        while j + 1 < len(points) and points[j + 1][0] <= t:
+            j += 1
+        values.append(points[j][1])
+    top = max(values) or 1.0
+    return "".join(SPARKS[min(len(SPARKS) - 1, int(v / top * (len(SPARKS) - 1)))] for v in values)
+
+
+def status_line(stats: Stats, now: float | None = None) -> str:
+    elapsed = stats.elapsed() if now is None or stats.started is None else now - stats.started
+    return (
+        f"{stats.done}/{stats.total} done · cwnd {stats.cwnd:.0f} · in flight {stats.in_flight}"
+        f" · calls {stats.calls} · throttled {stats.throttled_calls}"
+        f" · failed {stats.failed + stats.missing} · {elapsed:.1f}s"
+    )
+
+
+class LiveView:
+    """A rich Live view that reads the stats at each refresh."""
+
+    def __init__(self, console: Console, stats: Stats, title: str) -> None:
+        self.stats = stats
+        self.title = title
+        self._live = Live(get_renderable=self._render, console=console,
+                          refresh_per_second=8, transient=False)
+
+    def _render(self) -> Any:
+        s = self.stats
+        grid = Table.grid(padding=(0, 1))
+        grid.add_row(Text(self.title, style="bold"),
+                     ProgressBar(total=max(1, s.total), completed=s.done, width=40),
+                     Text(f"{s.done}/{s.total}"))
+        grid.add_row(Text("window", style="cyan"), Text(sparkline(s.trajectory), style="cyan"),
+                     Text(f"cwnd {s.cwnd:.0f} · peak {s.peak_cwnd:.0f}"))
+        return Group(grid, Text(status_line(s, time.monotonic()), style="dim"))
+
+    def __enter__(self) -> LiveView:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.__exit__(None, None, None)
+
+
+class PlainLines:
+    """One line every ``interval`` seconds, for logs and CI."""
+
+    def __init__(self, console: Console, stats: Stats, title: str, interval: float = 2.0) -> None:
+        self.console = console
+        self.stats = stats
+        self.title = title
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="swarm-progress", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.console.print(f"{self.title}: {status_line(self.stats, time.monotonic())}",
+                               highlight=False, soft_wrap=True)
+
+    def __enter__(self) -> PlainLines:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class NoProgress:
+    def __enter__(self) -> NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def choose_progress(mode: ProgressMode, console: Console, stats: Stats, title: str) -> Progress:
+    """Chosen once: the run loop does not care which."""
+    if mode == "auto":
+        mode = "live" if console.is_terminal and not console.is_dumb_terminal else "plain"
+    if mode == "live":
+        return LiveView(console, stats, title)
+    if mode == "plain":
+        return PlainLines(console, stats, title)
+    return NoProgress()
+
+
+def render_summary(report: dict[str, Any], console: Console) -> None:
+    """The human summary of a run (its JSON twin is the report itself)."""
+    c = report["counts"]
+    w = report["window"]
+    verb = "would succeed" if report["dry_run"] else "succeeded"
+    head = Text.assemble(
+        (f"{report['action']}: ", "bold"),
+        (f"{c['succeeded']} of {report['total']} {verb}",
+         "green" if c["succeeded"] == report["total"] else "yellow"),
+        f" in {report['elapsed_seconds']:.1f}s",
+    )
+    console.print(head)
+    console.print(
+        f"  calls {report['calls']} · throttled {report['throttled_calls']}"
+        f" · retried {report['retries']} · window peak {w['peak']:.0f}, final {w['final']:.0f}"
+        f", {w['decreases']} decreases",
+        highlight=False,
+    )
+    for status in ("failed", "missing", "pending"):
+        if c[status]:
+            console.print(f"  {status}: {c[status]}", style="red", highlight=False)
+    for item in report["problems"][:20]:
+        console.print(f"    {item['id']}  {item['status']}  {item.get('code') or ''}"
+                      f"  {item.get('message') or ''}", highlight=False, soft_wrap=True)
+    if len(report["problems"]) > 20:
+        console.print(f"    … and {len(report['problems']) - 20} more (see the ledger)")
+    if report.get("fatal"):
+        f = report["fatal"]
+        console.print(f"  stopped: {f['code']}: {f['message']}", style="bold red",
+                      highlight=False, soft_wrap=True)
+    if report.get("interrupted"):
+        console.print("  interrupted: what was not done is recorded as pending", style="yellow")
+    if report.get("ledger"):
+        console.print(f"  ledger: {report['ledger']}", highlight=False, soft_wrap=True)
+        if c["failed"] + c["missing"] + c["pending"]:
+            console.print(f"  retry the rest: swarm terminate --ids <(swarm ledger failed "
+                          f"{report['ledger']})", highlight=False, soft_wrap=True)
