@@ -58,11 +58,15 @@ class Preset(str, Enum):
 
 
 def _consoles() -> tuple[Console, Console]:
-    return Console(), Console(stderr=True)
+    # Soft wrap: long IDs and paths stay whole in logs and when piped.
+    return (
+        Console(soft_wrap=True, highlight=False),
+        Console(stderr=True, soft_wrap=True, highlight=False),
+    )
 
 
 def fail(err: Console, message: str, code: int) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(code)
 
 
@@ -74,31 +78,64 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Bulk cloud mutations as fast as the API allows."""
 
 
 # Options shared by the commands that run a terminate.
-BatchSize = Annotated[int, typer.Option(
-    "--batch-size", min=1, max=1000,
-    help="Instance IDs per TerminateInstances call (EC2 takes up to 1000).")]
-MaxWindow = Annotated[int, typer.Option(
-    "--max-window", min=1, max=1000, help="Most calls ever in flight at once.")]
-MinWindow = Annotated[int, typer.Option(
-    "--min-window", min=1, max=1000, help="Fewest calls in flight allowed after throttles.")]
-WindowOpt = Annotated[WindowChoice, typer.Option(
-    "--window-profile",
-    help="adaptive: the default, tuned; seed: the reference TCP profile, reproduced exactly.")]
-MaxAttempts = Annotated[int, typer.Option(
-    "--max-attempts", min=1, max=100,
-    help="Tries per instance on server errors and timeouts (throttles never count).")]
-OutputOpt = Annotated[Output, typer.Option(
-    "--output", "-o", help="text: a summary for people; json: one summary object on stdout.")]
-ProgressOpt = Annotated[ProgressChoice, typer.Option(
-    "--progress",
-    help="auto: a live view on a terminal, plain lines otherwise; none: quiet until the end.")]
+BatchSize = Annotated[
+    int,
+    typer.Option(
+        "--batch-size",
+        min=1,
+        max=1000,
+        help="Instance IDs per TerminateInstances call (EC2 takes up to 1000).",
+    ),
+]
+MaxWindow = Annotated[
+    int, typer.Option("--max-window", min=1, max=1000, help="Most calls ever in flight at once.")
+]
+MinWindow = Annotated[
+    int,
+    typer.Option(
+        "--min-window", min=1, max=1000, help="Fewest calls in flight allowed after throttles."
+    ),
+]
+WindowOpt = Annotated[
+    WindowChoice,
+    typer.Option(
+        "--window-profile",
+        help="adaptive: the default, tuned; seed: the reference TCP profile, reproduced exactly.",
+    ),
+]
+MaxAttempts = Annotated[
+    int,
+    typer.Option(
+        "--max-attempts",
+        min=1,
+        max=100,
+        help="Tries per instance on server errors and timeouts (throttles never count).",
+    ),
+]
+OutputOpt = Annotated[
+    Output,
+    typer.Option(
+        "--output", "-o", help="text: a summary for people; json: one summary object on stdout."
+    ),
+]
+ProgressOpt = Annotated[
+    ProgressChoice,
+    typer.Option(
+        "--progress",
+        help="auto: a live view on a terminal, plain lines otherwise; none: quiet until the end.",
+    ),
+]
 
 
 def _load_targets(ids: str, err: Console) -> Targets:
@@ -108,11 +145,11 @@ def _load_targets(ids: str, err: Console) -> Targets:
         fail(err, str(exc), EXIT_USAGE)
     if targets.bad:
         shown = targets.bad[:20]
-        err.print(f"[bold red]error:[/] {len(targets.bad)} invalid line(s) in {ids}; "
-                  "nothing was sent:", highlight=False)
+        err.print(
+            f"[bold red]error:[/] {len(targets.bad)} invalid line(s) in {ids}; nothing was sent:"
+        )
         for bad in shown:
-            err.print(f"  line {bad.line}: {bad.text!r}: {bad.reason}", highlight=False,
-                      soft_wrap=True)
+            err.print(f"  line {bad.line}: {bad.text!r}: {bad.reason}")
         if len(targets.bad) > len(shown):
             err.print(f"  … and {len(targets.bad) - len(shown)} more")
         raise typer.Exit(EXIT_USAGE)
@@ -120,9 +157,10 @@ def _load_targets(ids: str, err: Console) -> Targets:
         dup = len(targets.duplicates)
         extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
         example, lines = next(iter(targets.duplicates.items()))
-        err.print(f"[yellow]warning:[/] {dup} ID(s) listed more than once; {extra} repeat(s) "
-                  f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})",
-                  highlight=False)
+        err.print(
+            f"[yellow]warning:[/] {dup} ID(s) listed more than once; {extra} repeat(s) "
+            f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})"
+        )
     return targets
 
 
@@ -133,8 +171,9 @@ def _window(choice: WindowChoice, min_window: int, max_window: int, err: Console
         fail(err, str(exc), EXIT_USAGE)
 
 
-def _finish(report: dict[str, Any], code: int, output: Output, out: Console,
-            err: Console) -> NoReturn:
+def _finish(
+    report: dict[str, Any], code: int, output: Output, out: Console, err: Console
+) -> NoReturn:
     if output is Output.json:
         render_summary(report, err)
         out.file.write(json.dumps(report, indent=2, default=str) + "\n")
@@ -146,30 +185,55 @@ def _finish(report: dict[str, Any], code: int, output: Output, out: Console,
 
 @app.command()
 def terminate(
-    ids: Annotated[str, typer.Option(
-        "--ids", help="File of instance IDs, one per line (# comments allowed); - reads stdin.",
-        show_default=False)],
-    region: Annotated[str | None, typer.Option(
-        "--region", envvar="AWS_REGION",
-        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).")] = None,
-    profile: Annotated[str | None, typer.Option(
-        "--profile", envvar="AWS_PROFILE", help="Named AWS profile for credentials.")] = None,
-    endpoint_url: Annotated[str | None, typer.Option(
-        "--endpoint-url", envvar="AWS_ENDPOINT_URL",
-        help="EC2 endpoint to call instead of AWS's, e.g. a swarm sandbox.")] = None,
-    ledger: Annotated[str, typer.Option(
-        "--ledger", help="JSONL file every resolved instance is appended to.")
+    ids: Annotated[
+        str,
+        typer.Option(
+            "--ids",
+            help="File of instance IDs, one per line (# comments allowed); - reads stdin.",
+            show_default=False,
+        ),
+    ],
+    region: Annotated[
+        str | None,
+        typer.Option(
+            "--region",
+            envvar="AWS_REGION",
+            help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).",
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", envvar="AWS_PROFILE", help="Named AWS profile for credentials."),
+    ] = None,
+    endpoint_url: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint-url",
+            envvar="AWS_ENDPOINT_URL",
+            help="EC2 endpoint to call instead of AWS's, e.g. a swarm sandbox.",
+        ),
+    ] = None,
+    ledger: Annotated[
+        str, typer.Option("--ledger", help="JSONL file every resolved instance is appended to.")
     ] = "swarm-ledger.jsonl",
-    resume: Annotated[bool, typer.Option(
-        "--resume", help="Skip IDs the ledger already records as terminated.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Ask EC2 whether each call would be allowed; terminate nothing.")
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Skip IDs the ledger already records as terminated.")
     ] = False,
-    sandbox: Annotated[bool, typer.Option(
-        "--sandbox",
-        help="Rehearse: load exactly these IDs into a local fake EC2 with EC2's default "
-        "limits and run against it. Nothing leaves this machine.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Ask EC2 whether each call would be allowed; terminate nothing."
+        ),
+    ] = False,
+    sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--sandbox",
+            help="Rehearse: load exactly these IDs into a local fake EC2 with EC2's default "
+            "limits and run against it. Nothing leaves this machine.",
+        ),
+    ] = False,
     batch_size: BatchSize = 10,
     max_window: MaxWindow = 500,
     min_window: MinWindow = 1,
@@ -195,15 +259,24 @@ def terminate(
     if resume and os.path.exists(ledger):
         done = succeeded_ids(ledger, "terminate")
         todo = [i for i in todo if i not in done]
-        err.print(f"resume: {len(targets.ids) - len(todo)} already terminated per {ledger}; "
-                  f"{len(todo)} to go", highlight=False)
+        err.print(
+            f"resume: {len(targets.ids) - len(todo)} already terminated per {ledger}; "
+            f"{len(todo)} to go"
+        )
     if not todo:
-        err.print("nothing to do: no instance IDs to terminate", highlight=False)
+        err.print("nothing to do: no instance IDs to terminate")
         raise typer.Exit(0)
-    options = RunOptions(region=region, endpoint=endpoint_url, dry_run=dry_run,
-                         batch_size=batch_size, max_attempts=max_attempts, window=profile_,
-                         ledger=None if sandbox else ledger, progress=progress.value,
-                         title="dry run" if dry_run else "terminate")
+    options = RunOptions(
+        region=region,
+        endpoint=endpoint_url,
+        dry_run=dry_run,
+        batch_size=batch_size,
+        max_attempts=max_attempts,
+        window=profile_,
+        ledger=None if sandbox else ledger,
+        progress=progress.value,
+        title="dry run" if dry_run else "terminate",
+    )
     if sandbox:
         from .rehearse import rehearse
 
@@ -216,23 +289,33 @@ def terminate(
     if not dry_run and not yes:
         _confirm(len(todo), region, where, profile, ids, err)
     try:
-        client = make_client(region, profile=profile, endpoint_url=endpoint_url,
-                             max_pool=max_window)
+        client = make_client(
+            region, profile=profile, endpoint_url=endpoint_url, max_pool=max_window
+        )
     except Exception as exc:
         _client_error(exc, err)
-    report, code = execute(todo, Terminate(client, dry_run=dry_run),
-                           RunOptions(**{**options.__dict__, "region": client.meta.region_name}),
-                           err)
+    report, code = execute(
+        todo,
+        Terminate(client, dry_run=dry_run),
+        RunOptions(**{**options.__dict__, "region": client.meta.region_name}),
+        err,
+    )
     _finish(report, code, output, out, err)
 
 
-def _confirm(count: int, region: str | None, where: str, profile: str | None, ids: str,
-             err: Console) -> None:
-    what = (f"terminate {count} instance(s) in {region or 'the default region'} "
-            f"via {where}" + (f" with profile {profile}" if profile else ""))
+def _confirm(
+    count: int, region: str | None, where: str, profile: str | None, ids: str, err: Console
+) -> None:
+    what = f"terminate {count} instance(s) in {region or 'the default region'} via {where}" + (
+        f" with profile {profile}" if profile else ""
+    )
     if ids == "-" or not sys.stdin.isatty():
-        fail(err, f"refusing to {what} without confirmation: no terminal to ask on. "
-             "Pass --yes to confirm (scripts and CI).", EXIT_REFUSED)
+        fail(
+            err,
+            f"refusing to {what} without confirmation: no terminal to ask on. "
+            "Pass --yes to confirm (scripts and CI).",
+            EXIT_REFUSED,
+        )
     if not typer.confirm(f"About to {what}. Continue?", default=False, err=True):
         err.print("not confirmed; nothing was sent")
         raise typer.Exit(EXIT_REFUSED)
@@ -250,10 +333,11 @@ def _client_error(exc: Exception, err: Console) -> NoReturn:
 
 @ledger_app.command("failed")
 def ledger_failed(
-    paths: Annotated[list[Path], typer.Argument(help="Ledger files; several are merged.",
-                                                exists=True, dir_okay=False)],
-    action: Annotated[str, typer.Option("--action", help="Which action's intents.")
-    ] = "terminate",
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Ledger files; several are merged.", exists=True, dir_okay=False),
+    ],
+    action: Annotated[str, typer.Option("--action", help="Which action's intents.")] = "terminate",
 ) -> None:
     """Print the IDs whose merged state is not succeeded, one per line.
 
@@ -267,8 +351,10 @@ def ledger_failed(
 
 @ledger_app.command("summary")
 def ledger_summary(
-    paths: Annotated[list[Path], typer.Argument(help="Ledger files; several are merged.",
-                                                exists=True, dir_okay=False)],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Ledger files; several are merged.", exists=True, dir_okay=False),
+    ],
     output: OutputOpt = Output.text,
 ) -> None:
     """Count intents by their merged state, per action."""
@@ -286,37 +372,61 @@ def ledger_summary(
     for act, per in counts.items():
         typer.echo(f"{act}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
     if damaged:
-        typer.echo(f"{len(damaged)} damaged line(s) skipped, e.g. {damaged[0].path} "
-                   f"line {damaged[0].line}", err=True)
+        typer.echo(
+            f"{len(damaged)} damaged line(s) skipped, e.g. {damaged[0].path} "
+            f"line {damaged[0].line}",
+            err=True,
+        )
 
 
 @app.command()
 def demo(
-    count: Annotated[int, typer.Option("--count", min=1, max=5000,
-                                       help="Instances to launch and terminate.")] = 300,
-    preset: Annotated[Preset, typer.Option(
-        "--preset", help="quick: scaled for a snappy demo; ec2: EC2's documented limits.")
+    count: Annotated[
+        int, typer.Option("--count", min=1, max=5000, help="Instances to launch and terminate.")
+    ] = 300,
+    preset: Annotated[
+        Preset,
+        typer.Option(
+            "--preset", help="quick: scaled for a snappy demo; ec2: EC2's documented limits."
+        ),
     ] = Preset.quick,
-    rate: Annotated[float | None, typer.Option(
-        "--rate", min=0.1, help="Calls per second the request bucket refills.")] = None,
-    burst: Annotated[float | None, typer.Option(
-        "--burst", min=1, help="Calls the request bucket holds.")] = None,
-    latency: Annotated[float | None, typer.Option(
-        "--latency", min=0, help="Seconds each mutating call takes.")] = None,
-    error_rate: Annotated[float, typer.Option(
-        "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError.")
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", min=0.1, help="Calls per second the request bucket refills."),
+    ] = None,
+    burst: Annotated[
+        float | None, typer.Option("--burst", min=1, help="Calls the request bucket holds.")
+    ] = None,
+    latency: Annotated[
+        float | None, typer.Option("--latency", min=0, help="Seconds each mutating call takes.")
+    ] = None,
+    error_rate: Annotated[
+        float,
+        typer.Option(
+            "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError."
+        ),
     ] = 0.02,
-    protected: Annotated[int, typer.Option(
-        "--protected", min=0, help="Instances with termination protection (they fail).")] = 0,
-    missing: Annotated[int, typer.Option(
-        "--missing", min=0, help="IDs that do not exist, added to the list (they fail).")] = 0,
+    protected: Annotated[
+        int,
+        typer.Option(
+            "--protected", min=0, help="Instances with termination protection (they fail)."
+        ),
+    ] = 0,
+    missing: Annotated[
+        int,
+        typer.Option(
+            "--missing", min=0, help="IDs that do not exist, added to the list (they fail)."
+        ),
+    ] = 0,
     batch_size: BatchSize = 1,
     max_window: MaxWindow = 64,
     min_window: MinWindow = 1,
     window_profile: WindowOpt = WindowChoice.adaptive,
     max_attempts: MaxAttempts = 5,
-    ledger: Annotated[str | None, typer.Option(
-        "--ledger", help="Ledger file (default: a new file in the temp folder).")] = None,
+    ledger: Annotated[
+        str | None,
+        typer.Option("--ledger", help="Ledger file (default: a new file in the temp folder)."),
+    ] = None,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
 ) -> None:
@@ -331,53 +441,86 @@ def demo(
 
     out, err = _consoles()
     base = PRESETS[preset.value]
-    requests = BucketSpec(burst if burst is not None else base.requests.burst,
-                          rate if rate is not None else base.requests.rate)
+    requests = BucketSpec(
+        burst if burst is not None else base.requests.burst,
+        rate if rate is not None else base.requests.rate,
+    )
     config = base.with_(requests=requests, latency=latency, error_rate=error_rate)
-    ledger_path = ledger or os.path.join(tempfile.gettempdir(),
-                                         f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
-    options = RunOptions(batch_size=batch_size, max_attempts=max_attempts,
-                         window=_window(window_profile, min_window, max_window, err),
-                         ledger=ledger_path, progress=progress.value, title="demo")
+    ledger_path = ledger or os.path.join(
+        tempfile.gettempdir(), f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    )
+    options = RunOptions(
+        batch_size=batch_size,
+        max_attempts=max_attempts,
+        window=_window(window_profile, min_window, max_window, err),
+        ledger=ledger_path,
+        progress=progress.value,
+        title="demo",
+    )
     report, code = run_demo(config, count, options, err, protected=protected, missing=missing)
     _finish(report, code, output, out, err)
 
 
 @app.command("sandbox")
 def sandbox_cmd(
-    port: Annotated[int, typer.Option("--port", min=0, max=65535,
-                                      help="Port on 127.0.0.1 (0 picks a free one).")] = 8577,
-    count: Annotated[int, typer.Option("--count", min=0,
-                                       help="Running instances to launch at start.")] = 0,
-    ids_out: Annotated[Path | None, typer.Option(
-        "--ids-out", help="Write the launched IDs (and --missing ones) here, one per line.")
+    port: Annotated[
+        int,
+        typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one)."),
+    ] = 8577,
+    count: Annotated[
+        int, typer.Option("--count", min=0, help="Running instances to launch at start.")
+    ] = 0,
+    ids_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--ids-out", help="Write the launched IDs (and --missing ones) here, one per line."
+        ),
     ] = None,
-    env_out: Annotated[Path | None, typer.Option(
-        "--env-out", help="Write the environment to export here, once the sandbox is ready.")
+    env_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--env-out", help="Write the environment to export here, once the sandbox is ready."
+        ),
     ] = None,
-    preset: Annotated[Preset, typer.Option(
-        "--preset", help="quick: scaled down; ec2: EC2's documented limits.")] = Preset.quick,
-    rate: Annotated[float | None, typer.Option(
-        "--rate", min=0.1, help="Calls per second the request bucket refills.")] = None,
-    burst: Annotated[float | None, typer.Option(
-        "--burst", min=1, help="Calls the request bucket holds.")] = None,
-    resource_rate: Annotated[float | None, typer.Option(
-        "--resource-rate", min=0.1, help="Instances per second the resource bucket refills.")
+    preset: Annotated[
+        Preset, typer.Option("--preset", help="quick: scaled down; ec2: EC2's documented limits.")
+    ] = Preset.quick,
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", min=0.1, help="Calls per second the request bucket refills."),
     ] = None,
-    resource_burst: Annotated[float | None, typer.Option(
-        "--resource-burst", min=1, help="Instances the resource bucket holds.")] = None,
-    latency: Annotated[float | None, typer.Option(
-        "--latency", min=0, help="Seconds each mutating call takes.")] = None,
-    error_rate: Annotated[float, typer.Option(
-        "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError.")
+    burst: Annotated[
+        float | None, typer.Option("--burst", min=1, help="Calls the request bucket holds.")
+    ] = None,
+    resource_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--resource-rate", min=0.1, help="Instances per second the resource bucket refills."
+        ),
+    ] = None,
+    resource_burst: Annotated[
+        float | None,
+        typer.Option("--resource-burst", min=1, help="Instances the resource bucket holds."),
+    ] = None,
+    latency: Annotated[
+        float | None, typer.Option("--latency", min=0, help="Seconds each mutating call takes.")
+    ] = None,
+    error_rate: Annotated[
+        float,
+        typer.Option(
+            "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError."
+        ),
     ] = 0.0,
-    protected: Annotated[int, typer.Option(
-        "--protected", min=0, help="Of the launched instances, how many refuse termination.")
+    protected: Annotated[
+        int,
+        typer.Option(
+            "--protected", min=0, help="Of the launched instances, how many refuse termination."
+        ),
     ] = 0,
-    missing: Annotated[int, typer.Option(
-        "--missing", min=0, help="IDs that do not exist, appended to --ids-out.")] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed for latency and faults.")
+    missing: Annotated[
+        int, typer.Option("--missing", min=0, help="IDs that do not exist, appended to --ids-out.")
     ] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for latency and faults.")] = 0,
 ) -> None:
     """Keep a fake EC2 running on 127.0.0.1 until Ctrl-C, for trying commands or CI jobs.
 
@@ -390,12 +533,18 @@ def sandbox_cmd(
     out, err = _consoles()
     base = PRESETS[preset.value]
     config = base.with_(
-        requests=BucketSpec(burst if burst is not None else base.requests.burst,
-                            rate if rate is not None else base.requests.rate),
+        requests=BucketSpec(
+            burst if burst is not None else base.requests.burst,
+            rate if rate is not None else base.requests.rate,
+        ),
         resources=BucketSpec(
             resource_burst if resource_burst is not None else base.resources.burst,
-            resource_rate if resource_rate is not None else base.resources.rate),
-        latency=latency, error_rate=error_rate, seed=seed)
+            resource_rate if resource_rate is not None else base.resources.rate,
+        ),
+        latency=latency,
+        error_rate=error_rate,
+        seed=seed,
+    )
     box = Sandbox(config, port=port)
     try:
         box.start()
@@ -414,15 +563,20 @@ def sandbox_cmd(
         if env_out is not None:
             _write_atomic(env_out, exports)
         r, res = config.requests, config.resources
-        err.print(f"[bold]swarm sandbox[/]: fake EC2 on {box.endpoint} "
-                  f"({config.region}, account 123456789012). Not AWS: nothing leaves this machine.",
-                  highlight=False)
-        err.print(f"  limits: {r.burst:g} calls burst, {r.rate:g}/s; {res.burst:g} instances "
-                  f"burst, {res.rate:g}/s; latency {config.latency * 1000:.0f} ms; "
-                  f"errors {config.error_rate:.0%}", highlight=False)
-        err.print(f"  {len(ids)} running instance(s)" + (f", {protected} protected"
-                  if protected else "") + (f"; IDs in {ids_out}" if ids_out else ""),
-                  highlight=False)
+        err.print(
+            f"[bold]swarm sandbox[/]: fake EC2 on {box.endpoint} "
+            f"({config.region}, account 123456789012). Not AWS: nothing leaves this machine."
+        )
+        err.print(
+            f"  limits: {r.burst:g} calls burst, {r.rate:g}/s; {res.burst:g} instances "
+            f"burst, {res.rate:g}/s; latency {config.latency * 1000:.0f} ms; "
+            f"errors {config.error_rate:.0%}"
+        )
+        err.print(
+            f"  {len(ids)} running instance(s)"
+            + (f", {protected} protected" if protected else "")
+            + (f"; IDs in {ids_out}" if ids_out else "")
+        )
         out.file.write(exports)
         out.file.flush()
         err.print("Ctrl-C to stop.")

@@ -53,17 +53,23 @@ class LiveView:
     def __init__(self, console: Console, stats: Stats, title: str) -> None:
         self.stats = stats
         self.title = title
-        self._live = Live(get_renderable=self._render, console=console,
-                          refresh_per_second=8, transient=False)
+        self._live = Live(
+            get_renderable=self._render, console=console, refresh_per_second=8, transient=False
+        )
 
     def _render(self) -> Any:
         s = self.stats
         grid = Table.grid(padding=(0, 1))
-        grid.add_row(Text(self.title, style="bold"),
-                     ProgressBar(total=max(1, s.total), completed=s.done, width=40),
-                     Text(f"{s.done}/{s.total}"))
-        grid.add_row(Text("window", style="cyan"), Text(sparkline(s.trajectory), style="cyan"),
-                     Text(f"cwnd {s.cwnd:.0f} · peak {s.peak_cwnd:.0f}"))
+        grid.add_row(
+            Text(self.title, style="bold"),
+            ProgressBar(total=max(1, s.total), completed=s.done, width=40),
+            Text(f"{s.done}/{s.total}"),
+        )
+        grid.add_row(
+            Text("window", style="cyan"),
+            Text(sparkline(s.trajectory), style="cyan"),
+            Text(f"cwnd {s.cwnd:.0f} · peak {s.peak_cwnd:.0f}"),
+        )
         return Group(grid, Text(status_line(s, time.monotonic()), style="dim"))
 
     def __enter__(self) -> LiveView:
@@ -87,8 +93,7 @@ class PlainLines:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.console.print(f"{self.title}: {status_line(self.stats, time.monotonic())}",
-                               highlight=False, soft_wrap=True)
+            self.console.print(f"{self.title}: {status_line(self.stats, time.monotonic())}")
 
     def __enter__(self) -> PlainLines:
         self._thread.start()
@@ -125,8 +130,10 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
     verb = "would succeed" if report["dry_run"] else "succeeded"
     head = Text.assemble(
         (f"{report['action']}: ", "bold"),
-        (f"{c['succeeded']} of {report['total']} {verb}",
-         "green" if c["succeeded"] == report["total"] else "yellow"),
+        (
+            f"{c['succeeded']} of {report['total']} {verb}",
+            "green" if c["succeeded"] == report["total"] else "yellow",
+        ),
         f" in {report['elapsed_seconds']:.1f}s",
     )
     console.print(head)
@@ -134,24 +141,25 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
         f"  calls {report['calls']} · throttled {report['throttled_calls']}"
         f" · retried {report['retries']} · window peak {w['peak']:.0f}, final {w['final']:.0f}"
         f", {w['decreases']} decreases",
-        highlight=False,
     )
     for status in ("failed", "missing", "pending"):
         if c[status]:
-            console.print(f"  {status}: {c[status]}", style="red", highlight=False)
+            console.print(f"  {status}: {c[status]}", style="red")
     for item in report["problems"][:20]:
-        console.print(f"    {item['id']}  {item['status']}  {item.get('code') or ''}"
-                      f"  {item.get('message') or ''}", highlight=False, soft_wrap=True)
+        console.print(
+            f"    {item['id']}  {item['status']}  {item.get('code') or ''}"
+            f"  {item.get('message') or ''}"
+        )
     if len(report["problems"]) > 20:
         console.print(f"    … and {len(report['problems']) - 20} more (see the ledger)")
     if report.get("fatal"):
         f = report["fatal"]
-        console.print(f"  stopped: {f['code']}: {f['message']}", style="bold red",
-                      highlight=False, soft_wrap=True)
+        console.print(f"  stopped: {f['code']}: {f['message']}", style="bold red")
     if report.get("interrupted"):
         console.print("  interrupted: what was not done is recorded as pending", style="yellow")
     if report.get("ledger"):
-        console.print(f"  ledger: {report['ledger']}", highlight=False, soft_wrap=True)
+        console.print(f"  ledger: {report['ledger']}")
         if c["failed"] + c["missing"] + c["pending"]:
-            console.print(f"  retry the rest: swarm terminate --ids <(swarm ledger failed "
-                          f"{report['ledger']})", highlight=False, soft_wrap=True)
+            console.print(
+                f"  retry the rest: swarm terminate --ids <(swarm ledger failed {report['ledger']})"
+            )

@@ -31,32 +31,57 @@ except (ImportError, AttributeError):  # pragma: no cover - older or newer botoc
     _BOTOCORE_THROTTLES = set()
 
 THROTTLE_CODES = _BOTOCORE_THROTTLES | {
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-    "TooManyRequestsException", "ProvisionedThroughputExceededException",
-    "RequestLimitExceeded", "BandwidthLimitExceeded", "RequestThrottled", "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "RequestThrottled",
+    "SlowDown",
     "EC2ThrottledException",
 }
 FATAL_CODES = {
-    "AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "ExpiredToken",
-    "ExpiredTokenException", "RequestExpired", "SignatureDoesNotMatch", "OptInRequired",
-    "Blocked", "AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
-    "InvalidToken", "MissingAuthenticationToken", "IncompleteSignature",
+    "AuthFailure",
+    "UnauthorizedOperation",
+    "InvalidClientTokenId",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "RequestExpired",
+    "SignatureDoesNotMatch",
+    "OptInRequired",
+    "Blocked",
+    "AccessDenied",
+    "AccessDeniedException",
+    "UnrecognizedClientException",
+    "InvalidToken",
+    "MissingAuthenticationToken",
+    "IncompleteSignature",
 }
 MISSING_CODES = {"InvalidInstanceID.NotFound"}
 # Codes whose message names the offending instances: the rest of the batch is retried.
 PER_INSTANCE_CODES = MISSING_CODES | {
-    "InvalidInstanceID.Malformed", "OperationNotPermitted", "IncorrectInstanceState",
+    "InvalidInstanceID.Malformed",
+    "OperationNotPermitted",
+    "IncorrectInstanceState",
 }
 DRY_RUN_OK = "DryRunOperation"
 INSTANCE_IN_MESSAGE = re.compile(r"\bi-[0-9a-zA-Z]+\b")
 
 
-def make_client(region: str | None, *, profile: str | None = None,
-                endpoint_url: str | None = None, max_pool: int = 10,
-                timeout: float = 30.0, credentials: Mapping[str, str] | None = None) -> Any:
+def make_client(
+    region: str | None,
+    *,
+    profile: str | None = None,
+    endpoint_url: str | None = None,
+    max_pool: int = 10,
+    timeout: float = 30.0,
+    credentials: Mapping[str, str] | None = None,
+) -> Any:
     """One client for every thread; botocore's own retries off so the window sees all."""
-    session = boto3.session.Session(profile_name=profile, region_name=region,
-                                    **(credentials or {}))
+    session = boto3.session.Session(profile_name=profile, region_name=region, **(credentials or {}))
     config = Config(
         retries={"mode": "standard", "total_max_attempts": 1},
         max_pool_connections=max(10, max_pool),
@@ -97,8 +122,14 @@ def classify_exception(err: Exception) -> Outcome:
         return classify_error(err)
     if isinstance(err, NoCredentialsError | PartialCredentialsError | NoRegionError):
         return Outcome(Kind.FATAL, code, str(err))
-    if isinstance(err, BotoConnectionError | HTTPClientError | ReadTimeoutError
-                  | ConnectionClosedError | EndpointConnectionError):
+    if isinstance(
+        err,
+        BotoConnectionError
+        | HTTPClientError
+        | ReadTimeoutError
+        | ConnectionClosedError
+        | EndpointConnectionError,
+    ):
         return Outcome(Kind.TRANSIENT, code, str(err))
     if isinstance(err, BotoCoreError):
         return Outcome(Kind.TRANSIENT, code, str(err))
@@ -111,8 +142,7 @@ def _split_batch(ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
         return {ids[0]: outcome}
     named = set(INSTANCE_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
     if not named:
-        return {i: Outcome(Kind.REQUEUE, outcome.code, outcome.message, isolate=True)
-                for i in ids}
+        return {i: Outcome(Kind.REQUEUE, outcome.code, outcome.message, isolate=True) for i in ids}
     return {
         i: outcome if i in named else Outcome(Kind.REQUEUE, outcome.code, outcome.message)
         for i in ids
@@ -139,6 +169,11 @@ class Terminate:
         meta = response.get("ResponseMetadata", {})
         ok = Outcome(Kind.SUCCEEDED, None, None, meta.get("HTTPStatusCode"), meta.get("RequestId"))
         answered = {item["InstanceId"] for item in response.get("TerminatingInstances", [])}
-        lost = Outcome(Kind.TRANSIENT, "NotInResponse",
-                       "the answer did not list this instance", ok.http_status, ok.request_id)
+        lost = Outcome(
+            Kind.TRANSIENT,
+            "NotInResponse",
+            "the answer did not list this instance",
+            ok.http_status,
+            ok.request_id,
+        )
         return {i: ok if i in answered else lost for i in ids}

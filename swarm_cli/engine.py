@@ -7,6 +7,7 @@ publishes :class:`Event` objects to its subscribers (ledger, display, stats).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import threading
@@ -27,8 +28,15 @@ Clock = Callable[[], float]
 Backoff = Callable[[int], float]
 
 EventType = Literal[
-    "queued", "sent", "throttled", "retried", "window",
-    "succeeded", "failed", "missing", "pending",
+    "queued",
+    "sent",
+    "throttled",
+    "retried",
+    "window",
+    "succeeded",
+    "failed",
+    "missing",
+    "pending",
 ]
 RESOLVED: tuple[EventType, ...] = ("succeeded", "failed", "missing", "pending")
 
@@ -122,17 +130,16 @@ class Engine:
                 self._open[i] = intent
                 self._queue.append(intent)
             self._emit("queued", ids=tuple(ids))
-        pool = ThreadPoolExecutor(max_workers=self.window.profile.max_window,
-                                  thread_name_prefix="swarm")
+        pool = ThreadPoolExecutor(
+            max_workers=self.window.profile.max_window, thread_name_prefix="swarm"
+        )
         try:
             self._dispatch(pool)
         except KeyboardInterrupt:
             self._result.interrupted = True
             self.stop()
-            try:
+            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C stops the wait
                 self._drain()
-            except KeyboardInterrupt:
-                pass  # a second Ctrl-C: stop waiting for the calls in flight
         finally:
             with self._cond:
                 for intent in list(self._open.values()):
@@ -191,23 +198,31 @@ class Engine:
             in_flight = self._in_flight
             self._in_flight -= 1
             results = [
-                (intent, outcomes.get(intent.id)
-                 or Outcome(Kind.TRANSIENT, "NoResult", "the call gave no result for this ID"))
+                (
+                    intent,
+                    outcomes.get(intent.id)
+                    or Outcome(Kind.TRANSIENT, "NoResult", "the call gave no result for this ID"),
+                )
                 for intent in batch
             ]
-            self._feed_window(ticket, [o for _, o in results],
-                              answered_at - sent_at, answered_at, in_flight)
+            self._feed_window(
+                ticket, [o for _, o in results], answered_at - sent_at, answered_at, in_flight
+            )
             throttled = [intent for intent, o in results if o.kind is Kind.THROTTLED]
             if throttled:
-                self._emit("throttled", ids=tuple(i.id for i in throttled),
-                           outcome=next(o for _, o in results if o.kind is Kind.THROTTLED))
+                self._emit(
+                    "throttled",
+                    ids=tuple(i.id for i in throttled),
+                    outcome=next(o for _, o in results if o.kind is Kind.THROTTLED),
+                )
                 self._queue.extendleft(reversed(throttled))
             for intent, outcome in results:
                 self._settle(intent, outcome, answered_at)
             self._cond.notify_all()
 
-    def _feed_window(self, ticket: int, outcomes: list[Outcome], latency: float,
-                     now: float, in_flight: int) -> None:
+    def _feed_window(
+        self, ticket: int, outcomes: list[Outcome], latency: float, now: float, in_flight: int
+    ) -> None:
         w = self.window
         if any(o.kind is Kind.THROTTLED for o in outcomes):
             changed = w.on_throttle(ticket, now)
@@ -244,17 +259,30 @@ class Engine:
             else:
                 due = now + self.backoff(intent.errors)
                 heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
-                self._emit("retried", ids=(intent.id,), outcome=outcome,
-                           attempts=intent.attempts)
+                self._emit("retried", ids=(intent.id,), outcome=outcome, attempts=intent.attempts)
 
     def _resolve(self, intent: _Intent, status: EventType, outcome: Outcome | None) -> None:
         del self._open[intent.id]
         self._result.counts[status] += 1
         self._emit(status, ids=(intent.id,), outcome=outcome, attempts=intent.attempts)
 
-    def _emit(self, type_: EventType, *, ids: tuple[str, ...] = (),
-              outcome: Outcome | None = None, attempts: int = 0) -> None:
-        event = Event(type_, self.clock(), ids, outcome, attempts, self.window.cwnd,
-                      self.window.ssthresh, self._in_flight)
+    def _emit(
+        self,
+        type_: EventType,
+        *,
+        ids: tuple[str, ...] = (),
+        outcome: Outcome | None = None,
+        attempts: int = 0,
+    ) -> None:
+        event = Event(
+            type_,
+            self.clock(),
+            ids,
+            outcome,
+            attempts,
+            self.window.cwnd,
+            self.window.ssthresh,
+            self._in_flight,
+        )
         for subscriber in self.subscribers:
             subscriber(event)

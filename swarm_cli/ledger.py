@@ -56,8 +56,9 @@ class LedgerWriter:
     A crash loses at most the intents still in flight, which are safe to repeat.
     """
 
-    def __init__(self, path: str, run: str, action: str, region: str | None,
-                 account: str | None = None) -> None:
+    def __init__(
+        self, path: str, run: str, action: str, region: str | None, account: str | None = None
+    ) -> None:
         self.path = path
         self.run = run
         self.action = action
@@ -67,15 +68,34 @@ class LedgerWriter:
         self._lock = threading.Lock()
         self._handle: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115
 
-    def write(self, instance_id: str, status: str, *, code: str | None = None,
-              message: str | None = None, http_status: int | None = None,
-              attempts: int = 0, request_id: str | None = None) -> Record:
+    def write(
+        self,
+        instance_id: str,
+        status: str,
+        *,
+        code: str | None = None,
+        message: str | None = None,
+        http_status: int | None = None,
+        attempts: int = 0,
+        request_id: str | None = None,
+    ) -> Record:
         with self._lock:
             self._seq += 1
-            record = Record(ts=utc_now(), run=self.run, seq=self._seq, action=self.action,
-                            id=instance_id, status=status, region=self.region,
-                            account=self.account, code=code, message=message,
-                            http_status=http_status, attempts=attempts, request_id=request_id)
+            record = Record(
+                ts=utc_now(),
+                run=self.run,
+                seq=self._seq,
+                action=self.action,
+                id=instance_id,
+                status=status,
+                region=self.region,
+                account=self.account,
+                code=code,
+                message=message,
+                http_status=http_status,
+                attempts=attempts,
+                request_id=request_id,
+            )
             self._handle.write(record.to_json() + "\n")
             self._handle.flush()
             return record
@@ -119,8 +139,9 @@ def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
     return state
 
 
-def fold_files(paths: Iterable[str],
-               damaged: list[Damaged] | None = None) -> dict[tuple[str, str], Record]:
+def fold_files(
+    paths: Iterable[str], damaged: list[Damaged] | None = None
+) -> dict[tuple[str, str], Record]:
     """Merge the ledgers of any number of runs or shards, in any order."""
     return fold(r for path in paths for r in read_records(path, damaged))
 

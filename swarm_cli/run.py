@@ -41,9 +41,13 @@ class LedgerSubscriber:
             return
         o = event.outcome
         self.writer.write(
-            event.ids[0], event.type, attempts=event.attempts,
-            code=o.code if o else None, message=o.message if o else None,
-            http_status=o.http_status if o else None, request_id=o.request_id if o else None,
+            event.ids[0],
+            event.type,
+            attempts=event.attempts,
+            code=o.code if o else None,
+            message=o.message if o else None,
+            http_status=o.http_status if o else None,
+            request_id=o.request_id if o else None,
         )
 
 
@@ -56,8 +60,14 @@ class Problems:
     def __call__(self, event: Event) -> None:
         if event.type in RESOLVED and event.type != "succeeded":
             o = event.outcome
-            self.items.append({"id": event.ids[0], "status": event.type,
-                               "code": o.code if o else None, "message": o.message if o else None})
+            self.items.append(
+                {
+                    "id": event.ids[0],
+                    "status": event.type,
+                    "code": o.code if o else None,
+                    "message": o.message if o else None,
+                }
+            )
 
 
 def exit_code(result: RunResult) -> int:
@@ -69,8 +79,9 @@ def exit_code(result: RunResult) -> int:
     return EXIT_FAILED if c["failed"] + c["missing"] + c["pending"] else EXIT_OK
 
 
-def execute(ids: Sequence[str], action: Action, options: RunOptions,
-            console: Console) -> tuple[dict[str, Any], int]:
+def execute(
+    ids: Sequence[str], action: Action, options: RunOptions, console: Console
+) -> tuple[dict[str, Any], int]:
     """Run the intents to the end; return the report and the exit code."""
     run_id = uuid.uuid4().hex[:12]
     stats, problems = Stats(), Problems()
@@ -80,8 +91,13 @@ def execute(ids: Sequence[str], action: Action, options: RunOptions,
         writer = LedgerWriter(options.ledger, run_id, options.action, options.region)
         subscribers.append(LedgerSubscriber(writer))
     window = Window(options.window)
-    engine = Engine(action, window, batch_size=options.batch_size,
-                    max_attempts=options.max_attempts, subscribers=subscribers)
+    engine = Engine(
+        action,
+        window,
+        batch_size=options.batch_size,
+        max_attempts=options.max_attempts,
+        subscribers=subscribers,
+    )
     try:
         with choose_progress(options.progress, console, stats, options.title):
             result = engine.run(ids)
@@ -100,8 +116,9 @@ def execute(ids: Sequence[str], action: Action, options: RunOptions,
         **stats.as_dict(),
         "counts": dict(result.counts),
         "problems": problems.items,
-        "fatal": None if result.fatal is None else {
-            "code": result.fatal.code, "message": result.fatal.message},
+        "fatal": None
+        if result.fatal is None
+        else {"code": result.fatal.code, "message": result.fatal.message},
         "interrupted": result.interrupted,
         "ledger": writer.path if writer else None,
         "exit_code": code,

@@ -96,9 +96,13 @@ def _error_xml(code: str, message: str) -> tuple[bytes, str]:
 class Ec2Front:
     """WSGI middleware: EC2's throttling, latency and faults in front of moto."""
 
-    def __init__(self, app: WsgiApp, config: SandboxConfig,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        app: WsgiApp,
+        config: SandboxConfig,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.app = app
         self.config = config
         self.clock = clock
@@ -116,8 +120,10 @@ class Ec2Front:
         with self._lock:
             buckets = self._buckets.get(action)
             if buckets is None:
-                buckets = (TokenBucket(self.config.requests, now),
-                           TokenBucket(self.config.resources, now))
+                buckets = (
+                    TokenBucket(self.config.requests, now),
+                    TokenBucket(self.config.resources, now),
+                )
                 self._buckets[action] = buckets
             requests, resources = buckets
             requests.refill(now)
@@ -151,20 +157,28 @@ class Ec2Front:
         action = params.get("Action", [""])[0]
         with self._lock:
             self.counters.in_flight += 1
-            self.counters.peak_in_flight = max(self.counters.peak_in_flight,
-                                               self.counters.in_flight)
+            self.counters.peak_in_flight = max(
+                self.counters.peak_in_flight, self.counters.in_flight
+            )
         try:
             if action in MUTATING:
                 self.sleep(self._delay())
                 ids = sum(1 for key in params if key.startswith("InstanceId."))
                 refusal = self.admit(action, ids)
                 if refusal == "fault":
-                    return self._error(start_response, "500 Internal Server Error",
-                                       "InternalError",
-                                       "An internal error has occurred (injected by the sandbox).")
+                    return self._error(
+                        start_response,
+                        "500 Internal Server Error",
+                        "InternalError",
+                        "An internal error has occurred (injected by the sandbox).",
+                    )
                 if refusal is not None:
-                    return self._error(start_response, "503 Service Unavailable",
-                                       "RequestLimitExceeded", "Request limit exceeded.")
+                    return self._error(
+                        start_response,
+                        "503 Service Unavailable",
+                        "RequestLimitExceeded",
+                        "Request limit exceeded.",
+                    )
             with self._moto:
                 return list(self.app(environ, start_response))
         finally:
@@ -172,12 +186,16 @@ class Ec2Front:
                 self.counters.in_flight -= 1
 
     @staticmethod
-    def _error(start_response: StartResponse, status: str, code: str,
-               message: str) -> list[bytes]:
+    def _error(start_response: StartResponse, status: str, code: str, message: str) -> list[bytes]:
         body, request_id = _error_xml(code, message)
-        start_response(status, [("Content-Type", "text/xml"),
-                                ("Content-Length", str(len(body))),
-                                ("x-amzn-RequestId", request_id)])
+        start_response(
+            status,
+            [
+                ("Content-Type", "text/xml"),
+                ("Content-Length", str(len(body))),
+                ("x-amzn-RequestId", request_id),
+            ],
+        )
         return [body]
 
 
@@ -206,15 +224,16 @@ class Sandbox:
         return self.front.counters
 
     def start(self) -> Sandbox:
-        from moto.server import DomainDispatcherApplication, create_backend_app
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.front = Ec2Front(DomainDispatcherApplication(create_backend_app), self.config)
         self._server = make_server(self.host, self.port, self.front, threaded=True)
         self.port = self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="swarm-sandbox", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="swarm-sandbox", daemon=True
+        )
         self._thread.start()
         request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
         with urllib.request.urlopen(request, timeout=10):
@@ -240,8 +259,9 @@ class Sandbox:
         """A plain boto3 client for setting up and checking the sandbox."""
         import boto3
 
-        return boto3.client("ec2", region_name=self.config.region, endpoint_url=self.endpoint,
-                            **CREDENTIALS)
+        return boto3.client(
+            "ec2", region_name=self.config.region, endpoint_url=self.endpoint, **CREDENTIALS
+        )
 
     def launch(self, count: int, *, protected: int = 0) -> list[str]:
         """Start ``count`` running instances; the first ``protected`` refuse termination."""
@@ -249,12 +269,14 @@ class Sandbox:
         ids: list[str] = []
         while len(ids) < count:
             n = min(500, count - len(ids))
-            reply = client.run_instances(ImageId=IMAGE_ID, MinCount=n, MaxCount=n,
-                                         InstanceType="t3.micro")
+            reply = client.run_instances(
+                ImageId=IMAGE_ID, MinCount=n, MaxCount=n, InstanceType="t3.micro"
+            )
             ids.extend(i["InstanceId"] for i in reply["Instances"])
         for instance_id in ids[:protected]:
-            client.modify_instance_attribute(InstanceId=instance_id,
-                                             DisableApiTermination={"Value": True})
+            client.modify_instance_attribute(
+                InstanceId=instance_id, DisableApiTermination={"Value": True}
+            )
         return ids
 
     def load_ids(self, ids: list[str]) -> None:
@@ -264,7 +286,7 @@ class Sandbox:
         launched = self.launch(len(ids))
         backend = ec2_backends[ACCOUNT][self.config.region]
         by_id = {i.id: i for i in backend.all_instances()}
-        for old, new in zip(launched, ids):
+        for old, new in zip(launched, ids, strict=True):
             by_id[old].id = new
 
     def states(self, ids: Iterable[str] | None = None) -> dict[str, str]:
@@ -280,14 +302,19 @@ class Sandbox:
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"endpoint": self.endpoint, "region": self.config.region, "account": ACCOUNT,
-                **asdict(self.config)}
+        return {
+            "endpoint": self.endpoint,
+            "region": self.config.region,
+            "account": ACCOUNT,
+            **asdict(self.config),
+        }
 
 
 def fake_ids(count: int, rng: random.Random | None = None) -> list[str]:
     """IDs of the right shape that no sandbox instance has."""
     make: Callable[[], str] = (
-        (lambda: secrets.token_hex(9)[:17]) if rng is None
+        (lambda: secrets.token_hex(9)[:17])
+        if rng is None
         else (lambda: f"{rng.getrandbits(68):017x}")
     )
     return [f"i-{make()}" for _ in range(count)]
@@ -302,4 +329,3 @@ def environment(sandbox: Sandbox) -> dict[str, str]:
         "AWS_REGION": sandbox.config.region,
         "AWS_ENDPOINT_URL": sandbox.endpoint,
     }
-

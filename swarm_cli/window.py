@@ -35,7 +35,9 @@ class WindowProfile:
     # On loss, ssthresh becomes half the window (TCP Reno) instead of staying put.
     reno_ssthresh: bool = False
 
-    def bounded(self, min_window: int | None = None, max_window: int | None = None) -> WindowProfile:
+    def bounded(
+        self, min_window: int | None = None, max_window: int | None = None
+    ) -> WindowProfile:
         lo = self.min_window if min_window is None else min_window
         hi = self.max_window if max_window is None else max_window
         if lo < 1:

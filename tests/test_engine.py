@@ -13,9 +13,13 @@ from swarm_cli.window import ADAPTIVE, SEED, Window
 class Instrumented:
     """An action that records concurrency and answers from a script per ID."""
 
-    def __init__(self, window: Window, delay: float = 0.002,
-                 script: Mapping[str, list[Outcome]] | None = None,
-                 throttle_above: int | None = None) -> None:
+    def __init__(
+        self,
+        window: Window,
+        delay: float = 0.002,
+        script: Mapping[str, list[Outcome]] | None = None,
+        throttle_above: int | None = None,
+    ) -> None:
         self.window = window
         self.delay = delay
         self.script = {k: list(v) for k, v in (script or {}).items()}
@@ -80,8 +84,9 @@ def test_throttled_intents_return_to_queue_and_never_fail() -> None:
     script = {"i-00000001": [throttle] * 7, "i-00000002": [throttle] * 3}
     window = Window(ADAPTIVE)
     events: list[Event] = []
-    engine = Engine(Instrumented(window, script=script), window, subscribers=[events.append],
-                    max_attempts=2)
+    engine = Engine(
+        Instrumented(window, script=script), window, subscribers=[events.append], max_attempts=2
+    )
     result = engine.run(ids(5))
     assert result.counts == {"succeeded": 5, "failed": 0, "missing": 0, "pending": 0}
     done = {e.ids[0]: e.attempts for e in events if e.type == "succeeded"}
@@ -100,8 +105,13 @@ def test_transient_errors_retry_with_backoff_then_fail() -> None:
 
     window = Window(SEED)
     events: list[Event] = []
-    engine = Engine(Instrumented(window, script=script), window, max_attempts=3,
-                    backoff=backoff, subscribers=[events.append])
+    engine = Engine(
+        Instrumented(window, script=script),
+        window,
+        max_attempts=3,
+        backoff=backoff,
+        subscribers=[events.append],
+    )
     result = engine.run(ids(3))
     assert result.counts["failed"] == 1
     assert result.counts["succeeded"] == 2
@@ -159,8 +169,13 @@ def test_every_intent_resolves_exactly_once() -> None:
     flaky = Outcome(Kind.TRANSIENT, "InternalError", http_status=500)
     script = {i: [flaky] for i in ids(300)[::7]}
     events: list[Event] = []
-    Engine(Instrumented(window, script=script, throttle_above=6), window, batch_size=4,
-           backoff=lambda n: 0.0, subscribers=[events.append]).run(ids(300))
+    Engine(
+        Instrumented(window, script=script, throttle_above=6),
+        window,
+        batch_size=4,
+        backoff=lambda n: 0.0,
+        subscribers=[events.append],
+    ).run(ids(300))
     resolved = [e.ids[0] for e in events if e.type in ("succeeded", "failed", "missing", "pending")]
     assert sorted(resolved) == sorted(ids(300))
 

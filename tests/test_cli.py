@@ -1,0 +1,330 @@
+"""The real CLI against the sandbox over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from swarm_cli.cli import app
+from swarm_cli.ledger import read_records
+from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig, fake_ids
+
+runner = CliRunner()
+
+
+def swarm(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=stdin)
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def write_ids(path: Path, ids: list[str]) -> str:
+    path.write_text("".join(f"{i}\n" for i in ids))
+    return str(path)
+
+
+def terminate_json(box: Sandbox, ids_file: str, ledger: Path, *extra: str) -> tuple[int, Any]:
+    code, out, _ = swarm(
+        "terminate",
+        "--ids",
+        ids_file,
+        "--endpoint-url",
+        box.endpoint,
+        "--ledger",
+        str(ledger),
+        "--yes",
+        "--output",
+        "json",
+        "--progress",
+        "none",
+        *extra,
+    )
+    return code, json.loads(out)
+
+
+def ledger_by_id(path: Path) -> dict[str, list[str]]:
+    seen: dict[str, list[str]] = {}
+    for record in read_records(str(path)):
+        seen.setdefault(record.id, []).append(record.status)
+    return seen
+
+
+@pytest.mark.slow
+def test_throttled_run_terminates_everything_and_the_window_backs_off(tmp_path: Path) -> None:
+    config = SandboxConfig(BucketSpec(20, 50), BucketSpec(10_000, 10_000), latency=0.02)
+    with Sandbox(config) as box:
+        ids = box.launch(300)
+        code, report = terminate_json(
+            box,
+            write_ids(tmp_path / "ids.txt", ids),
+            tmp_path / "l.jsonl",
+            "--batch-size",
+            "1",
+            "--max-window",
+            "64",
+        )
+        states = box.states(ids)
+    assert code == 0
+    assert set(states.values()) == {"terminated"}
+    assert ledger_by_id(tmp_path / "l.jsonl") == {i: ["succeeded"] for i in ids}
+    assert report["counts"]["succeeded"] == 300
+    assert report["throttled_calls"] > 0
+    window = [cwnd for _, cwnd in report["window"]["trajectory"]]
+    first_drop = next(k for k in range(1, len(window)) if window[k] < window[k - 1])
+    assert max(window[first_drop:]) > window[first_drop], "the window grows again after a throttle"
+
+
+def test_clean_run_exits_zero_and_ledger_accounts_once(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(40)
+    code, report = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--batch-size", "3"
+    )
+    assert code == 0
+    assert set(sandbox.states(ids).values()) == {"terminated"}
+    assert ledger_by_id(tmp_path / "l.jsonl") == {i: ["succeeded"] for i in ids}
+    assert report["calls"] >= 14
+
+
+def test_malformed_id_exits_two_before_any_call(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(3)
+    path = tmp_path / "ids.txt"
+    path.write_text(f"{ids[0]}\ni-XYZ\n{ids[1]}\nnot-an-id\n")
+    code, _, err = swarm(
+        "terminate",
+        "--ids",
+        str(path),
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--yes",
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+    )
+    assert code == 2
+    assert "line 2" in err and "line 4" in err
+    assert sandbox.counters.accepted + sandbox.counters.throttled == 0
+    assert set(sandbox.states(ids).values()) == {"running"}
+    assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_ids_that_do_not_exist_exit_one_and_are_named(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(10)
+    ghosts = fake_ids(2)
+    ledger = tmp_path / "l.jsonl"
+    code, report = terminate_json(sandbox, write_ids(tmp_path / "ids.txt", ids + ghosts), ledger)
+    assert code == 1
+    assert set(sandbox.states(ids).values()) == {"terminated"}
+    seen = ledger_by_id(ledger)
+    assert {i: seen[i] for i in ghosts} == {g: ["missing"] for g in ghosts}
+    assert {p["id"] for p in report["problems"]} == set(ghosts)
+    code, out, _ = swarm("ledger", "failed", str(ledger))
+    assert code == 0 and sorted(out.split()) == sorted(ghosts)
+
+
+def test_protected_instances_fail_and_the_rest_terminate(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(12, protected=2)
+    code, report = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--batch-size", "12"
+    )
+    assert code == 1
+    states = sandbox.states(ids)
+    assert [states[i] for i in ids[:2]] == ["running", "running"]
+    assert {states[i] for i in ids[2:]} == {"terminated"}
+    assert {(p["id"], p["code"]) for p in report["problems"]} == {
+        (i, "OperationNotPermitted") for i in ids[:2]
+    }
+
+
+def test_dry_run_terminates_nothing_and_writes_no_ledger(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(5)
+    ledger = tmp_path / "l.jsonl"
+    code, report = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--dry-run"
+    )
+    assert code == 0
+    assert report["dry_run"] is True and report["counts"]["succeeded"] == 5
+    assert set(sandbox.states(ids).values()) == {"running"}
+    assert not ledger.exists()
+
+
+def test_no_terminal_and_no_yes_refuses_with_three(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(2)
+    code, _, err = swarm(
+        "terminate",
+        "--ids",
+        write_ids(tmp_path / "ids.txt", ids),
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--ledger",
+        str(tmp_path / "l"),
+    )
+    assert code == 3
+    assert "--yes" in err
+    assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_ids_from_stdin(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(4)
+    stdin = "\ufeff# to go\r\n" + "".join(f"  {i}\r\n" for i in ids) + ids[0] + "\n"
+    code, _, err = swarm(
+        "terminate",
+        "--ids",
+        "-",
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--yes",
+        "--ledger",
+        str(tmp_path / "l"),
+        "--progress",
+        "none",
+        stdin=stdin,
+    )
+    assert code == 0, err
+    assert "more than once" in err
+    assert set(sandbox.states(ids).values()) == {"terminated"}
+
+
+def test_resume_sends_only_what_is_not_done(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(6, protected=1)
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    ledger = tmp_path / "l.jsonl"
+    code, _ = terminate_json(sandbox, ids_file, ledger, "--batch-size", "1")
+    assert code == 1
+    sandbox.client().modify_instance_attribute(
+        InstanceId=ids[0], DisableApiTermination={"Value": False}
+    )
+    before = sandbox.counters.accepted
+    code, report = terminate_json(sandbox, ids_file, ledger, "--resume", "--batch-size", "1")
+    assert code == 0
+    assert report["total"] == 1
+    assert sandbox.counters.accepted - before == 1
+    _, out, _ = swarm("ledger", "failed", str(ledger))
+    assert out == ""
+
+
+def test_missing_credentials_stop_with_four_and_record_pending(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    ids = sandbox.launch(5)
+    ledger = tmp_path / "l.jsonl"
+    code, report = terminate_json(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger)
+    assert code == 4
+    assert report["fatal"]["code"] == "NoCredentialsError"
+    assert ledger_by_id(ledger) == {i: ["pending"] for i in ids}
+    assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_rehearsal_runs_exactly_the_listed_ids(tmp_path: Path) -> None:
+    ids = [f"i-{n:017x}" for n in range(1, 26)]
+    code, out, err = swarm(
+        "terminate",
+        "--ids",
+        write_ids(tmp_path / "ids.txt", ids),
+        "--sandbox",
+        "--output",
+        "json",
+        "--progress",
+        "none",
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert "Nothing leaves this machine" in err
+    assert report["sandbox"]["terminated"] == 25
+    assert report["endpoint"].startswith("http://127.0.0.1:")
+    assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_demo_terminates_every_instance(tmp_path: Path) -> None:
+    code, out, err = swarm(
+        "demo",
+        "--count",
+        "40",
+        "--rate",
+        "200",
+        "--progress",
+        "none",
+        "--output",
+        "json",
+        "--ledger",
+        str(tmp_path / "demo.jsonl"),
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["sandbox"]["terminated"] == 40
+    assert report["sandbox"]["still_running"] == 0
+    assert "local fake EC2" in err
+    assert len(ledger_by_id(tmp_path / "demo.jsonl")) == 40
+
+
+def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
+    env_file, ids_file = tmp_path / "sandbox.env", tmp_path / "ids.txt"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swarm_cli",
+            "sandbox",
+            "--port",
+            "0",
+            "--count",
+            "30",
+            "--ids-out",
+            str(ids_file),
+            "--env-out",
+            str(env_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not env_file.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the sandbox did not get ready"
+            time.sleep(0.1)
+        env = dict(
+            line.removeprefix("export ").split("=", 1) for line in env_file.read_text().splitlines()
+        )
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "swarm_cli",
+                "terminate",
+                "--ids",
+                str(ids_file),
+                "--yes",
+                "--ledger",
+                str(tmp_path / "l.jsonl"),
+                "--output",
+                "json",
+            ],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert run.returncode == 0, run.stderr
+        report = json.loads(run.stdout)
+        assert report["counts"]["succeeded"] == 30
+        assert report["endpoint"] == env["AWS_ENDPOINT_URL"]
+        assert "terminate:" in run.stderr  # plain progress/summary on stderr when piped
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "sandbox stopped" in err
