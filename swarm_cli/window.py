@@ -34,6 +34,8 @@ class WindowProfile:
     require_use: bool = False
     # On loss, ssthresh becomes half the window (TCP Reno) instead of staying put.
     reno_ssthresh: bool = False
+    # Once a throttle has shown where the limit is, probe more gently; None keeps ``increase``.
+    increase_after_throttle: float | None = None
 
     def bounded(
         self, min_window: int | None = None, max_window: int | None = None
@@ -54,6 +56,7 @@ ADAPTIVE = WindowProfile(
     once_per_round_trip=True,
     require_use=True,
     reno_ssthresh=True,
+    increase_after_throttle=1.0,
 )
 PROFILES: dict[str, WindowProfile] = {p.name: p for p in (SEED, ADAPTIVE)}
 
@@ -72,6 +75,7 @@ class Window:
         self.ssthresh = self._clamp(profile.ssthresh)
         self.phase: Phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"
         self.min_latency = math.inf
+        self.throttled = False
         self._last_change = -math.inf
         self._sent = 0
         self._recover = 0
@@ -109,11 +113,15 @@ class Window:
             return self._set(grown, now)
         if latency >= self.gate() or self._dampened(now):
             return False
-        return self._set(self.cwnd + p.increase, now)
+        step = p.increase
+        if self.throttled and p.increase_after_throttle is not None:
+            step = p.increase_after_throttle
+        return self._set(self.cwnd + step, now)
 
     def on_throttle(self, ticket: int, now: float) -> bool:
         """The API said slow down. Returns True if cwnd changed."""
         p = self.profile
+        self.throttled = True
         if p.once_per_round_trip:
             if ticket <= self._recover:
                 return False

@@ -145,6 +145,23 @@ def test_adaptive_gate_follows_lowest_latency() -> None:
     assert seed.cwnd == 16, "the fixed 100 ms gate never opens at 300 ms"
 
 
+def test_adaptive_probes_gently_once_a_throttle_has_shown_the_limit() -> None:
+    clock, w = FakeClock(), Window(ADAPTIVE)
+    for _ in range(4):
+        round_trip(w, clock)
+    clock.advance(0.1)
+    w.on_success(w.on_send(), 0.05, clock.now, 16)
+    assert w.cwnd == 21, "+5 while no throttle has been seen"
+    w.on_throttle(w.on_send(), clock.now)
+    assert w.cwnd == 10.5
+    steps = []
+    for _ in range(3):
+        clock.advance(0.1)
+        w.on_success(w.on_send(), 0.05, clock.now, 11)
+        steps.append(w.cwnd)
+    assert steps == [11.5, 12.5, 13.5]
+
+
 def test_adaptive_grows_only_while_window_is_used() -> None:
     clock, w = FakeClock(), Window(ADAPTIVE)
     for _ in range(4):
