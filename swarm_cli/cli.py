@@ -8,6 +8,7 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -285,21 +286,17 @@ def terminate(
 
     from .ec2 import Terminate, make_client
 
-    where = endpoint_url or "AWS"
-    if not dry_run and not yes:
-        _confirm(len(todo), region, where, profile, ids, err)
     try:
         client = make_client(
             region, profile=profile, endpoint_url=endpoint_url, max_pool=max_window
         )
     except Exception as exc:
         _client_error(exc, err)
-    report, code = execute(
-        todo,
-        Terminate(client, dry_run=dry_run),
-        RunOptions(**{**options.__dict__, "region": client.meta.region_name}),
-        err,
-    )
+    region = client.meta.region_name
+    if not dry_run and not yes:
+        _confirm(len(todo), region, endpoint_url or "AWS", profile, ids, err)
+    options = replace(options, region=region)
+    report, code = execute(todo, Terminate(client, dry_run=dry_run), options, err)
     _finish(report, code, output, out, err)
 
 

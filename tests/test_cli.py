@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -329,3 +330,49 @@ def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert "sandbox stopped" in err
+
+
+def test_ctrl_c_finishes_calls_in_flight_and_records_the_rest_pending(tmp_path: Path) -> None:
+    config = SandboxConfig(BucketSpec(2, 8), BucketSpec(10_000, 10_000), latency=0.05)
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(config) as box:
+        ids = box.launch(200)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "swarm_cli",
+                "terminate",
+                "--ids",
+                write_ids(tmp_path / "ids.txt", ids),
+                "--yes",
+                "--batch-size",
+                "1",
+                "--ledger",
+                str(ledger),
+                "--endpoint-url",
+                box.endpoint,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not ledger.exists() or len(ledger.read_text().splitlines()) < 5:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        states = box.states(ids)
+    assert proc.returncode == 130, err
+    assert "interrupted" in out
+    seen = ledger_by_id(ledger)
+    assert sorted(seen) == sorted(ids), "every ID is recorded once"
+    assert all(len(v) == 1 for v in seen.values())
+    done = {i for i, v in seen.items() if v == ["succeeded"]}
+    pending = {i for i, v in seen.items() if v == ["pending"]}
+    assert done and pending and done | pending == set(ids)
+    assert {states[i] for i in done} == {"terminated"}
+    assert {states[i] for i in pending} == {"running"}
