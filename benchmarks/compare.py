@@ -57,6 +57,13 @@ SCENARIOS = {
         800,
         1,
     ),
+    # Fewer calls per second than one call in flight makes: the window sits at its floor.
+    "below-one": Scenario(
+        "below-one",
+        SandboxConfig(BucketSpec(10, 4), BucketSpec(10**6, 10**6), latency=0.05, jitter=0.01),
+        70,
+        1,
+    ),
     "batched": Scenario(
         "batched",
         SandboxConfig(BucketSpec(20, 10), BucketSpec(200, 100), latency=0.05, jitter=0.01),

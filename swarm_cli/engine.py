@@ -157,17 +157,20 @@ class Engine:
                     self._queue.append(heapq.heappop(self._delayed)[2])
                 if not self._queue and not self._delayed and self._in_flight == 0:
                     return
-                if self._queue and self._in_flight < self.window.limit:
+                ready_at = self.window.send_at()
+                if self._queue and self._in_flight < self.window.limit and now >= ready_at:
                     batch = self._take_batch()
-                    ticket = self.window.on_send()
+                    ticket = self.window.on_send(now)
                     self._in_flight += 1
                     for intent in batch:
                         intent.attempts += 1
                     self._emit("sent", ids=tuple(i.id for i in batch))
                     pool.submit(self._call, batch, ticket)
                     continue
-                timeout = self._delayed[0][0] - now if self._delayed else None
-                self._cond.wait(timeout)
+                wake = [self._delayed[0][0]] if self._delayed else []
+                if self._queue and now < ready_at:
+                    wake.append(ready_at)
+                self._cond.wait(min(wake) - now if wake else None)
         self._drain()
 
     def _drain(self) -> None:

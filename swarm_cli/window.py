@@ -36,6 +36,12 @@ class WindowProfile:
     reno_ssthresh: bool = False
     # Once a throttle has shown where the limit is, probe more gently; None keeps ``increase``.
     increase_after_throttle: float | None = None
+    # Below the floor: throttled at min_window, space the sends out instead (a window
+    # under one call). The gap doubles per such throttle and shrinks by ``pace_relief``
+    # per success until it is under half a round trip, when the window takes over again.
+    pacing: bool = False
+    pace_relief: float = 0.9
+    max_pace: float = 2.0
 
     def bounded(
         self, min_window: int | None = None, max_window: int | None = None
@@ -57,6 +63,7 @@ ADAPTIVE = WindowProfile(
     require_use=True,
     reno_ssthresh=True,
     increase_after_throttle=1.0,
+    pacing=True,
 )
 PROFILES: dict[str, WindowProfile] = {p.name: p for p in (SEED, ADAPTIVE)}
 
@@ -76,6 +83,8 @@ class Window:
         self.phase: Phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"
         self.min_latency = math.inf
         self.throttled = False
+        self.pace = 0.0
+        self._next_send = -math.inf
         self._last_change = -math.inf
         self._sent = 0
         self._recover = 0
@@ -92,9 +101,19 @@ class Window:
             return p.latency_gate
         return max(p.latency_gate, p.relative_gate * self.min_latency)
 
-    def on_send(self) -> int:
+    def on_send(self, now: float | None = None) -> int:
+        """A call leaves; returns its ticket. ``now`` is needed only while pacing."""
         self._sent += 1
+        if self.pace and now is not None:
+            self._next_send = now + self.pace
         return self._sent
+
+    def send_at(self) -> float:
+        """Earliest time the next call may leave (minus infinity unless pacing)."""
+        return self._next_send if self.pace else -math.inf
+
+    def _round_trip(self) -> float:
+        return 0.05 if math.isinf(self.min_latency) else max(self.min_latency, 0.001)
 
     def on_success(self, ticket: int, latency: float, now: float, in_flight: int) -> bool:
         """A call answered without a throttle or server error. Returns True if cwnd changed.
@@ -103,6 +122,11 @@ class Window:
         """
         p = self.profile
         self.min_latency = min(self.min_latency, latency)
+        if self.pace:
+            self.pace *= p.pace_relief
+            if self.pace < self._round_trip() / 2:
+                self.pace = 0.0
+            return False
         if p.require_use and in_flight < self.cwnd / 2:
             return False
         if self.phase == "slow-start":
@@ -126,6 +150,12 @@ class Window:
             if ticket <= self._recover:
                 return False
         elif self.phase == "avoidance" and self._dampened(now):
+            return False
+        if p.pacing and self.cwnd <= p.min_window:
+            # Even one call at a time is too many: a window below one is a gap between sends.
+            self.pace = min(p.max_pace, max(self.pace * 2, self._round_trip()))
+            self._next_send = max(self._next_send, now + self.pace)
+            self._recover = self._sent
             return False
         if self.phase == "slow-start":
             return self._collapse(now)

@@ -79,6 +79,35 @@ def test_in_flight_never_exceeds_window_with_real_threads() -> None:
     assert 1 < action.peak <= 24
 
 
+class PaceCheck:
+    """Checks no call leaves before the time the window set for it."""
+
+    def __init__(self, window: Window) -> None:
+        self.window = window
+        self.due = float("-inf")
+        self.early: list[float] = []
+        self.paced_sends = 0
+
+    def __call__(self, event: Event) -> None:
+        if event.type == "sent":
+            if event.at < self.due:
+                self.early.append(self.due - event.at)
+            if self.due > float("-inf"):
+                self.paced_sends += 1
+        self.due = self.window.send_at()
+
+
+def test_sends_wait_for_the_pace_set_at_the_floor() -> None:
+    window = Window(ADAPTIVE.bounded(max_window=4))
+    throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", http_status=503)
+    script = {i: [throttle] * 2 for i in ids(2)}
+    check = PaceCheck(window)
+    result = Engine(Instrumented(window, script=script), window, subscribers=[check]).run(ids(6))
+    assert result.counts["succeeded"] == 6
+    assert check.paced_sends > 0
+    assert check.early == []
+
+
 def test_throttled_intents_return_to_queue_and_never_fail() -> None:
     throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", http_status=503)
     script = {"i-00000001": [throttle] * 7, "i-00000002": [throttle] * 3}

@@ -187,6 +187,38 @@ def test_adaptive_throttle_in_slow_start_sets_ssthresh_to_half() -> None:
     assert w.phase == "avoidance"
 
 
+def test_adaptive_paces_sends_when_throttled_at_the_floor() -> None:
+    clock, w = FakeClock(), Window(ADAPTIVE)
+    w.on_success(w.on_send(clock.now), 0.05, clock.advance(0.05), 1)
+    assert w.cwnd == 2
+    w.on_throttle(w.on_send(clock.now), clock.advance(0.05))
+    assert (w.cwnd, w.pace) == (1, 0), "first the window halves to the floor"
+    gaps = []
+    for _ in range(3):
+        w.on_throttle(w.on_send(clock.now), clock.advance(0.05))
+        gaps.append(round(w.pace, 4))
+        assert w.send_at() == clock.now + w.pace
+    assert gaps == [0.05, 0.1, 0.2]
+    assert w.cwnd == 1
+    # Successes shrink the gap and do not grow the window until pacing ends.
+    paces = []
+    while w.pace:
+        w.on_success(w.on_send(clock.now), 0.05, clock.advance(0.05), 1)
+        paces.append(round(w.pace, 4))
+        assert w.cwnd == 1
+    assert paces[0] == 0.18 and len(paces) == 20  # 0.2 * 0.9**20 < 0.05 / 2
+    assert w.send_at() == float("-inf")
+    w.on_success(w.on_send(clock.now), 0.05, clock.advance(0.05), 1)
+    assert w.cwnd == 2
+
+
+def test_seed_never_paces() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    for _ in range(5):
+        w.on_throttle(w.on_send(clock.now), clock.advance(0.2))
+    assert w.pace == 0 and w.send_at() == float("-inf")
+
+
 def test_max_window_caps_growth() -> None:
     clock, w = FakeClock(), Window(SEED.bounded(max_window=6))
     for _ in range(5):
