@@ -20,6 +20,7 @@ from . import __version__
 from .display import render_summary
 from .ledger import fold_files, succeeded_ids
 from .run import EXIT_AUTH, EXIT_REFUSED, EXIT_USAGE, RunOptions, execute
+from .sandbox import SandboxConfig
 from .targets import Targets, TargetsError, read_ids
 from .window import PROFILES
 
@@ -292,10 +293,10 @@ def terminate(
         )
     except Exception as exc:
         _client_error(exc, err)
-    region = client.meta.region_name
+    region, endpoint = client.meta.region_name, client.meta.endpoint_url
     if not dry_run and not yes:
-        _confirm(len(todo), region, endpoint_url or "AWS", profile, ids, err)
-    options = replace(options, region=region)
+        _confirm(len(todo), region, endpoint, profile, ids, err)
+    options = replace(options, region=region, endpoint=endpoint)
     report, code = execute(todo, Terminate(client, dry_run=dry_run), options, err)
     _finish(report, code, output, out, err)
 
@@ -376,45 +377,102 @@ def ledger_summary(
         )
 
 
+# Options shared by the commands that start a sandbox.
+PresetOpt = Annotated[
+    Preset,
+    typer.Option(
+        "--preset", help="quick: scaled for a snappy demo; ec2: EC2's documented default limits."
+    ),
+]
+RateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--rate", min=0.1, help="Calls per second the request bucket refills [default: preset's]."
+    ),
+]
+BurstOpt = Annotated[
+    float | None,
+    typer.Option("--burst", min=1, help="Calls the request bucket holds [default: preset's]."),
+]
+ResourceRateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--resource-rate",
+        min=0.1,
+        help="Instances per second the resource bucket refills [default: preset's].",
+    ),
+]
+ResourceBurstOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--resource-burst", min=1, help="Instances the resource bucket holds [default: preset's]."
+    ),
+]
+LatencyOpt = Annotated[
+    float | None,
+    typer.Option("--latency", min=0, help="Seconds each mutating call takes [default: preset's]."),
+]
+ErrorRateOpt = Annotated[
+    float,
+    typer.Option(
+        "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError."
+    ),
+]
+ProtectedOpt = Annotated[
+    int,
+    typer.Option("--protected", min=0, help="Instances with termination protection (they fail)."),
+]
+MissingOpt = Annotated[
+    int,
+    typer.Option("--missing", min=0, help="IDs that do not exist, added to the list (they fail)."),
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed for latency and faults.")]
+
+
+def _sandbox_config(
+    preset: Preset,
+    *,
+    rate: float | None,
+    burst: float | None,
+    resource_rate: float | None,
+    resource_burst: float | None,
+    latency: float | None,
+    error_rate: float,
+    seed: int,
+) -> SandboxConfig:
+    from .sandbox import PRESETS, BucketSpec
+
+    base = PRESETS[preset.value]
+
+    def bucket(spec: BucketSpec, burst_: float | None, rate_: float | None) -> BucketSpec:
+        return BucketSpec(
+            spec.burst if burst_ is None else burst_, spec.rate if rate_ is None else rate_
+        )
+
+    return base.with_(
+        requests=bucket(base.requests, burst, rate),
+        resources=bucket(base.resources, resource_burst, resource_rate),
+        latency=latency,
+        error_rate=error_rate,
+        seed=seed,
+    )
+
+
 @app.command()
 def demo(
     count: Annotated[
         int, typer.Option("--count", min=1, max=5000, help="Instances to launch and terminate.")
     ] = 300,
-    preset: Annotated[
-        Preset,
-        typer.Option(
-            "--preset", help="quick: scaled for a snappy demo; ec2: EC2's documented limits."
-        ),
-    ] = Preset.quick,
-    rate: Annotated[
-        float | None,
-        typer.Option("--rate", min=0.1, help="Calls per second the request bucket refills."),
-    ] = None,
-    burst: Annotated[
-        float | None, typer.Option("--burst", min=1, help="Calls the request bucket holds.")
-    ] = None,
-    latency: Annotated[
-        float | None, typer.Option("--latency", min=0, help="Seconds each mutating call takes.")
-    ] = None,
-    error_rate: Annotated[
-        float,
-        typer.Option(
-            "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError."
-        ),
-    ] = 0.02,
-    protected: Annotated[
-        int,
-        typer.Option(
-            "--protected", min=0, help="Instances with termination protection (they fail)."
-        ),
-    ] = 0,
-    missing: Annotated[
-        int,
-        typer.Option(
-            "--missing", min=0, help="IDs that do not exist, added to the list (they fail)."
-        ),
-    ] = 0,
+    preset: PresetOpt = Preset.quick,
+    rate: RateOpt = None,
+    burst: BurstOpt = None,
+    resource_rate: ResourceRateOpt = None,
+    resource_burst: ResourceBurstOpt = None,
+    latency: LatencyOpt = None,
+    error_rate: ErrorRateOpt = 0.02,
+    protected: ProtectedOpt = 0,
+    missing: MissingOpt = 0,
+    seed: SeedOpt = 0,
     batch_size: BatchSize = 1,
     max_window: MaxWindow = 64,
     min_window: MinWindow = 1,
@@ -422,7 +480,7 @@ def demo(
     max_attempts: MaxAttempts = 5,
     ledger: Annotated[
         str | None,
-        typer.Option("--ledger", help="Ledger file (default: a new file in the temp folder)."),
+        typer.Option("--ledger", help="Ledger file [default: a new file in the temp folder]."),
     ] = None,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
@@ -434,15 +492,18 @@ def demo(
     default, so the window has many calls to learn from.
     """
     from .rehearse import run_demo
-    from .sandbox import PRESETS, BucketSpec
 
     out, err = _consoles()
-    base = PRESETS[preset.value]
-    requests = BucketSpec(
-        burst if burst is not None else base.requests.burst,
-        rate if rate is not None else base.requests.rate,
+    config = _sandbox_config(
+        preset,
+        rate=rate,
+        burst=burst,
+        resource_rate=resource_rate,
+        resource_burst=resource_burst,
+        latency=latency,
+        error_rate=error_rate,
+        seed=seed,
     )
-    config = base.with_(requests=requests, latency=latency, error_rate=error_rate)
     ledger_path = ledger or os.path.join(
         tempfile.gettempdir(), f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     )
@@ -479,45 +540,16 @@ def sandbox_cmd(
             "--env-out", help="Write the environment to export here, once the sandbox is ready."
         ),
     ] = None,
-    preset: Annotated[
-        Preset, typer.Option("--preset", help="quick: scaled down; ec2: EC2's documented limits.")
-    ] = Preset.quick,
-    rate: Annotated[
-        float | None,
-        typer.Option("--rate", min=0.1, help="Calls per second the request bucket refills."),
-    ] = None,
-    burst: Annotated[
-        float | None, typer.Option("--burst", min=1, help="Calls the request bucket holds.")
-    ] = None,
-    resource_rate: Annotated[
-        float | None,
-        typer.Option(
-            "--resource-rate", min=0.1, help="Instances per second the resource bucket refills."
-        ),
-    ] = None,
-    resource_burst: Annotated[
-        float | None,
-        typer.Option("--resource-burst", min=1, help="Instances the resource bucket holds."),
-    ] = None,
-    latency: Annotated[
-        float | None, typer.Option("--latency", min=0, help="Seconds each mutating call takes.")
-    ] = None,
-    error_rate: Annotated[
-        float,
-        typer.Option(
-            "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError."
-        ),
-    ] = 0.0,
-    protected: Annotated[
-        int,
-        typer.Option(
-            "--protected", min=0, help="Of the launched instances, how many refuse termination."
-        ),
-    ] = 0,
-    missing: Annotated[
-        int, typer.Option("--missing", min=0, help="IDs that do not exist, appended to --ids-out.")
-    ] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed for latency and faults.")] = 0,
+    preset: PresetOpt = Preset.quick,
+    rate: RateOpt = None,
+    burst: BurstOpt = None,
+    resource_rate: ResourceRateOpt = None,
+    resource_burst: ResourceBurstOpt = None,
+    latency: LatencyOpt = None,
+    error_rate: ErrorRateOpt = 0.0,
+    protected: ProtectedOpt = 0,
+    missing: MissingOpt = 0,
+    seed: SeedOpt = 0,
 ) -> None:
     """Keep a fake EC2 running on 127.0.0.1 until Ctrl-C, for trying commands or CI jobs.
 
@@ -525,19 +557,17 @@ def sandbox_cmd(
     AWS_ENDPOINT_URL); with --env-out and --ids-out, a CI step can wait for the
     env file and then run swarm terminate against it.
     """
-    from .sandbox import PRESETS, BucketSpec, Sandbox, environment, fake_ids
+    import random
+
+    from .sandbox import ACCOUNT, Sandbox, environment, fake_ids
 
     out, err = _consoles()
-    base = PRESETS[preset.value]
-    config = base.with_(
-        requests=BucketSpec(
-            burst if burst is not None else base.requests.burst,
-            rate if rate is not None else base.requests.rate,
-        ),
-        resources=BucketSpec(
-            resource_burst if resource_burst is not None else base.resources.burst,
-            resource_rate if resource_rate is not None else base.resources.rate,
-        ),
+    config = _sandbox_config(
+        preset,
+        rate=rate,
+        burst=burst,
+        resource_rate=resource_rate,
+        resource_burst=resource_burst,
         latency=latency,
         error_rate=error_rate,
         seed=seed,
@@ -550,19 +580,16 @@ def sandbox_cmd(
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         ids = box.launch(count, protected=min(protected, count))
-        import random
-
         listed = ids + fake_ids(missing, random.Random(seed))
         if ids_out is not None:
             _write_atomic(ids_out, "".join(f"{i}\n" for i in listed))
-        env = environment(box)
-        exports = "".join(f"export {k}={v}\n" for k, v in env.items())
+        exports = "".join(f"export {k}={v}\n" for k, v in environment(box).items())
         if env_out is not None:
             _write_atomic(env_out, exports)
         r, res = config.requests, config.resources
         err.print(
-            f"[bold]swarm sandbox[/]: fake EC2 on {box.endpoint} "
-            f"({config.region}, account 123456789012). Not AWS: nothing leaves this machine."
+            f"[bold]swarm sandbox[/]: fake EC2 on {box.endpoint} ({config.region}, "
+            f"account {ACCOUNT}). Not AWS: nothing leaves this machine."
         )
         err.print(
             f"  limits: {r.burst:g} calls burst, {r.rate:g}/s; {res.burst:g} instances "
@@ -571,7 +598,7 @@ def sandbox_cmd(
         )
         err.print(
             f"  {len(ids)} running instance(s)"
-            + (f", {protected} protected" if protected else "")
+            + (f", {min(protected, count)} protected" if protected else "")
             + (f"; IDs in {ids_out}" if ids_out else "")
         )
         out.file.write(exports)

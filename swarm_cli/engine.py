@@ -112,10 +112,6 @@ class Engine:
         self._closed = False
         self._result = RunResult()
 
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
     def stop(self) -> None:
         """Send nothing more; calls in flight finish, the rest is recorded as pending."""
         with self._cond:
@@ -124,6 +120,7 @@ class Engine:
 
     def run(self, ids: Sequence[str]) -> RunResult:
         start = self.clock()
+        ids = list(dict.fromkeys(ids))  # one intent per ID, first place kept
         with self._cond:
             for i in ids:
                 intent = _Intent(i)
