@@ -38,10 +38,17 @@ def sparkline(points: list[tuple[float, float]], width: int = 40) -> str:
     return "".join(SPARKS[min(len(SPARKS) - 1, int(v / top * (len(SPARKS) - 1)))] for v in values)
 
 
+def window_text(stats: Stats) -> str:
+    """The window as a person reads it: a paced window is under one call in flight."""
+    if stats.pace:
+        return f"cwnd {stats.cwnd:.0f}, one call per {stats.pace:.2f}s"
+    return f"cwnd {stats.cwnd:.0f}"
+
+
 def status_line(stats: Stats, now: float | None = None) -> str:
     elapsed = stats.elapsed() if now is None or stats.started is None else now - stats.started
     return (
-        f"{stats.done}/{stats.total} done · cwnd {stats.cwnd:.0f} · in flight {stats.in_flight}"
+        f"{stats.done}/{stats.total} done · {window_text(stats)} · in flight {stats.in_flight}"
         f" · calls {stats.calls} · throttled {stats.throttled_calls}"
         f" · failed {stats.failed + stats.missing} · {elapsed:.1f}s"
     )
@@ -68,7 +75,7 @@ class LiveView:
         grid.add_row(
             Text("window", style="cyan"),
             Text(sparkline(s.trajectory), style="cyan"),
-            Text(f"cwnd {s.cwnd:.0f} · peak {s.peak_cwnd:.0f}"),
+            Text(f"{window_text(s)} · peak {s.peak_cwnd:.0f}"),
         )
         return Group(grid, Text(status_line(s, time.monotonic()), style="dim"))
 

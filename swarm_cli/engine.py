@@ -50,6 +50,7 @@ class Event:
     attempts: int = 0
     cwnd: float = 0.0
     ssthresh: float = 0.0
+    pace: float = 0.0
     in_flight: int = 0
 
 
@@ -224,13 +225,14 @@ class Engine:
         self, ticket: int, outcomes: list[Outcome], latency: float, now: float, in_flight: int
     ) -> None:
         w = self.window
+        pace = w.pace
         if any(o.kind is Kind.THROTTLED for o in outcomes):
             changed = w.on_throttle(ticket, now)
         elif all(o.answered for o in outcomes):
             changed = w.on_success(ticket, latency, now, in_flight)
         else:
             changed = w.on_error(ticket, now)
-        if changed:
+        if changed or w.pace != pace:
             self._emit("window")
 
     def _settle(self, intent: _Intent, outcome: Outcome, now: float) -> None:
@@ -274,15 +276,9 @@ class Engine:
         outcome: Outcome | None = None,
         attempts: int = 0,
     ) -> None:
+        w = self.window
         event = Event(
-            type_,
-            self.clock(),
-            ids,
-            outcome,
-            attempts,
-            self.window.cwnd,
-            self.window.ssthresh,
-            self._in_flight,
+            type_, self.clock(), ids, outcome, attempts, w.cwnd, w.ssthresh, w.pace, self._in_flight
         )
         for subscriber in self.subscribers:
             subscriber(event)

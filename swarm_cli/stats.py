@@ -22,6 +22,7 @@ class Stats:
     cwnd: float = 0.0
     ssthresh: float = 0.0
     peak_cwnd: float = 0.0
+    pace: float = 0.0
     in_flight: int = 0
     peak_in_flight: int = 0
     window_decreases: int = 0
@@ -57,7 +58,7 @@ class Stats:
             elif event.type == "retried":
                 self.retries += 1
             elif event.type == "window":
-                if event.cwnd < self.cwnd:
+                if event.cwnd < self.trajectory[-1][1]:
                     self.window_decreases += 1
                 self.trajectory.append((round(event.at - self.started, 4), event.cwnd))
             elif event.type in ("succeeded", "failed", "missing", "pending"):
@@ -67,6 +68,7 @@ class Stats:
                     self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
             self.cwnd = event.cwnd
             self.ssthresh = event.ssthresh
+            self.pace = event.pace
             self.peak_cwnd = max(self.peak_cwnd, event.cwnd)
 
     def as_dict(self) -> dict[str, Any]:
@@ -84,6 +86,7 @@ class Stats:
                     "final": self.cwnd,
                     "peak": self.peak_cwnd,
                     "ssthresh": self.ssthresh,
+                    "pace_seconds": round(self.pace, 4),
                     "decreases": self.window_decreases,
                     "trajectory": self.trajectory,
                 },
