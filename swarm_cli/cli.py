@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -19,7 +21,7 @@ from rich.console import Console
 from . import __version__
 from .display import render_summary
 from .ledger import fold_files, succeeded_ids
-from .run import EXIT_AUTH, EXIT_REFUSED, EXIT_USAGE, RunOptions, execute
+from .run import EXIT_AUTH, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_USAGE, RunOptions, execute
 from .sandbox import SandboxConfig
 from .targets import Targets, TargetsError, read_ids
 from .window import PROFILES
@@ -258,6 +260,8 @@ def terminate(
     targets = _load_targets(ids, err)
     profile_ = _window(window_profile, min_window, max_window, err)
     todo = targets.ids
+    if resume and not os.path.exists(ledger):
+        err.print(f"resume: no ledger at {ledger} yet; every ID is to go")
     if resume and os.path.exists(ledger):
         done = succeeded_ids(ledger, "terminate")
         todo = [i for i in todo if i not in done]
@@ -282,7 +286,8 @@ def terminate(
     if sandbox:
         from .rehearse import rehearse
 
-        report, code = rehearse(todo, options, err)
+        with _interruptible(err):
+            report, code = rehearse(todo, options, err)
         _finish(report, code, output, out, err)
 
     from .ec2 import Terminate, make_client
@@ -515,7 +520,8 @@ def demo(
         progress=progress.value,
         title="demo",
     )
-    report, code = run_demo(config, count, options, err, protected=protected, missing=missing)
+    with _interruptible(err):
+        report, code = run_demo(config, count, options, err, protected=protected, missing=missing)
     _finish(report, code, output, out, err)
 
 
@@ -610,6 +616,16 @@ def sandbox_cmd(
         err.print("sandbox stopped")
     finally:
         box.stop()
+
+
+@contextlib.contextmanager
+def _interruptible(err: Console) -> Iterator[None]:
+    """Ctrl-C while the sandbox is being set up: stop cleanly with 130, no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _interrupt(signum: int, frame: object) -> None:
