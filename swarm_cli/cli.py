@@ -20,7 +20,7 @@ from rich.console import Console
 
 from . import __version__
 from .display import render_summary
-from .ledger import fold_files, succeeded_ids
+from .ledger import Damaged, Record, fold_files, succeeded_ids
 from .run import EXIT_AUTH, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_USAGE, RunOptions, execute
 from .sandbox import SandboxConfig
 from .targets import Targets, TargetsError, read_ids
@@ -346,7 +346,7 @@ def ledger_failed(
 
     Feed them back: swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
     """
-    state = fold_files(str(p) for p in paths)
+    state = _fold_ledgers(paths)
     for (act, instance_id), record in state.items():
         if act == action and record.status != "succeeded":
             typer.echo(instance_id)
@@ -361,25 +361,32 @@ def ledger_summary(
     output: OutputOpt = Output.text,
 ) -> None:
     """Count intents by their merged state, per action."""
-    from .ledger import STATUSES, Damaged
+    from .ledger import STATUSES
 
-    damaged: list[Damaged] = []
-    state = fold_files((str(p) for p in paths), damaged)
+    state = _fold_ledgers(paths)
     counts: dict[str, dict[str, int]] = {}
     for (act, _), record in state.items():
         per = counts.setdefault(act, dict.fromkeys(STATUSES, 0))
         per[record.status] += 1
     if output is Output.json:
-        typer.echo(json.dumps({"actions": counts, "damaged_lines": len(damaged)}, indent=2))
+        typer.echo(json.dumps({"actions": counts}, indent=2))
         return
     for act, per in counts.items():
         typer.echo(f"{act}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
+
+
+def _fold_ledgers(paths: list[Path]) -> dict[tuple[str, str], Record]:
+    """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning."""
+    damaged: list[Damaged] = []
+    state = fold_files((str(p) for p in paths), damaged)
     if damaged:
+        first = damaged[0]
         typer.echo(
-            f"{len(damaged)} damaged line(s) skipped, e.g. {damaged[0].path} "
-            f"line {damaged[0].line}",
+            f"warning: {len(damaged)} damaged ledger line(s) skipped, e.g. "
+            f"{first.path} line {first.line}: {first.reason}",
             err=True,
         )
+    return state
 
 
 # Options shared by the commands that start a sandbox.

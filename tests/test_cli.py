@@ -376,3 +376,32 @@ def test_ctrl_c_finishes_calls_in_flight_and_records_the_rest_pending(tmp_path: 
     assert done and pending and done | pending == set(ids)
     assert {states[i] for i in done} == {"terminated"}
     assert {states[i] for i in pending} == {"running"}
+
+
+def test_ledger_commands_merge_shards_and_warn_of_damage(tmp_path: Path) -> None:
+    from swarm_cli.ledger import LedgerWriter
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first = LedgerWriter(str(a), "run-a", "terminate", "us-east-1")
+    first.write("i-00000001", "failed", code="InternalError")
+    first.write("i-00000002", "succeeded")
+    first.write("i-00000003", "pending")
+    first.close()
+    second = LedgerWriter(str(b), "run-b", "terminate", "us-east-1")
+    second.write("i-00000001", "succeeded")
+    second.close()
+    with open(b, "a") as handle:
+        handle.write('{"v":1,"id":"i-0')
+    code, out, err = swarm("ledger", "failed", str(b), str(a))
+    assert code == 0
+    assert out.split() == ["i-00000003"]
+    assert "1 damaged ledger line" in err and "line 2" in err
+    code, out, _ = swarm("ledger", "summary", str(a), str(b), "--output", "json")
+    assert json.loads(out)["actions"]["terminate"] == {
+        "pending": 1,
+        "missing": 0,
+        "failed": 0,
+        "succeeded": 2,
+    }
+    code, _, err = swarm("ledger", "failed", str(tmp_path / "nope.jsonl"))
+    assert code == 2 and "does not exist" in err
