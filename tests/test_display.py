@@ -94,7 +94,9 @@ def test_progress_is_chosen_once_by_the_console() -> None:
 def test_plain_lines_print_until_closed() -> None:
     out = console()
     with PlainLines(out, fed_stats(), "terminate", interval=0.01):
-        time.sleep(0.1)
+        deadline = time.monotonic() + 10
+        while not out.file.getvalue() and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.01)
     lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert lines and all(line.startswith("terminate: 2/3 done") for line in lines)
 

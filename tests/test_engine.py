@@ -68,7 +68,7 @@ class SentCap:
 
 def test_in_flight_never_exceeds_window_with_real_threads() -> None:
     window = Window(SEED.bounded(max_window=24))
-    action = Instrumented(window, throttle_above=12)
+    action = Instrumented(window, delay=0.02, throttle_above=12)
     cap, stats = SentCap(window), Stats()
     engine = Engine(action, window, subscribers=[cap, stats], backoff=lambda n: 0.0)
     result = engine.run(ids(400))
