@@ -18,7 +18,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -300,14 +300,6 @@ class Sandbox:
                     if wanted is None or inst["InstanceId"] in wanted:
                         out[inst["InstanceId"]] = inst["State"]["Name"]
         return out
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "endpoint": self.endpoint,
-            "region": self.config.region,
-            "account": ACCOUNT,
-            **asdict(self.config),
-        }
 
 
 def fake_ids(count: int, rng: random.Random | None = None) -> list[str]:
