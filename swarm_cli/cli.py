@@ -592,6 +592,8 @@ def sandbox_cmd(
         fail(err, f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", EXIT_USAGE)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
+        if count:
+            err.print(f"launching {count} instances…")
         ids = box.launch(count, protected=min(protected, count))
         listed = ids + fake_ids(missing, random.Random(seed))
         if ids_out is not None:
