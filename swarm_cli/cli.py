@@ -24,7 +24,7 @@ from .ledger import Damaged, Record, fold_files, succeeded_ids
 from .run import EXIT_AUTH, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_USAGE, RunOptions, execute
 from .sandbox import SandboxConfig
 from .targets import Targets, TargetsError, read_ids
-from .window import PROFILES
+from .window import PROFILES, WindowProfile
 
 app = typer.Typer(
     name="swarm",
@@ -168,7 +168,7 @@ def _load_targets(ids: str, err: Console) -> Targets:
     return targets
 
 
-def _window(choice: WindowChoice, min_window: int, max_window: int, err: Console) -> Any:
+def _window(choice: WindowChoice, min_window: int, max_window: int, err: Console) -> WindowProfile:
     try:
         return PROFILES[choice.value].bounded(min_window=min_window, max_window=max_window)
     except ValueError as exc:
@@ -262,7 +262,7 @@ def terminate(
     todo = targets.ids
     if resume and not os.path.exists(ledger):
         err.print(f"resume: no ledger at {ledger} yet; every ID is to go")
-    if resume and os.path.exists(ledger):
+    elif resume:
         done = succeeded_ids(ledger, "terminate")
         todo = [i for i in todo if i not in done]
         err.print(
@@ -307,9 +307,9 @@ def terminate(
 
 
 def _confirm(
-    count: int, region: str | None, where: str, profile: str | None, ids: str, err: Console
+    count: int, region: str, where: str, profile: str | None, ids: str, err: Console
 ) -> None:
-    what = f"terminate {count} instance(s) in {region or 'the default region'} via {where}" + (
+    what = f"terminate {count} instance(s) in {region} via {where}" + (
         f" with profile {profile}" if profile else ""
     )
     if ids == "-" or not sys.stdin.isatty():

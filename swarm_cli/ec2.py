@@ -11,15 +11,10 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    ConnectionClosedError,
-    EndpointConnectionError,
-    HTTPClientError,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
-    ReadTimeoutError,
 )
-from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from .outcome import Kind, Outcome
 
@@ -122,15 +117,8 @@ def classify_exception(err: Exception) -> Outcome:
         return classify_error(err)
     if isinstance(err, NoCredentialsError | PartialCredentialsError | NoRegionError):
         return Outcome(Kind.FATAL, code, str(err))
-    if isinstance(
-        err,
-        BotoConnectionError
-        | HTTPClientError
-        | ReadTimeoutError
-        | ConnectionClosedError
-        | EndpointConnectionError,
-    ):
-        return Outcome(Kind.TRANSIENT, code, str(err))
+    # Connection errors, read timeouts (ambiguous, but terminate is safe to repeat) and
+    # the rest of botocore's own failures: worth another try.
     if isinstance(err, BotoCoreError):
         return Outcome(Kind.TRANSIENT, code, str(err))
     raise err

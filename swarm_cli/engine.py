@@ -209,16 +209,13 @@ class Engine:
             self._feed_window(
                 ticket, [o for _, o in results], answered_at - sent_at, answered_at, in_flight
             )
-            throttled = [intent for intent, o in results if o.kind is Kind.THROTTLED]
+            throttled = [(i, o) for i, o in results if o.kind is Kind.THROTTLED]
             if throttled:
                 self._emit(
-                    "throttled",
-                    ids=tuple(i.id for i in throttled),
-                    outcome=next(o for _, o in results if o.kind is Kind.THROTTLED),
+                    "throttled", ids=tuple(i.id for i, _ in throttled), outcome=throttled[0][1]
                 )
-                self._queue.extendleft(reversed(throttled))
-            for intent, outcome in results:
-                self._settle(intent, outcome, answered_at)
+            again = [i for i, o in results if self._settle(i, o, answered_at)]
+            self._queue.extendleft(reversed(again))
             self._cond.notify_all()
 
     def _feed_window(
@@ -235,10 +232,11 @@ class Engine:
         if changed or w.pace != pace:
             self._emit("window")
 
-    def _settle(self, intent: _Intent, outcome: Outcome, now: float) -> None:
+    def _settle(self, intent: _Intent, outcome: Outcome, now: float) -> bool:
+        """Record one intent's outcome; True if it goes back to the head of the queue."""
         kind = outcome.kind
         if kind is Kind.THROTTLED:
-            return  # already back at the head of the queue
+            return True
         if kind is Kind.SUCCEEDED:
             self._resolve(intent, "succeeded", outcome)
         elif kind is Kind.MISSING:
@@ -249,7 +247,7 @@ class Engine:
             # An isolated intent travels alone, so only a sibling could requeue it;
             # if it comes back anyway it is retried as a transient error below.
             intent.isolate = outcome.isolate
-            self._queue.appendleft(intent)
+            return True
         elif kind is Kind.FATAL:
             if self._result.fatal is None:
                 self._result.fatal = outcome
@@ -262,6 +260,7 @@ class Engine:
                 due = now + self.backoff(intent.errors)
                 heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
                 self._emit("retried", ids=(intent.id,), outcome=outcome, attempts=intent.attempts)
+        return False
 
     def _resolve(self, intent: _Intent, status: EventType, outcome: Outcome | None) -> None:
         del self._open[intent.id]

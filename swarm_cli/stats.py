@@ -75,10 +75,6 @@ class Stats:
         with self.lock:
             return {
                 "total": self.total,
-                "succeeded": self.succeeded,
-                "failed": self.failed,
-                "missing": self.missing,
-                "pending": self.pending,
                 "calls": self.calls,
                 "throttled_calls": self.throttled_calls,
                 "retries": self.retries,
