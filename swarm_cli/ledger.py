@@ -1,17 +1,34 @@
-"""The append-only JSONL ledger of resolved intents, and folding it back."""
+"""The append-only JSONL ledger of intents and their outcomes, and folding it back."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import queue
+import stat
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
-from typing import IO, Any
+from typing import Any
 
 FORMAT_VERSION = 1
 STATUSES = ("pending", "missing", "failed", "succeeded")
 STATUS_RANK = {status: rank for rank, status in enumerate(STATUSES)}
+
+
+class LedgerError(Exception):
+    """A ledger that cannot be opened, read or written; the message is one line for the user."""
+
+
+class LedgerWriteError(LedgerError):
+    """Writing the ledger failed, so it no longer lists every intent."""
+
+
+class LedgerVersionError(LedgerError):
+    """The ledger was written in a newer format than this swarm reads."""
 
 
 @dataclass(frozen=True)
@@ -35,38 +52,184 @@ class Record:
         """Merge order: the larger record wins (a join-semilattice, so merges commute)."""
         return (STATUS_RANK[self.status], self.ts, self.run, self.seq)
 
+    def to_dict(self) -> dict[str, Any]:
+        # dataclasses.asdict deep-copies every value; these are all scalars.
+        return {name: getattr(self, name) for name in _FIELDS}
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Record:
-        if data.get("status") not in STATUS_RANK:
-            raise ValueError(f"unknown status {data.get('status')!r}")
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: object) -> Record:
+        """Check one decoded line and build its record.
+
+        Raises ``ValueError`` naming what is wrong, or ``LedgerVersionError`` for
+        a format newer than this one. Unknown fields are ignored, so a later
+        swarm of the same format may add fields.
+        """
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        version = data.get("v")
+        if type(version) is not int:
+            raise ValueError("no format version" if version is None else "'v' is not an integer")
+        if version > FORMAT_VERSION:
+            raise LedgerVersionError(
+                f"written by a newer swarm (format {version}; this swarm reads format "
+                f"{FORMAT_VERSION}): upgrade swarm to read it"
+            )
+        if version < 1:
+            raise ValueError(f"unknown format version {version}")
+        for name, (types, required) in _SCHEMA.items():
+            if name not in data:
+                if required:
+                    raise ValueError(f"no field '{name}'")
+            elif type(data[name]) not in types:
+                kind = " or ".join(_TYPE_NAMES[t] for t in types)
+                raise ValueError(f"'{name}' is not {kind}")
+        if data["status"] not in STATUS_RANK:
+            raise ValueError(f"unknown status {data['status']!r}")
+        return cls(**{name: data[name] for name in _FIELDS if name in data})
+
+
+_FIELDS = tuple(field.name for field in fields(Record))
+
+_NONE = type(None)
+# field -> (the JSON types it may hold, required). Types match exactly, so
+# `true` is not taken for a number although bool subclasses int.
+_SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
+    "ts": ((str,), True),
+    "run": ((str,), True),
+    "seq": ((int,), True),
+    "action": ((str,), True),
+    "id": ((str,), True),
+    "status": ((str,), True),
+    "region": ((str, _NONE), False),
+    "account": ((str, _NONE), False),
+    "code": ((str, _NONE), False),
+    "message": ((str, _NONE), False),
+    "http_status": ((int, _NONE), False),
+    "attempts": ((int,), False),
+    "request_id": ((str, _NONE), False),
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", _NONE: "null"}
 
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-class LedgerWriter:
-    """Appends one line per record and flushes it at once.
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err)
 
-    A crash loses at most the intents still in flight, which are safe to repeat.
+
+# Lines are written in blocks of about this size: few system calls, bounded memory.
+_CHUNK_BYTES = 1 << 20
+# The writer thread takes at most this many records between two writes, so a
+# flood of outcomes still reaches the disk (and fsync) in steady steps.
+_BATCH_RECORDS = 4096
+_STOP = object()
+
+
+class LedgerWriter:
+    """Appends the records of one run to a ledger file.
+
+    The intents are written ahead, synchronously, as one ``pending`` record
+    each (:meth:`write_ahead`); the ledger keeps no run header, so every line
+    stands alone and ledgers merge line by line. Outcomes go through
+    :meth:`write`, which only queues: a thread of the writer's own appends
+    them, flushes each batch and fsyncs at least every ``fsync_interval``
+    seconds while records come in, and once more at :meth:`close`. So a
+    ``kill -9`` loses at most the outcomes of the last second, and their
+    intents still read ``pending``.
+
+    When the disk refuses a write, the writer stops writing, keeps the record
+    that failed and every later one, reports the error once to ``on_error``
+    (from its thread) and hands the kept records back from :meth:`close`.
     """
 
     def __init__(
-        self, path: str, run: str, action: str, region: str | None, account: str | None = None
+        self,
+        path: str,
+        run: str,
+        action: str,
+        region: str | None,
+        account: str | None = None,
+        *,
+        on_error: Callable[[OSError], None] | None = None,
+        fsync_interval: float = 1.0,
     ) -> None:
+        if fsync_interval < 0:
+            raise ValueError("fsync_interval must not be negative")
         self.path = path
         self.run = run
         self.action = action
         self.region = region
         self.account = account
-        self._seq = 0
+        self._on_error = on_error
+        self._fsync_interval = fsync_interval
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as err:
+            raise LedgerError(f"cannot open the ledger {path}: {_reason(err)}") from None
+        try:
+            # Character devices such as /dev/null cannot be synced: nothing there is durable.
+            self._syncable = stat.S_ISREG(os.fstat(self._fd).st_mode)
+        except OSError as err:
+            os.close(self._fd)
+            raise LedgerError(f"cannot open the ledger {path}: {_reason(err)}") from None
+        # Callers hold the engine's lock while calling write(); this lock only
+        # guards the sequence number, so it is held for microseconds.
         self._lock = threading.Lock()
-        self._handle: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        # The thread's appends and write_ahead() share one file descriptor; a
+        # short write must not let another writer's bytes into the middle of a line.
+        self._io_lock = threading.Lock()
+        self._seq = 0
+        self._closed = False
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._error: OSError | None = None
+        self._unsynced: list[Record] = []
+        self._lost: list[Record] = []
+
+    @property
+    def error(self) -> OSError | None:
+        """The first error that stopped the ledger, or ``None`` while all is well."""
+        return self._error
+
+    def write_ahead(
+        self, ids: Sequence[str], *, code: str | None = None, message: str | None = None
+    ) -> None:
+        """Record every intent as ``pending`` and make it durable before anything is sent.
+
+        Raises :class:`LedgerWriteError` if the records cannot be written and
+        synced; the run must not start then, since the ledger would miss intents.
+        That error is not passed to ``on_error``, but it stops the writer all
+        the same: later outcomes are kept for :meth:`close` to return.
+        """
+        with self._lock:
+            if self._closed:
+                raise ValueError("write to a closed ledger")
+            first = self._seq + 1
+            self._seq += len(ids)
+        if not ids:
+            return
+        if self._error is not None:
+            raise self._write_error(self._error)
+        lines = self._pending_lines(ids, first, utc_now(), code, message)
+        failure: OSError | None = None
+        with self._io_lock:
+            try:
+                for chunk in _chunks(lines):
+                    self._write_all(chunk)
+                self._sync()
+            except _ShortWrite as short:
+                failure = short.error
+            except OSError as err:
+                failure = err
+        if failure is not None:
+            # The ledger no longer lists every intent: later outcomes are kept, not written.
+            self._error = self._error or failure
+            raise self._write_error(failure) from failure
 
     def write(
         self,
@@ -78,8 +241,11 @@ class LedgerWriter:
         http_status: int | None = None,
         attempts: int = 0,
         request_id: str | None = None,
-    ) -> Record:
+    ) -> None:
+        """Queue one outcome for the writer thread; never waits on the disk."""
         with self._lock:
+            if self._closed:
+                raise ValueError("write to a closed ledger")
             self._seq += 1
             record = Record(
                 ts=utc_now(),
@@ -96,13 +262,216 @@ class LedgerWriter:
                 attempts=attempts,
                 request_id=request_id,
             )
-            self._handle.write(record.to_json() + "\n")
-            self._handle.flush()
-            return record
+            # Queued under the lock, so the file holds records in sequence order.
+            self._queue.put(record)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name=f"ledger {self.path}", daemon=True
+                )
+                self._thread.start()
 
-    def close(self) -> None:
+    def flush(self) -> None:
+        """Wait until every record queued so far is written and synced, or known lost."""
         with self._lock:
-            self._handle.close()
+            thread = self._thread
+            if self._closed or thread is None:
+                return
+            done = threading.Event()
+            self._queue.put(done)
+        # A thread that died of a bug would never set the event.
+        while not done.wait(0.05):
+            if not thread.is_alive():
+                return
+
+    def close(self) -> list[Record]:
+        """Write what is queued, sync, and close; return the records that were not written.
+
+        Never raises for I/O errors: they show in :attr:`error` and in the
+        returned list, which callers should report (those outcomes are in no
+        ledger). Calling it again returns the same list.
+        """
+        with self._lock:
+            if self._closed:
+                return list(self._lost)
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(_STOP)
+            thread.join()
+            # Only a thread that died of a bug leaves records behind; they were not written.
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, Record):
+                    self._lost.append(item)
+                elif isinstance(item, threading.Event):
+                    item.set()
+        try:
+            os.close(self._fd)
+        except OSError as err:
+            self._error = self._error or err
+        return list(self._lost)
+
+    # The writer thread.
+
+    def _run(self) -> None:
+        last_sync = time.monotonic()
+        dirty = False
+        while True:
+            timeout = None
+            if dirty:
+                timeout = max(0.0, last_sync + self._fsync_interval - time.monotonic())
+            try:
+                batch = [self._queue.get(timeout=timeout)]
+            except queue.Empty:
+                # Records came in and then stopped: sync them without waiting for more.
+                self._sync_in_thread()
+                last_sync, dirty = time.monotonic(), False
+                continue
+            while len(batch) < _BATCH_RECORDS:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            records = [item for item in batch if isinstance(item, Record)]
+            if records:
+                self._append(records)
+                dirty = True
+            waiters = [item for item in batch if isinstance(item, threading.Event)]
+            stop = any(item is _STOP for item in batch)
+            if waiters or stop or time.monotonic() - last_sync >= self._fsync_interval:
+                self._sync_in_thread()
+                last_sync, dirty = time.monotonic(), False
+            for waiter in waiters:
+                waiter.set()
+            if stop:
+                return
+
+    def _append(self, records: list[Record]) -> None:
+        # Every record is in _unsynced or _lost before anything here can raise,
+        # so close() can account for all of them even if on_error raises.
+        if self._error is not None:
+            self._lost.extend(records)
+            return
+        try:
+            lines = [(record.to_json() + "\n").encode() for record in records]
+        except Exception:
+            self._lost.extend(records)
+            raise
+        with self._io_lock:
+            try:
+                self._write_all(b"".join(lines))
+            except _ShortWrite as short:
+                failure: _ShortWrite | None = short
+            else:
+                failure = None
+        if failure is None:
+            self._unsynced.extend(records)
+            return
+        # Lines wholly before the failure are in the file; a cut line reads as damage.
+        end = 0
+        for index, line in enumerate(lines):
+            end += len(line)
+            if end > failure.written:
+                self._unsynced.extend(records[:index])
+                self._lost.extend(records[index:])
+                break
+        self._fail(failure.error)
+
+    def _sync_in_thread(self) -> None:
+        if self._error is not None:
+            return
+        with self._io_lock:
+            try:
+                self._sync()
+            except OSError as err:
+                failure = err
+            else:
+                self._unsynced.clear()
+                return
+        # After a failed fsync the kernel may drop those pages: they are not known written.
+        self._lost.extend(self._unsynced)
+        self._unsynced.clear()
+        self._fail(failure)
+
+    def _fail(self, err: OSError) -> None:
+        self._error = err
+        if self._on_error is not None:
+            self._on_error(err)
+
+    def _write_all(self, data: bytes) -> None:
+        """Write all of ``data`` or raise how much got in; callers hold ``_io_lock``."""
+        view = memoryview(data)
+        done = 0
+        while done < len(data):
+            try:
+                count = os.write(self._fd, view[done:])
+            except OSError as err:
+                raise _ShortWrite(done, err) from err
+            if count == 0:
+                raise _ShortWrite(done, OSError(errno.EIO, "the file took no more bytes"))
+            done += count
+
+    def _sync(self) -> None:
+        if self._syncable:
+            os.fsync(self._fd)
+
+    def _write_error(self, err: OSError) -> LedgerWriteError:
+        return LedgerWriteError(f"cannot write the ledger {self.path}: {_reason(err)}")
+
+    def _pending_lines(
+        self, ids: Sequence[str], first: int, ts: str, code: str | None, message: str | None
+    ) -> Iterator[str]:
+        # Pending lines differ only in id and seq, so every other field is
+        # encoded once: a json.dumps of each whole record would be most of the
+        # time 100,000 intents take to write ahead.
+        shape = Record(
+            ts=ts,
+            run=self.run,
+            seq=0,
+            action=self.action,
+            id="",
+            status="pending",
+            region=self.region,
+            account=self.account,
+            code=code,
+            message=message,
+        ).to_dict()
+        names = sorted(shape)  # the key order of Record.to_json
+        at_id, at_seq = names.index("id"), names.index("seq")
+
+        def pairs(keys: list[str]) -> str:
+            return "".join(f"{json.dumps(k)}:{json.dumps(shape[k])}," for k in keys)
+
+        head = "{" + pairs(names[:at_id]) + '"id":'
+        middle = "," + pairs(names[at_id + 1 : at_seq]) + '"seq":'
+        tail = "," + pairs(names[at_seq + 1 :]).rstrip(",") + "}\n"
+        for offset, instance_id in enumerate(ids):
+            yield head + json.dumps(instance_id) + middle + str(first + offset) + tail
+
+
+class _ShortWrite(Exception):
+    """A write that failed after ``written`` bytes reached the file."""
+
+    def __init__(self, written: int, error: OSError) -> None:
+        super().__init__(written, error)
+        self.written = written
+        self.error = error
+
+
+def _chunks(lines: Iterable[str]) -> Iterator[bytes]:
+    block: list[str] = []
+    size = 0
+    for line in lines:
+        block.append(line)
+        size += len(line)
+        if size >= _CHUNK_BYTES:
+            yield "".join(block).encode()
+            block, size = [], 0
+    if block:
+        yield "".join(block).encode()
 
 
 @dataclass(frozen=True)
@@ -113,19 +482,120 @@ class Damaged:
 
 
 def read_records(path: str, damaged: list[Damaged] | None = None) -> Iterator[Record]:
-    """Yield the records of one ledger; lines that do not parse go to ``damaged``.
+    """Yield the records of one ledger; lines that are not records go to ``damaged``.
 
-    A line cut short by a crash is the usual case of damage, and is skipped.
+    A line cut short by a crash is the usual damage; any other bytes damage
+    only their own line. Raises :class:`LedgerError` when the file cannot be
+    read, and :class:`LedgerVersionError` at a record of a newer format.
     """
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as err:
+        raise LedgerError(f"cannot read the ledger {path}: {_reason(err)}") from None
+    with handle:
+        number = 0
+        while True:
+            try:
+                raw = handle.readline()
+            except OSError as err:
+                raise LedgerError(f"cannot read the ledger {path}: {_reason(err)}") from None
+            if not raw:
+                return
+            number += 1
+            if not raw.strip():
                 continue
             try:
-                yield Record.from_dict(json.loads(line))
-            except (ValueError, TypeError) as err:
+                record = Record.from_dict(_decode(raw))
+            except LedgerVersionError as err:
+                raise LedgerVersionError(f"{path} line {number}: {err}") from None
+            except ValueError as err:
                 if damaged is not None:
                     damaged.append(Damaged(path, number, str(err)))
+                continue
+            yield record
+
+
+def _decode(raw: bytes) -> object:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+    try:
+        return json.loads(text)
+    # Deeply nested brackets exhaust the parser's recursion, not just its patience.
+    except (ValueError, RecursionError):
+        raise ValueError("not JSON") from None
+
+
+def describe_damage(damaged: Sequence[Damaged], limit: int = 3) -> str:
+    """One warning line naming the first ``limit`` damaged lines; empty when there are none."""
+    if not damaged:
+        return ""
+    shown: list[str] = []
+    previous = None
+    for item in damaged[: max(limit, 0)]:
+        where = f"line {item.line}" if item.path == previous else f"{item.path} line {item.line}"
+        shown.append(f"{where} ({item.reason})")
+        previous = item.path
+    text = f"{len(damaged)} damaged ledger line(s) skipped"
+    if shown:
+        text += ": " + ", ".join(shown)
+    rest = len(damaged) - len(shown)
+    if rest and shown:
+        text += f" and {rest} more"
+    return text
+
+
+def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
+    """Refuse, before anything is sent, a ledger path the run could not append to.
+
+    A symbolic link is refused: appending through it writes wherever it points
+    at the time (another run's ledger, a file swapped in since), and the
+    ledger is the one record of what was destroyed. The last check opens the
+    file for appending and closes it unwritten (creating it empty if missing),
+    because permission bits say nothing to root or about a read-only mount.
+    Raises :class:`LedgerError` with a one-line message saying what to do.
+    """
+    folder = os.path.dirname(path) or "."
+    if not os.path.exists(folder):
+        raise LedgerError(f"folder {folder} does not exist: create it or pass --ledger elsewhere")
+    if not os.path.isdir(folder):
+        raise LedgerError(f"{folder} is not a folder: pass --ledger elsewhere")
+    if os.path.islink(path):
+        raise LedgerError(f"ledger {path} is a symbolic link: pass the real path")
+    exists = os.path.exists(path)
+    if exists:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise LedgerError(f"ledger {path} is a folder: pass a file path to --ledger")
+        if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+            raise LedgerError(f"ledger {path} is not a regular file: pass a file path to --ledger")
+    if ids_path is not None and ids_path != "-" and _same_file(path, ids_path):
+        raise LedgerError(f"ledger {path} is the ID list {ids_path}: pass another --ledger")
+    if exists and not os.access(path, os.W_OK):
+        raise LedgerError(f"ledger {path} is not writable: fix its mode or pass --ledger elsewhere")
+    if not exists and not os.access(folder, os.W_OK | os.X_OK):
+        raise LedgerError(f"folder {folder} is not writable: pass --ledger elsewhere")
+    try:
+        # O_NONBLOCK: a FIFO swapped in since the checks must not hang the open.
+        fd = os.open(
+            path,
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o666,
+        )
+    except OSError as err:
+        raise LedgerError(
+            f"cannot write the ledger {path}: {_reason(err)}: pass --ledger elsewhere"
+        ) from None
+    os.close(fd)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        # One of them does not exist (yet): compare where the names lead.
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
