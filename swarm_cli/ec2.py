@@ -4,28 +4,37 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import boto3
+import botocore.exceptions
 from botocore.config import Config
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    NoCredentialsError,
-    NoRegionError,
-    PartialCredentialsError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from .outcome import Kind, Outcome
 
-try:  # botocore's own list, so that new throttle codes reach us with upgrades
-    from botocore.retries.standard import ThrottlingErrorDetector
+try:  # botocore's own lists, so that new throttle codes reach us with upgrades
+    from botocore.retries import standard as _standard
+except ImportError:  # pragma: no cover - a botocore without retries/standard.py
+    _standard = None
 
-    _BOTOCORE_THROTTLES = set(ThrottlingErrorDetector._THROTTLED_ERROR_CODES)
-except (ImportError, AttributeError):  # pragma: no cover - older or newer botocore
-    _BOTOCORE_THROTTLES = set()
 
-THROTTLE_CODES = _BOTOCORE_THROTTLES | {
+def _botocore_private(owner: str, name: str) -> frozenset[Any]:
+    """A private class attribute of botocore's retry module, or nothing if a release moved it."""
+    return frozenset(getattr(getattr(_standard, owner, None), name, None) or ())
+
+
+BOTOCORE_THROTTLE_CODES: frozenset[str] = _botocore_private(
+    "ThrottledRetryableChecker", "_THROTTLED_ERROR_CODES"
+)
+BOTOCORE_THROTTLE_STATUSES: frozenset[int] = _botocore_private(
+    "ThrottlingStatusCodeChecker", "_THROTTLING_STATUS_CODES"
+)
+# Our own copy keeps the classification right if botocore renames its private lists.
+THROTTLE_CODES = BOTOCORE_THROTTLE_CODES | {
     "Throttling",
     "ThrottlingException",
     "ThrottledException",
@@ -38,6 +47,9 @@ THROTTLE_CODES = _BOTOCORE_THROTTLES | {
     "SlowDown",
     "EC2ThrottledException",
 }
+# EC2 says 503 when a bucket is empty; a load balancer in front says 503 or 429 when
+# overloaded. Either way the answer is to slow down, whatever code (if any) came with it.
+THROTTLE_STATUSES = BOTOCORE_THROTTLE_STATUSES | {429, 503}
 FATAL_CODES = {
     "AuthFailure",
     "UnauthorizedOperation",
@@ -65,6 +77,120 @@ PER_INSTANCE_CODES = MISSING_CODES | {
 DRY_RUN_OK = "DryRunOperation"
 INSTANCE_IN_MESSAGE = re.compile(r"\bi-[0-9a-zA-Z]+\b")
 
+_SSO_LOGIN = "run `aws sso login` (with --profile if you use one), then run swarm again"
+# Failures of credentials or set-up, and what the user can do about each. Retrying cannot
+# help: an expired SSO login stays expired however long the engine backs off.
+CREDENTIAL_HINTS: dict[str, str] = {
+    "UnauthorizedSSOTokenError": _SSO_LOGIN,
+    "SSOTokenLoadError": _SSO_LOGIN,
+    "TokenRetrievalError": _SSO_LOGIN,
+    "SSOError": _SSO_LOGIN,
+    "CredentialRetrievalError": (
+        "the credential source named above failed: check its credential_process or "
+        "role settings in your AWS config"
+    ),
+    "RefreshWithMFAUnsupportedError": (
+        "these credentials need an MFA code to refresh: get session credentials "
+        "(e.g. `aws sts get-session-token`) and run again"
+    ),
+    "NoCredentialsError": (
+        "give swarm credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+        "--profile, or `aws configure` / `aws sso login`"
+    ),
+    "PartialCredentialsError": (
+        "complete the credentials: an access key id needs its secret key "
+        "(and temporary keys their session token)"
+    ),
+    "NoRegionError": "name a region with --region or AWS_REGION",
+    "ProfileNotFound": "check the profile name (--profile or AWS_PROFILE) against ~/.aws/config",
+}
+
+
+def _botocore_errors(*names: str) -> tuple[type[Exception], ...]:
+    """The named botocore exceptions that this release defines (some are newer than others)."""
+    found = (getattr(botocore.exceptions, name, None) for name in names)
+    return tuple(e for e in found if isinstance(e, type) and issubclass(e, Exception))
+
+
+CREDENTIAL_ERRORS = _botocore_errors(*CREDENTIAL_HINTS)
+REQUEST_ERRORS = _botocore_errors("ParamValidationError")
+# No answer at all: subclasses cover EndpointConnectionError, ConnectTimeoutError and
+# ProxyConnectionError (ConnectionError), ReadTimeoutError and ConnectionClosedError
+# (HTTPClientError). Named too, in case a release moves one out from under its parent.
+UNREACHABLE_ERRORS = _botocore_errors(
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "ConnectionClosedError",
+    "ProxyConnectionError",
+    "ConnectionError",
+    "HTTPClientError",
+)
+
+# scheme://userinfo@ : userinfo cannot hold "/", "?", "#" or whitespace unencoded, but a
+# raw "@" in a password is common, so the match runs to the last "@" before those.
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#\"<>]*@")
+_MESSAGE_LIMIT = 300
+
+
+def redact_url(url: str | None) -> str | None:
+    """The URL with any user name and password in it replaced by ``***``."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+def scrub(text: str) -> str:
+    """The text with the user info of every URL in it replaced by ``***``.
+
+    botocore puts the endpoint URL into its messages (``EndpointConnectionError``), and
+    those messages reach the terminal and the ledger.
+    """
+    return _USERINFO.sub(r"\g<scheme>***@", text)
+
+
+def _describe(err: BaseException) -> str:
+    # Parser errors carry the whole body; the ledger needs the gist, not a page of HTML.
+    text = scrub(str(err))
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+
+
+class HttpError(Exception):
+    """An HTTP error whose body is not EC2's XML: empty, or a proxy's or balancer's page.
+
+    botocore reads such an answer as a ``ClientError`` whose code is the status, or fails to
+    parse it at all (an empty 429), and loses the status on the way.
+    """
+
+    def __init__(self, status: int, request_id: str | None, text: str) -> None:
+        super().__init__(f"HTTP {status}: {text}")
+        self.status = status
+        self.request_id = request_id
+        self.text = text
+
+
+def _looks_like_xml(body: bytes) -> bool:
+    head = body.lstrip()[:16].lower()
+    return head.startswith(b"<") and not head.startswith((b"<html", b"<!doctype html"))
+
+
+def _raise_unparsable_errors(response_dict: Mapping[str, Any], **_: Any) -> None:
+    """botocore ``before-parse`` handler: raise HttpError for an error that is not XML."""
+    status = response_dict.get("status_code")
+    body = response_dict.get("body")
+    if not isinstance(status, int) or status < 400 or not isinstance(body, bytes):
+        return
+    if _looks_like_xml(body):
+        return
+    headers = {str(k).lower(): v for k, v in (response_dict.get("headers") or {}).items()}
+    request_id = headers.get("x-amzn-requestid") or headers.get("x-amz-request-id")
+    snippet = " ".join(body.decode("utf-8", "replace").split())[:120]
+    raise HttpError(status, request_id, f"non-XML body: {snippet}" if snippet else "empty body")
+
 
 def make_client(
     region: str | None,
@@ -84,7 +210,9 @@ def make_client(
         read_timeout=timeout,
         user_agent_extra="swarm-cli",
     )
-    return session.client("ec2", endpoint_url=endpoint_url, config=config)
+    client = session.client("ec2", endpoint_url=endpoint_url, config=config)
+    client.meta.events.register("before-parse.ec2.*", _raise_unparsable_errors)
+    return client
 
 
 def classify_error(err: ClientError) -> Outcome:
@@ -97,7 +225,7 @@ def classify_error(err: ClientError) -> Outcome:
     request_id = meta.get("RequestId")
     if code == DRY_RUN_OK:
         kind = Kind.SUCCEEDED
-    elif code in THROTTLE_CODES or status == 429:
+    elif code in THROTTLE_CODES or status in THROTTLE_STATUSES:
         kind = Kind.THROTTLED
     elif code in FATAL_CODES:
         kind = Kind.FATAL
@@ -107,34 +235,65 @@ def classify_error(err: ClientError) -> Outcome:
         kind = Kind.TRANSIENT
     else:
         kind = Kind.PERMANENT
-    return Outcome(kind, code, message, status, request_id)
+    return Outcome(kind, code, scrub(message) if message else message, status, request_id)
+
+
+def _classify_http(err: HttpError) -> Outcome:
+    if err.status in THROTTLE_STATUSES:
+        kind = Kind.THROTTLED
+    elif err.status >= 500:
+        kind = Kind.TRANSIENT
+    elif err.status in (401, 403):
+        kind = Kind.FATAL
+    else:
+        kind = Kind.PERMANENT
+    return Outcome(kind, type(err).__name__, _describe(err), err.status, err.request_id)
+
+
+def _credential_hint(err: Exception) -> str:
+    for cls in type(err).__mro__:
+        hint = CREDENTIAL_HINTS.get(cls.__name__)
+        if hint:
+            return hint
+    return "check the AWS credentials and configuration"  # pragma: no cover
 
 
 def classify_exception(err: Exception) -> Outcome:
-    """Failures that never reached an API answer."""
+    """What a failed call means; exceptions that are not botocore's are raised again."""
     code = type(err).__name__
     if isinstance(err, ClientError):
         return classify_error(err)
-    if isinstance(err, NoCredentialsError | PartialCredentialsError | NoRegionError):
-        return Outcome(Kind.FATAL, code, str(err))
-    # Connection errors, read timeouts (ambiguous, but terminate is safe to repeat) and
-    # the rest of botocore's own failures: worth another try.
-    if isinstance(err, BotoCoreError):
-        return Outcome(Kind.TRANSIENT, code, str(err))
+    if isinstance(err, HttpError):
+        return _classify_http(err)
+    if isinstance(err, CREDENTIAL_ERRORS):
+        return Outcome(Kind.FATAL, code, f"{_describe(err)} -- {_credential_hint(err)}")
+    if isinstance(err, REQUEST_ERRORS):
+        return Outcome(Kind.PERMANENT, code, _describe(err))
+    # Refused, reset, timed out: the endpoint may be down or overloaded, which is no fault
+    # of the intents (a read timeout is ambiguous, but terminate is safe to repeat).
+    if isinstance(err, UNREACHABLE_ERRORS):
+        return Outcome(Kind.UNREACHABLE, code, _describe(err))
+    # An answer nobody could read (a 200 that is not XML, a truncated body): worth another
+    # try, and the engine bounds the attempts.
+    if isinstance(err, ResponseParserError | BotoCoreError):
+        return Outcome(Kind.TRANSIENT, code, _describe(err))
     raise err
 
 
 def _split_batch(ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
-    """One bad ID fails the whole call: fail those it names, retry the others."""
+    """One bad ID fails the whole call: fail those it names and bisect the others.
+
+    EC2 names one protected instance per error, so resending the rest whole would cost a
+    full batch per bad ID. Halving the rest instead clears the halves without a bad ID at
+    once, and each failing half names another one and is halved again. When the message
+    names no ID of the batch, the halving is blind; a single ID takes the outcome itself.
+    """
     if len(ids) == 1:
         return {ids[0]: outcome}
     named = set(INSTANCE_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
-    if not named:
-        return {i: Outcome(Kind.REQUEUE, outcome.code, outcome.message, isolate=True) for i in ids}
-    return {
-        i: outcome if i in named else Outcome(Kind.REQUEUE, outcome.code, outcome.message)
-        for i in ids
-    }
+    rest = len(ids) - sum(1 for i in ids if i in named)
+    requeue = replace(outcome, kind=Kind.REQUEUE, batch_limit=-(-rest // 2))
+    return {i: outcome if i in named else requeue for i in ids}
 
 
 class Terminate:

@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
-import pytest
-from botocore.exceptions import (
-    ClientError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ReadTimeoutError,
-)
+import random
+import socket
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-from swarm_cli.ec2 import classify_error, classify_exception, make_client
-from swarm_cli.outcome import Kind
+import boto3
+import botocore.exceptions as bce
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from botocore.parsers import ResponseParserError
+
+from swarm_cli.ec2 import (
+    BOTOCORE_THROTTLE_CODES,
+    BOTOCORE_THROTTLE_STATUSES,
+    THROTTLE_CODES,
+    THROTTLE_STATUSES,
+    HttpError,
+    Terminate,
+    _split_batch,
+    classify_error,
+    classify_exception,
+    make_client,
+    redact_url,
+    scrub,
+)
+from swarm_cli.outcome import Kind, Outcome
 
 
 def client_error(code: str, status: int, message: str = "m") -> ClientError:
@@ -29,9 +49,12 @@ def client_error(code: str, status: int, message: str = "m") -> ClientError:
     [
         ("RequestLimitExceeded", 503, Kind.THROTTLED),
         ("Throttling", 400, Kind.THROTTLED),
+        ("PriorRequestNotComplete", 400, Kind.THROTTLED),  # botocore's list, not ours
         ("SomethingNew", 429, Kind.THROTTLED),
+        ("Unavailable", 503, Kind.THROTTLED),
+        ("503", 503, Kind.THROTTLED),  # botocore's code for an empty 503
         ("InternalError", 500, Kind.TRANSIENT),
-        ("Unavailable", 503, Kind.TRANSIENT),
+        ("502", 502, Kind.TRANSIENT),
         ("InvalidInstanceID.NotFound", 400, Kind.MISSING),
         ("InvalidInstanceID.Malformed", 400, Kind.PERMANENT),
         ("OperationNotPermitted", 400, Kind.PERMANENT),
@@ -47,10 +70,56 @@ def test_error_codes_map_to_outcomes(code: str, status: int, kind: Kind) -> None
     assert (outcome.code, outcome.http_status, outcome.request_id) == (code, status, "r")
 
 
-def test_failures_before_an_answer() -> None:
-    assert classify_exception(NoCredentialsError()).kind is Kind.FATAL
-    assert classify_exception(EndpointConnectionError(endpoint_url="x")).kind is Kind.TRANSIENT
-    assert classify_exception(ReadTimeoutError(endpoint_url="x")).kind is Kind.TRANSIENT
+def test_throttle_lists_come_from_botocore() -> None:
+    # Private names in botocore: if a release moves them, this fails instead of the
+    # classification silently falling back to our shorter list.
+    assert "RequestLimitExceeded" in BOTOCORE_THROTTLE_CODES
+    assert "PriorRequestNotComplete" in THROTTLE_CODES
+    assert 429 in BOTOCORE_THROTTLE_STATUSES
+    assert {429, 503} <= THROTTLE_STATUSES
+
+
+SSO_LOGIN = "aws sso login"
+
+
+@pytest.mark.parametrize(
+    ("err", "kind", "hint"),
+    [
+        (bce.UnauthorizedSSOTokenError(), Kind.FATAL, SSO_LOGIN),
+        (bce.SSOTokenLoadError(error_msg="no token"), Kind.FATAL, SSO_LOGIN),
+        (bce.TokenRetrievalError(provider="sso", error_msg="expired"), Kind.FATAL, SSO_LOGIN),
+        (bce.CredentialRetrievalError(provider="p", error_msg="m"), Kind.FATAL, "credential"),
+        (bce.NoCredentialsError(), Kind.FATAL, "AWS_ACCESS_KEY_ID"),
+        (bce.PartialCredentialsError(provider="env", cred_var="k"), Kind.FATAL, "secret"),
+        (bce.NoRegionError(), Kind.FATAL, "--region"),
+        (bce.ProfileNotFound(profile="nope"), Kind.FATAL, "--profile"),
+        (bce.ParamValidationError(report="bad"), Kind.PERMANENT, "bad"),
+        (bce.EndpointConnectionError(endpoint_url="x"), Kind.UNREACHABLE, "x"),
+        (bce.ConnectTimeoutError(endpoint_url="x"), Kind.UNREACHABLE, "x"),
+        (bce.ReadTimeoutError(endpoint_url="x"), Kind.UNREACHABLE, "x"),
+        (bce.ConnectionClosedError(endpoint_url="x"), Kind.UNREACHABLE, "x"),
+        (bce.ProxyConnectionError(proxy_url="x", error="e"), Kind.UNREACHABLE, "x"),
+        (bce.ConnectionError(error="e"), Kind.UNREACHABLE, "e"),
+        (bce.HTTPClientError(error="e"), Kind.UNREACHABLE, "e"),
+        (ResponseParserError("not XML"), Kind.TRANSIENT, "not XML"),
+        (bce.DataNotFoundError(data_path="d"), Kind.TRANSIENT, "d"),
+        (HttpError(429, "r", "empty body"), Kind.THROTTLED, "429"),
+        (HttpError(503, "r", "empty body"), Kind.THROTTLED, "503"),
+        (HttpError(502, "r", "empty body"), Kind.TRANSIENT, "502"),
+        (HttpError(401, "r", "empty body"), Kind.FATAL, "401"),
+        (HttpError(403, "r", "empty body"), Kind.FATAL, "403"),
+        (HttpError(404, "r", "empty body"), Kind.PERMANENT, "404"),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
+)
+def test_failures_before_an_answer(err: Exception, kind: Kind, hint: str) -> None:
+    outcome = classify_exception(err)
+    assert outcome.kind is kind
+    assert outcome.code == type(err).__name__
+    assert hint in (outcome.message or "")
+
+
+def test_other_exceptions_are_raised_again() -> None:
     with pytest.raises(ZeroDivisionError):
         classify_exception(ZeroDivisionError())
 
@@ -60,3 +129,230 @@ def test_client_sends_exactly_one_request_per_call() -> None:
     config = client.meta.config
     assert config.retries == {"mode": "standard", "total_max_attempts": 1}
     assert config.max_pool_connections == 64
+
+
+@pytest.mark.parametrize(
+    ("url", "redacted"),
+    [
+        (None, None),
+        ("", ""),
+        ("https://ec2.us-east-1.amazonaws.com", "https://ec2.us-east-1.amazonaws.com"),
+        (
+            "http://user:s3cr%40t@proxy.example:8080/ec2?x=1",
+            "http://***@proxy.example:8080/ec2?x=1",
+        ),
+        ("https://token@host/", "https://***@host/"),
+        ("http://u:p@ss@127.0.0.1:5000", "http://***@127.0.0.1:5000"),
+    ],
+)
+def test_redact_url(url: str | None, redacted: str | None) -> None:
+    assert redact_url(url) == redacted
+
+
+def test_scrub_hides_user_info_in_any_url_of_a_text() -> None:
+    text = 'Could not connect to "http://u:p@ss@10.0.0.1:80/" via https://k:v@proxy:3128 x@y'
+    assert (
+        scrub(text)
+        == 'Could not connect to "http://***@10.0.0.1:80/" via https://***@proxy:3128 x@y'
+    )
+    assert scrub("no URL, mail a@b.c") == "no URL, mail a@b.c"
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_an_unreachable_endpoint_never_echoes_its_password() -> None:
+    endpoint = f"http://admin:hunter2@127.0.0.1:{closed_port()}"
+    client = make_client("us-east-1", endpoint_url=endpoint, timeout=2.0)
+    with pytest.raises(bce.EndpointConnectionError) as caught:
+        client.terminate_instances(InstanceIds=["i-0123456789abcdef0"])
+    assert "hunter2" in str(caught.value), "botocore's message embeds the URL"
+    outcome = Terminate(client)(["i-0123456789abcdef0"])["i-0123456789abcdef0"]
+    assert outcome.kind is Kind.UNREACHABLE
+    assert "hunter2" not in (outcome.message or "") and "admin" not in (outcome.message or "")
+    assert "***@127.0.0.1" in (outcome.message or "")
+
+
+class Answer:
+    """The one answer the test server gives to every request."""
+
+    status = 200
+    body = b""
+    headers: dict[str, str] = {}  # noqa: RUF012 - replaced whole by each test
+
+
+@pytest.fixture
+def http_server() -> Iterator[tuple[str, type[Answer]]]:
+    """A plain HTTP server on 127.0.0.1 that answers whatever the test sets in ``Answer``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(Answer.status)
+            for name, value in Answer.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(Answer.body)))
+            self.end_headers()
+            self.wfile.write(Answer.body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", Answer
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+HTML = b"<!DOCTYPE html>\n<html><body><h1>Service Unavailable</h1></body></html>"
+XML_ERROR = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>Unavailable</Code>'
+    b"<Message>later</Message></Error></Errors><RequestID>req-xml</RequestID></Response>"
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind", "code"),
+    [
+        (429, b"", Kind.THROTTLED, "HttpError"),
+        (503, b"", Kind.THROTTLED, "HttpError"),
+        (503, HTML, Kind.THROTTLED, "HttpError"),
+        (500, HTML, Kind.TRANSIENT, "HttpError"),
+        (502, b"Bad Gateway", Kind.TRANSIENT, "HttpError"),
+        (403, b"", Kind.FATAL, "HttpError"),
+        (400, b"  plain text  ", Kind.PERMANENT, "HttpError"),
+        (503, XML_ERROR, Kind.THROTTLED, "Unavailable"),
+        (200, b"hello", Kind.TRANSIENT, "ResponseParserError"),
+    ],
+)
+def test_http_answers_botocore_cannot_parse(
+    http_server: tuple[str, type[Answer]], status: int, body: bytes, kind: Kind, code: str
+) -> None:
+    url, answer = http_server
+    answer.status, answer.body = status, body
+    answer.headers = {"x-amzn-RequestId": "req-1", "Content-Type": "text/html"}
+    client = make_client("us-east-1", endpoint_url=url, timeout=5.0)
+    outcomes = Terminate(client)(["i-00000001", "i-00000002"])
+    assert set(outcomes) == {"i-00000001", "i-00000002"}
+    outcome = outcomes["i-00000001"]
+    assert (outcome.kind, outcome.code) == (kind, code)
+    if code == "HttpError":
+        assert (outcome.http_status, outcome.request_id) == (status, "req-1")
+
+
+def test_botocore_alone_loses_the_status_of_an_empty_answer(
+    http_server: tuple[str, type[Answer]],
+) -> None:
+    """Why make_client hooks the parser: without it, an empty 429 is a parse error."""
+    url, answer = http_server
+    raw = boto3.client(
+        "ec2",
+        region_name="us-east-1",
+        endpoint_url=url,
+        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+    )
+    answer.status, answer.body, answer.headers = 429, b"", {}
+    with pytest.raises(ResponseParserError):
+        raw.terminate_instances(InstanceIds=["i-00000001"])
+    answer.status = 503
+    with pytest.raises(ClientError) as caught:
+        raw.terminate_instances(InstanceIds=["i-00000001"])
+    assert caught.value.response["Error"]["Code"] == "503"
+
+
+def not_permitted(instance: str) -> Outcome:
+    message = f"The instance '{instance}' may not be terminated. Modify its 'disableApiTermination'"
+    return Outcome(Kind.PERMANENT, "OperationNotPermitted", message, 400, "r")
+
+
+def test_split_batch_fails_the_named_ids_and_halves_the_rest() -> None:
+    ids = [f"i-{n:08x}" for n in range(7)]
+    outcome = not_permitted(ids[3])
+    split = _split_batch(ids, outcome)
+    assert split[ids[3]] is outcome
+    rest = [split[i] for i in ids if i != ids[3]]
+    assert {(o.kind, o.code, o.batch_limit) for o in rest} == {
+        (Kind.REQUEUE, "OperationNotPermitted", 3)
+    }
+
+    missing = Outcome(Kind.MISSING, "InvalidInstanceID.NotFound", f"'{ids[0]}, {ids[6]}'")
+    split = _split_batch(ids, missing)
+    assert split[ids[0]] is missing and split[ids[6]] is missing
+    assert {split[i].batch_limit for i in ids[1:6]} == {3}  # five left: 3 + 2
+
+    blind = _split_batch(ids, not_permitted("i-ffffffff"))
+    assert {(o.kind, o.batch_limit) for o in blind.values()} == {(Kind.REQUEUE, 4)}
+    assert {o.batch_limit for o in _split_batch(ids[:2], not_permitted("x")).values()} == {1}
+    assert _split_batch(ids[:1], outcome) == {ids[0]: outcome}, "alone, it takes the outcome"
+    assert _split_batch(ids[:2], not_permitted(ids[1]))[ids[0]].batch_limit == 1
+
+
+def bisection_cost(n: int, bad: set[int], *, bisect: bool) -> tuple[int, int]:
+    """Calls and instance-sends to clear ``n`` IDs of which ``bad`` are refused.
+
+    The simulated API refuses a call holding a bad ID and names the first one in it, as
+    EC2 does with termination protection. The queue follows the engine: requeued intents
+    go back to the head, and a call holds at most the smallest ``batch_limit`` among its
+    IDs. ``bisect=False`` ignores the limits, which is the old rule (the rest resent whole).
+    """
+    ids = [f"i-{k:08x}" for k in range(n)]
+    refused = {ids[k] for k in bad}
+    queue: deque[tuple[str, int]] = deque((i, n) for i in ids)
+    calls = sends = 0
+    while queue:
+        batch = [queue.popleft()]
+        cap = batch[0][1]
+        while queue and len(batch) < min(cap, queue[0][1]):
+            cap = min(cap, queue[0][1])
+            batch.append(queue.popleft())
+        calls += 1
+        sends += len(batch)
+        first_bad = next((i for i, _ in batch if i in refused), None)
+        if first_bad is None:
+            continue
+        outcomes = _split_batch([i for i, _ in batch], not_permitted(first_bad))
+        back = [
+            (i, min(limit, outcomes[i].batch_limit or limit) if bisect else limit)
+            for i, limit in batch
+            if outcomes[i].kind is Kind.REQUEUE
+        ]
+        queue.extendleft(reversed(back))
+    return calls, sends
+
+
+PLACEMENTS: dict[str, Sequence[int]] = {
+    "adjacent at the start": range(5),
+    "spread evenly": range(50, 500, 100),
+    "random (seed 1)": random.Random(1).sample(range(500), 5),
+    "random (seed 2)": random.Random(2).sample(range(500), 5),
+}
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_bisection_costs_far_fewer_sends_than_resending_the_rest(placement: str) -> None:
+    bad = set(PLACEMENTS[placement])
+    old_calls, old_sends = bisection_cost(500, bad, bisect=False)
+    new_calls, new_sends = bisection_cost(500, bad, bisect=True)
+    assert (old_calls, old_sends) == (6, 500 + 499 + 498 + 497 + 496 + 495)
+    # Each level of halving resends only the parts that still hold a bad ID: about
+    # n * (1 + log2 k) sends against n * (k + 1), for a few more (small) calls.
+    assert new_sends < 0.6 * old_sends
+    assert new_calls <= 4 * len(bad) + 1
+
+
+def test_bisection_advantage_grows_with_the_number_of_bad_ids() -> None:
+    bad = set(range(25, 1000, 50))  # 20 spread over 1000
+    old_sends = bisection_cost(1000, bad, bisect=False)[1]
+    new_sends = bisection_cost(1000, bad, bisect=True)[1]
+    assert new_sends < 0.3 * old_sends
