@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import http.client
 import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import boto3
 import pytest
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from swarm_cli.ec2 import Terminate
 from swarm_cli.outcome import Kind
@@ -18,6 +22,8 @@ from swarm_cli.sandbox import (
     fake_ids,
 )
 
+# As conftest's OPEN, for tests that start and stop a sandbox themselves.
+OPEN = SandboxConfig(BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000))
 NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1}, max_pool_connections=32)
 
 
@@ -101,11 +107,12 @@ def test_terminate_splits_a_batch_on_protected_and_missing_ids(sandbox: Sandbox)
     outcomes = action([*ids[1:4], ghost])
     assert outcomes[ghost].kind is Kind.MISSING
     assert outcomes[ghost].code == "InvalidInstanceID.NotFound"
-    assert all(outcomes[i].kind is Kind.REQUEUE for i in ids[1:4])
+    # The rest is bisected: it travels next in halves, so a second bad ID costs half.
+    assert {(outcomes[i].kind, outcomes[i].batch_limit) for i in ids[1:4]} == {(Kind.REQUEUE, 2)}
     outcomes = action([ids[0], ids[4]])
     assert outcomes[ids[0]].kind is Kind.PERMANENT
     assert outcomes[ids[0]].code == "OperationNotPermitted"
-    assert outcomes[ids[4]].kind is Kind.REQUEUE
+    assert (outcomes[ids[4]].kind, outcomes[ids[4]].batch_limit) == (Kind.REQUEUE, 1)
     assert all(o.kind is Kind.SUCCEEDED for o in action(ids[1:4]).values())
 
 
@@ -139,3 +146,164 @@ def test_counters_see_concurrent_calls() -> None:
         assert box.counters.accepted == 8
         assert box.counters.peak_in_flight > 1
         assert box.counters.in_flight == 0
+
+
+def timed_client(box: Sandbox, read_timeout: float, connect_timeout: float = 1.0) -> Any:
+    config = Config(
+        retries={"mode": "standard", "total_max_attempts": 1},
+        read_timeout=read_timeout,
+        connect_timeout=connect_timeout,
+    )
+    return boto3.client(
+        "ec2", region_name="us-east-1", endpoint_url=box.endpoint, config=config, **CREDENTIALS
+    )
+
+
+def raw_terminate(box: Sandbox, instance_id: str) -> tuple[int, bytes, str | None]:
+    """One unsigned TerminateInstances POST: status, body and Content-Length as sent."""
+    connection = http.client.HTTPConnection(box.host, box.port, timeout=5)
+    try:
+        connection.request(
+            "POST",
+            "/",
+            body=f"Action=TerminateInstances&Version=2016-11-15&InstanceId.1={instance_id}",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        response = connection.getresponse()
+        return response.status, response.read(), response.getheader("Content-Length")
+    finally:
+        connection.close()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_hang_mode_holds_mutating_calls_until_released(sandbox: Sandbox) -> None:
+    ids = sandbox.launch(2)
+    client = timed_client(sandbox, read_timeout=0.3)
+    sandbox.hang()
+    with pytest.raises(ReadTimeoutError):
+        client.terminate_instances(InstanceIds=[ids[0]])
+    assert sandbox.counters.hung == 1
+    # Held before admission: nothing happened, and reads still answer.
+    assert sandbox.states(ids) == dict.fromkeys(ids, "running")
+    sandbox.hang(False)
+    client.terminate_instances(InstanceIds=[ids[1]])
+    assert sandbox.counters.hung == 1
+
+
+def test_hang_after_effect_withholds_only_the_answer(sandbox: Sandbox) -> None:
+    ids = sandbox.launch(1)
+    client = timed_client(sandbox, read_timeout=0.3)
+    sandbox.hang(after_effect=True)
+    with pytest.raises(ReadTimeoutError):
+        client.terminate_instances(InstanceIds=ids)
+    assert sandbox.accepted_ids() == set(ids)
+    assert sandbox.states(ids)[ids[0]] != "running"
+    sandbox.hang(False)
+
+
+def test_stop_returns_promptly_while_a_call_is_hung() -> None:
+    box = Sandbox(OPEN).start()
+    errors: list[Exception] = []
+    try:
+        ids = box.launch(1)
+        client = timed_client(box, read_timeout=30)
+        box.hang()
+
+        def call() -> None:
+            try:
+                client.terminate_instances(InstanceIds=ids)
+            except Exception as err:
+                errors.append(err)
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        wait_for(lambda: box.counters.hung == 1)
+    finally:
+        stopper = threading.Thread(target=box.stop, daemon=True)
+        stopper.start()
+        stopper.join(timeout=5)
+    assert not stopper.is_alive()
+    caller.join(timeout=5)
+    assert not caller.is_alive()
+    assert len(errors) == 1, "a call cut loose by stop() must not look answered"
+
+
+def test_empty_bucket_can_answer_with_an_empty_body() -> None:
+    config = SandboxConfig(BucketSpec(1, 0.1), BucketSpec(1000, 1000), empty_throttle_status=429)
+    with Sandbox(config) as box:
+        ids = box.launch(2)
+        raw_client(box).terminate_instances(InstanceIds=[ids[0]])
+        assert raw_terminate(box, ids[1]) == (429, b"", "0")
+        box.empty_throttles(503)
+        assert raw_terminate(box, ids[1]) == (503, b"", "0")
+        box.empty_throttles(None)
+        with pytest.raises(ClientError) as caught:
+            raw_client(box).terminate_instances(InstanceIds=[ids[1]])
+        assert caught.value.response["Error"]["Code"] == "RequestLimitExceeded"
+        assert box.counters.throttled == 3
+        assert box.states(ids)[ids[1]] == "running"
+
+
+def test_outage_refuses_connections_and_keeps_state(sandbox: Sandbox) -> None:
+    ids = sandbox.launch(2)
+    client = timed_client(sandbox, read_timeout=2)
+    client.terminate_instances(InstanceIds=[ids[0]])  # leaves a keep-alive connection open
+    front, endpoint = sandbox.front, sandbox.endpoint
+    sandbox.down()
+    with pytest.raises(EndpointConnectionError):
+        client.terminate_instances(InstanceIds=[ids[1]])
+    sandbox.up()
+    assert sandbox.endpoint == endpoint and sandbox.front is front
+    states = sandbox.states(ids)
+    assert states[ids[0]] != "running" and states[ids[1]] == "running"
+    client.terminate_instances(InstanceIds=[ids[1]])
+    assert sandbox.counters.accepted == 2
+
+
+def test_background_outage_comes_back_on_the_same_port(sandbox: Sandbox) -> None:
+    ids = sandbox.launch(1)
+    endpoint = sandbox.endpoint
+    outage = sandbox.outage_in_background(0.2)
+    wait_for(lambda: not sandbox.is_up or not outage.is_alive())
+    outage.join(timeout=5)
+    assert not outage.is_alive() and sandbox.is_up
+    assert sandbox.endpoint == endpoint
+    assert sandbox.states(ids) == {ids[0]: "running"}
+
+
+def test_stop_ends_an_outage_at_once() -> None:
+    box = Sandbox(OPEN).start()
+    outage = box.outage_in_background(60)
+    wait_for(lambda: not box.is_up)
+    box.stop()
+    outage.join(timeout=5)
+    assert not outage.is_alive() and not box.is_up
+    with pytest.raises(RuntimeError):
+        box.up()
+
+
+def test_repeated_terminations_are_counted(sandbox: Sandbox) -> None:
+    ids = sandbox.launch(2)
+    client = raw_client(sandbox)
+    client.terminate_instances(InstanceIds=[ids[0]])
+    client.terminate_instances(InstanceIds=ids)
+    assert sandbox.counters.repeats == 1
+    with pytest.raises(ClientError):
+        client.terminate_instances(InstanceIds=[ids[0], *fake_ids(1)])
+    assert sandbox.counters.repeats == 1, "a refused call accepted nothing"
+    assert sandbox.accepted_ids() == set(ids)
+
+
+def test_hang_mode_can_hold_every_call(sandbox: Sandbox) -> None:
+    client = timed_client(sandbox, read_timeout=0.3)
+    sandbox.hang(every_call=True)
+    with pytest.raises(ReadTimeoutError):
+        client.describe_instances()
+    sandbox.hang(False)
+    assert client.describe_instances()["Reservations"] == []
