@@ -3,6 +3,10 @@
 The engine knows nothing of EC2 or of the screen. It calls an *action* with a
 batch of IDs, learns an :class:`Outcome` per ID, feeds the window, and
 publishes :class:`Event` objects to its subscribers (ledger, display, stats).
+
+Every way a run can end goes through one place (:meth:`Engine.run`'s last
+step): whatever is still open then is resolved ``pending`` with the reason, so
+no intent is ever left without a record.
 """
 
 from __future__ import annotations
@@ -10,17 +14,20 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import queue
+import signal
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from tenacity import RetryCallState, wait_random_exponential
 
+from .outage import Outage
 from .outcome import Kind, Outcome
+from .rto import Rto
 from .window import Window
 
 Action = Callable[[Sequence[str]], Mapping[str, Outcome]]
@@ -32,6 +39,10 @@ EventType = Literal[
     "sent",
     "throttled",
     "retried",
+    "timed_out",
+    "outage",
+    "recovered",
+    "stopping",
     "window",
     "succeeded",
     "failed",
@@ -39,6 +50,10 @@ EventType = Literal[
     "pending",
 ]
 RESOLVED: tuple[EventType, ...] = ("succeeded", "failed", "missing", "pending")
+
+# The dispatcher never sleeps longer than this, so a stop asked for by a signal
+# handler (which must not take locks) is seen within it.
+POLL = 0.05
 
 
 @dataclass(frozen=True)
@@ -57,20 +72,44 @@ class Event:
 Subscriber = Callable[[Event], None]
 
 
+class Timeouts(Protocol):
+    """How long a call may take: measured (:class:`Rto`) or fixed."""
+
+    def sample(self, rtt: float) -> None: ...
+    def on_timeout(self) -> None: ...
+    def timeout(self) -> float: ...
+
+
 @dataclass
 class _Intent:
     id: str
     attempts: int = 0  # calls that carried it, throttled ones included
     errors: int = 0  # transient failures, bounded by max_attempts
-    isolate: bool = False
+    limit: int = 1_000_000  # most IDs it may travel with (bisection of bad batches)
+
+
+@dataclass
+class _Call:
+    ticket: int
+    batch: list[_Intent]
+    sent_at: float
+    deadline: float
+    done: bool = False
 
 
 @dataclass
 class RunResult:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOLVED, 0))
     fatal: Outcome | None = None
-    interrupted: bool = False
+    # Why the run stopped before the queue was empty (a signal, the ledger, an outage).
+    stopped: Outcome | None = None
+    signal: int | None = None
+    gave_up: bool = False  # the endpoint stayed unreachable past max_outage
     elapsed: float = 0.0
+
+    @property
+    def interrupted(self) -> bool:
+        return self.signal is not None
 
 
 def default_backoff(attempt: int) -> float:
@@ -78,6 +117,46 @@ def default_backoff(attempt: int) -> float:
     state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
     state.attempt_number = attempt
     return float(wait_random_exponential(multiplier=0.25, max=10)(state))
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class Workers:
+    """Daemon threads that run calls, started as needed up to ``cap``.
+
+    Daemon threads, unlike ThreadPoolExecutor's, never hold the process up at
+    exit: a call stuck on an endpoint that does not answer has already been
+    given up by the engine, and must not keep swarm from exiting.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads = 0
+
+    def submit(self, task: Callable[[], None]) -> None:
+        self._work.put(task)
+        if not self._idle.acquire(blocking=False) and self._threads < self.cap:
+            self._threads += 1
+            threading.Thread(target=self._loop, name="swarm-call", daemon=True).start()
+
+    def _loop(self) -> None:
+        while (task := self._work.get()) is not None:
+            # A failing subscriber must not kill the thread: the dispatcher polls, and
+            # the run's close records whatever the failed task left open.
+            with contextlib.suppress(Exception):
+                task()
+            self._idle.release()
+
+    def shutdown(self) -> None:
+        for _ in range(self._threads):
+            self._work.put(None)
 
 
 class Engine:
@@ -91,6 +170,9 @@ class Engine:
         clock: Clock = time.monotonic,
         backoff: Backoff = default_backoff,
         subscribers: Iterable[Subscriber] = (),
+        timeouts: Timeouts | None = None,
+        outage: Outage | None = None,
+        drain_timeout: float = 3.0,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch size must be at least 1")
@@ -103,21 +185,40 @@ class Engine:
         self.clock = clock
         self.backoff = backoff
         self.subscribers = list(subscribers)
+        self.timeouts: Timeouts = timeouts or Rto()
+        self.outage = outage or Outage()
+        self.drain_timeout = drain_timeout
+        # Headroom above the window for calls given up on but still blocked in a socket.
+        self._workers = Workers(cap=window.profile.max_window * 2 + 8)
         self._cond = threading.Condition()
         self._queue: deque[_Intent] = deque()
         self._delayed: list[tuple[float, int, _Intent]] = []
         self._tiebreak = itertools.count()
         self._open: dict[str, _Intent] = {}
-        self._in_flight = 0
-        self._stopping = False
+        self._calls: dict[int, _Call] = {}
         self._closed = False
         self._result = RunResult()
+        # Set without a lock (a signal handler may set them); read by the dispatcher.
+        self._stop_cause: Outcome | None = None
+        self._signals: list[int] = []
 
-    def stop(self) -> None:
-        """Send nothing more; calls in flight finish, the rest is recorded as pending."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
+    @property
+    def in_flight(self) -> int:
+        return len(self._calls)
+
+    def stop(self, cause: Outcome | None = None) -> None:
+        """Send nothing more; calls in flight get ``drain_timeout``, the rest is pending.
+
+        Safe from any thread and from a signal handler: it only sets a field.
+        """
+        if self._stop_cause is None:
+            self._stop_cause = cause or Outcome(Kind.UNREACHABLE, "Stopped", "the run was stopped")
+
+    def interrupt(self, signum: int) -> None:
+        """A signal: stop as :meth:`stop` does; a second one ends the wait for calls in flight."""
+        self._signals.append(signum)
+        name = signal_name(signum)
+        self.stop(Outcome(Kind.UNREACHABLE, "Interrupted", f"stopped by {name} before an answer"))
 
     def run(self, ids: Sequence[str]) -> RunResult:
         start = self.clock()
@@ -128,109 +229,182 @@ class Engine:
                 self._open[i] = intent
                 self._queue.append(intent)
             self._emit("queued", ids=tuple(ids))
-        pool = ThreadPoolExecutor(
-            max_workers=self.window.profile.max_window, thread_name_prefix="swarm"
-        )
         try:
-            self._dispatch(pool)
-        except KeyboardInterrupt:
-            self._result.interrupted = True
-            self.stop()
-            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C stops the wait
+            try:
+                self._dispatch()
+            except KeyboardInterrupt:  # no handler installed: SIGINT arrived as an exception
+                self.interrupt(signal.SIGINT)
+            if self._open:
                 self._drain()
+        except KeyboardInterrupt:
+            self.interrupt(signal.SIGINT)
         finally:
-            with self._cond:
-                for intent in list(self._open.values()):
-                    self._resolve(intent, "pending", None)
-                self._closed = True
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._close()
         self._result.elapsed = self.clock() - start
         return self._result
 
-    def _dispatch(self, pool: ThreadPoolExecutor) -> None:
+    def _dispatch(self) -> None:
         with self._cond:
-            while not self._stopping:
+            while self._stop_cause is None:
                 now = self.clock()
+                self._expire(now)
+                if now >= self.outage.give_up_at():
+                    self._give_up(now)
+                    break
                 while self._delayed and self._delayed[0][0] <= now:
                     self._queue.append(heapq.heappop(self._delayed)[2])
-                if not self._queue and not self._delayed and self._in_flight == 0:
+                if not self._queue and not self._delayed and not self._calls:
                     return
-                ready_at = self.window.send_at()
-                if self._queue and self._in_flight < self.window.limit and now >= ready_at:
-                    batch = self._take_batch()
-                    ticket = self.window.on_send(now)
-                    self._in_flight += 1
-                    for intent in batch:
-                        intent.attempts += 1
-                    self._emit("sent", ids=tuple(i.id for i in batch))
-                    pool.submit(self._call, batch, ticket)
+                ready_at = max(self.window.send_at(), self.outage.probe_at())
+                room = self.in_flight < (1 if self.outage.down else self.window.limit)
+                if self._queue and room and now >= ready_at:
+                    self._send(now)
                     continue
-                wake = [self._delayed[0][0]] if self._delayed else []
+                wake = [now + POLL, self.outage.give_up_at()]
+                wake += [c.deadline for c in self._calls.values()]
+                if self._delayed:
+                    wake.append(self._delayed[0][0])
                 if self._queue and now < ready_at:
                     wake.append(ready_at)
-                self._cond.wait(min(wake) - now if wake else None)
-        self._drain()
+                self._cond.wait(max(0.0, min(wake) - now))
+            self._emit("stopping", outcome=self._stop_cause)
+
+    def _send(self, now: float) -> None:
+        batch = self._take_batch()
+        timeout = self.timeouts.timeout()
+        ticket = self.window.on_send(now)
+        call = _Call(ticket, batch, now, now + timeout)
+        for intent in batch:
+            intent.attempts += 1
+        self._calls[ticket] = call
+        self._emit("sent", ids=tuple(i.id for i in batch))
+        try:
+            self._workers.submit(lambda: self._call(call))
+        except BaseException:
+            del self._calls[ticket]  # never left: no phantom call in flight
+            self._queue.extendleft(reversed(batch))
+            raise
 
     def _drain(self) -> None:
+        """Calls in flight get ``drain_timeout`` to answer; a second signal ends the wait."""
         with self._cond:
-            while self._in_flight > 0:
-                self._cond.wait()
+            signals = len(self._signals)
+            deadline = self.clock() + self.drain_timeout
+            while self._calls and len(self._signals) == signals:
+                now = self.clock()
+                self._expire(now)
+                if now >= deadline:
+                    break
+                self._cond.wait(min(POLL, deadline - now))
+
+    def _close(self) -> None:
+        """Resolve every open intent ``pending``, with the reason the run stopped."""
+        with self._cond:
+            cause = self._stop_cause or self._result.fatal
+            self._result.stopped = self._stop_cause
+            if self._signals:
+                self._result.signal = self._signals[0]
+            unknown = {i.id for c in self._calls.values() for i in c.batch}
+            for intent in list(self._open.values()):
+                if intent.id in unknown:
+                    why = Outcome(
+                        Kind.UNREACHABLE,
+                        cause.code if cause else "NoAnswer",
+                        "in flight when the run stopped: may or may not be done",
+                    )
+                else:
+                    why = cause or Outcome(Kind.UNREACHABLE, "NotSent")
+                self._resolve(intent, "pending", why)
+            self._closed = True
+        self._workers.shutdown()
 
     def _take_batch(self) -> list[_Intent]:
         first = self._queue.popleft()
         batch = [first]
-        if first.isolate:
-            return batch
-        while self._queue and len(batch) < self.batch_size and not self._queue[0].isolate:
-            batch.append(self._queue.popleft())
+        cap = min(self.batch_size, first.limit)
+        while self._queue and len(batch) < min(cap, self._queue[0].limit):
+            nxt = self._queue.popleft()
+            cap = min(cap, nxt.limit)
+            batch.append(nxt)
         return batch
 
-    def _call(self, batch: list[_Intent], ticket: int) -> None:
-        ids = [i.id for i in batch]
-        sent_at = self.clock()
+    def _call(self, call: _Call) -> None:
+        ids = [i.id for i in call.batch]
         try:
             outcomes = dict(self.action(ids))
         except Exception as err:  # an action must classify; anything else is retried, bounded
             outcomes = {i: Outcome(Kind.TRANSIENT, type(err).__name__, str(err)) for i in ids}
-        answered_at = self.clock()
         with self._cond:
-            if self._closed:
-                return
-            in_flight = self._in_flight
-            self._in_flight -= 1
-            results = [
-                (
-                    intent,
-                    outcomes.get(intent.id)
-                    or Outcome(Kind.TRANSIENT, "NoResult", "the call gave no result for this ID"),
-                )
-                for intent in batch
-            ]
-            self._feed_window(
-                ticket, [o for _, o in results], answered_at - sent_at, answered_at, in_flight
-            )
-            throttled = [(i, o) for i, o in results if o.kind is Kind.THROTTLED]
-            if throttled:
-                self._emit(
-                    "throttled", ids=tuple(i.id for i, _ in throttled), outcome=throttled[0][1]
-                )
-            again = [i for i, o in results if self._settle(i, o, answered_at)]
-            self._queue.extendleft(reversed(again))
+            if call.done or self._closed:
+                return  # given up on already: its intents were requeued or recorded
+            self._finish(call, outcomes, self.clock())
             self._cond.notify_all()
 
-    def _feed_window(
+    def _expire(self, now: float) -> None:
+        """Give up on calls past their deadline: their intents count as unanswered."""
+        for call in [c for c in self._calls.values() if c.deadline <= now]:
+            self.timeouts.on_timeout()
+            waited = call.deadline - call.sent_at
+            timed_out = Outcome(Kind.UNREACHABLE, "CallTimeout", f"no answer within {waited:.1f}s")
+            self._emit("timed_out", ids=tuple(i.id for i in call.batch), outcome=timed_out)
+            self._finish(call, dict.fromkeys((i.id for i in call.batch), timed_out), now)
+
+    def _finish(self, call: _Call, outcomes: Mapping[str, Outcome], now: float) -> None:
+        """One call is over (answered or given up on): feed the window, settle its intents."""
+        call.done = True
+        in_flight = self.in_flight
+        del self._calls[call.ticket]
+        no_result = Outcome(Kind.TRANSIENT, "NoResult", "the call gave no result for this ID")
+        results = [(intent, outcomes.get(intent.id) or no_result) for intent in call.batch]
+        kinds = {o.kind for _, o in results}
+        if Kind.UNREACHABLE in kinds:
+            if self.outage.on_unreachable(call.sent_at, now):
+                self._emit("outage", outcome=results[0][1])
+            elif not self.outage.down:
+                self._feed_window(self.window.on_timeout, call.ticket, now)
+        else:
+            self.timeouts.sample(now - call.sent_at)
+            if self.outage.on_answer():
+                self.window.restart(now)
+                self._emit("recovered")
+                self._emit("window")
+            self._feed_answer(
+                call.ticket, [o for _, o in results], now - call.sent_at, now, in_flight
+            )
+        throttled = [(i, o) for i, o in results if o.kind is Kind.THROTTLED]
+        if throttled:
+            self._emit("throttled", ids=tuple(i.id for i, _ in throttled), outcome=throttled[0][1])
+        again = [i for i, o in results if self._settle(i, o, now)]
+        self._queue.extendleft(reversed(again))
+
+    def _feed_answer(
         self, ticket: int, outcomes: list[Outcome], latency: float, now: float, in_flight: int
     ) -> None:
         w = self.window
-        pace = w.pace
         if any(o.kind is Kind.THROTTLED for o in outcomes):
-            changed = w.on_throttle(ticket, now)
+            self._feed_window(w.on_throttle, ticket, now)
         elif all(o.answered for o in outcomes):
-            changed = w.on_success(ticket, latency, now, in_flight)
+            pace = w.pace
+            if w.on_success(ticket, latency, now, in_flight) or w.pace != pace:
+                self._emit("window")
         else:
-            changed = w.on_error(ticket, now)
-        if changed or w.pace != pace:
+            self._feed_window(w.on_error, ticket, now)
+
+    def _feed_window(self, signal_: Callable[[int, float], bool], ticket: int, now: float) -> None:
+        pace = self.window.pace
+        if signal_(ticket, now) or self.window.pace != pace:
             self._emit("window")
+
+    def _give_up(self, now: float) -> None:
+        self._result.gave_up = True
+        self.stop(
+            Outcome(
+                Kind.UNREACHABLE,
+                "EndpointUnreachable",
+                f"no answer from the endpoint for {self.outage.elapsed(now):.0f}s "
+                f"(--max-outage {self.outage.max_outage:g}s)",
+            )
+        )
 
     def _settle(self, intent: _Intent, outcome: Outcome, now: float) -> bool:
         """Record one intent's outcome; True if it goes back to the head of the queue."""
@@ -243,16 +417,18 @@ class Engine:
             self._resolve(intent, "missing", outcome)
         elif kind is Kind.PERMANENT:
             self._resolve(intent, "failed", outcome)
-        elif kind is Kind.REQUEUE and not intent.isolate:
-            # An isolated intent travels alone, so only a sibling could requeue it;
-            # if it comes back anyway it is retried as a transient error below.
-            intent.isolate = outcome.isolate
+        elif kind is Kind.REQUEUE and intent.limit > 1:
+            # Only a sibling could requeue an intent travelling alone; if one comes back
+            # anyway it is retried as a transient error below.
+            intent.limit = min(intent.limit, outcome.batch_limit or intent.limit)
             return True
         elif kind is Kind.FATAL:
             if self._result.fatal is None:
                 self._result.fatal = outcome
-            self._stopping = True
-        else:  # transient
+            self.stop(outcome)
+        elif kind is Kind.UNREACHABLE and self.outage.down:
+            return True  # the endpoint is down, not this intent: no attempt charged
+        else:  # transient, or unreachable before an outage is declared
             intent.errors += 1
             if intent.errors >= self.max_attempts:
                 self._resolve(intent, "failed", outcome)
@@ -277,7 +453,7 @@ class Engine:
     ) -> None:
         w = self.window
         event = Event(
-            type_, self.clock(), ids, outcome, attempts, w.cwnd, w.ssthresh, w.pace, self._in_flight
+            type_, self.clock(), ids, outcome, attempts, w.cwnd, w.ssthresh, w.pace, self.in_flight
         )
         for subscriber in self.subscribers:
             subscriber(event)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 class Kind(enum.Enum):
     SUCCEEDED = "succeeded"  # done (or, in a dry run, would be done)
     THROTTLED = "throttled"  # the API said slow down: back to the queue, never a failure
-    TRANSIENT = "transient"  # 5xx, connection trouble: retry with backoff, bounded
+    TRANSIENT = "transient"  # 5xx and unclassified trouble: retry with backoff, bounded
+    UNREACHABLE = "unreachable"  # no answer at all (refused, reset, timed out): maybe an outage
     PERMANENT = "permanent"  # the API refused this intent: fail at once
     MISSING = "missing"  # the resource does not exist
     FATAL = "fatal"  # credentials or permission: stop everything
@@ -23,8 +24,9 @@ class Outcome:
     message: str | None = None
     http_status: int | None = None
     request_id: str | None = None
-    # With REQUEUE: send this intent alone next time (its batch could not be split by name).
-    isolate: bool = False
+    # With REQUEUE: travel next in calls of at most this many IDs (1 sends it alone),
+    # so that a batch holding several bad IDs is bisected instead of resent whole.
+    batch_limit: int | None = None
 
     @property
     def answered(self) -> bool:

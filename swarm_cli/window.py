@@ -42,6 +42,9 @@ class WindowProfile:
     pacing: bool = False
     pace_relief: float = 0.9
     max_pace: float = 2.0
+    # A call that got no answer (timed out, refused) shrinks the window as a throttle
+    # does; False keeps the seed's rule (collapse in slow start, ignored after).
+    timeout_is_congestion: bool = False
 
     def bounded(
         self, min_window: int | None = None, max_window: int | None = None
@@ -64,6 +67,7 @@ ADAPTIVE = WindowProfile(
     reno_ssthresh=True,
     increase_after_throttle=1.0,
     pacing=True,
+    timeout_is_congestion=True,
 )
 PROFILES: dict[str, WindowProfile] = {p.name: p for p in (SEED, ADAPTIVE)}
 
@@ -170,6 +174,23 @@ class Window:
         if self.profile.once_per_round_trip and ticket <= self._recover:
             return False
         return self._collapse(now)
+
+    def on_timeout(self, ticket: int, now: float) -> bool:
+        """A call got no answer at all. Returns True if cwnd changed."""
+        if not self.profile.timeout_is_congestion:
+            return self.on_error(ticket, now)
+        if self.profile.once_per_round_trip and ticket <= self._recover:
+            return False
+        if self.phase == "slow-start":
+            return self._collapse(now)
+        return self._decrease(self.cwnd * self.profile.decrease, now)
+
+    def restart(self, now: float) -> None:
+        """After an outage: slow start again from the initial window, pacing dropped."""
+        self.pace = 0.0
+        self._recover = self._sent
+        self._set(self.profile.initial, now)
+        self.phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"
 
     def _dampened(self, now: float) -> bool:
         # A nanosecond of slack keeps sums of float steps from reading 0.1 s as 0.0999…

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import itertools
+import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from swarm_cli.engine import Engine, Event
+from swarm_cli.engine import RESOLVED, Engine, Event
+from swarm_cli.outage import Outage
 from swarm_cli.outcome import Kind, Outcome
+from swarm_cli.rto import FixedTimeout
 from swarm_cli.stats import Stats
 from swarm_cli.window import ADAPTIVE, SEED, Window
 
@@ -174,14 +178,14 @@ def test_fatal_error_stops_dispatch_and_records_rest_pending() -> None:
     assert len(action.calls) < 50
 
 
-def test_batches_split_by_requeue_and_isolate() -> None:
+def test_batches_split_by_requeue_and_batch_limit() -> None:
     window = Window(SEED)
     calls: list[tuple[str, ...]] = []
 
     def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
         calls.append(tuple(batch))
         if "i-00000002" in batch and len(batch) > 1:
-            return {i: Outcome(Kind.REQUEUE, isolate=True) for i in batch}
+            return {i: Outcome(Kind.REQUEUE, batch_limit=1) for i in batch}
         if batch == ["i-00000002"]:
             return {"i-00000002": Outcome(Kind.MISSING, "InvalidInstanceID.NotFound")}
         return {i: Outcome(Kind.SUCCEEDED) for i in batch}
@@ -219,3 +223,164 @@ def test_stop_from_another_thread_records_pending() -> None:
     timer.join()
     assert result.counts["pending"] > 0
     assert result.counts["succeeded"] + result.counts["pending"] == 500
+
+
+UNREACHABLE = Outcome(Kind.UNREACHABLE, "EndpointConnectionError", "connection refused")
+
+
+def test_a_call_that_never_answers_is_given_up_and_its_intents_retried() -> None:
+    window = Window(ADAPTIVE)
+    release = threading.Event()
+    calls: list[tuple[str, ...]] = []
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        calls.append(tuple(batch))
+        if len(calls) == 1:
+            release.wait(10)  # the first call hangs
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        window,
+        timeouts=FixedTimeout(0.2),
+        backoff=lambda n: 0.0,
+        subscribers=[events.append],
+    ).run(ids(3))
+    release.set()
+    assert result.counts == {"succeeded": 3, "failed": 0, "missing": 0, "pending": 0}
+    assert [e.ids for e in events if e.type == "timed_out"] == [("i-00000000",)]
+    assert calls.count(("i-00000000",)) == 2
+
+
+def test_an_outage_is_ridden_out_without_charging_attempts() -> None:
+    window = Window(ADAPTIVE.bounded(max_window=8))
+    down = threading.Event()
+    down.set()
+    sent_while_down = 0
+    lock = threading.Lock()
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        nonlocal sent_while_down
+        with lock:
+            if down.is_set():
+                sent_while_down += 1
+                if sent_while_down >= 12:
+                    down.clear()  # the endpoint comes back
+                return dict.fromkeys(batch, UNREACHABLE)
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        window,
+        max_attempts=2,
+        backoff=lambda n: 0.0,
+        outage=Outage(first_gap=0.01, max_gap=0.02),
+        subscribers=[events.append],
+    ).run(ids(20))
+    assert result.counts["succeeded"] == 20
+    types = [e.type for e in events]
+    assert "outage" in types and "recovered" in types
+    assert types.index("outage") < types.index("recovered")
+
+
+def test_an_endpoint_that_never_answers_is_given_up_and_everything_is_pending() -> None:
+    window = Window(ADAPTIVE)
+    sent: list[int] = []
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        sent.append(len(batch))
+        return dict.fromkeys(batch, UNREACHABLE)
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        window,
+        batch_size=5,
+        backoff=lambda n: 0.0,
+        outage=Outage(max_outage=0.3, first_gap=0.02, max_gap=0.05),
+        subscribers=[events.append],
+    ).run(ids(20))
+    assert result.gave_up
+    assert result.counts == {"succeeded": 0, "failed": 0, "missing": 0, "pending": 20}
+    pending = [e.outcome for e in events if e.type == "pending"]
+    assert {o.code for o in pending if o} == {"EndpointUnreachable"}
+
+
+def test_unreachable_calls_before_an_outage_stay_bounded_by_max_attempts() -> None:
+    window = Window(SEED)
+    flip = itertools.count()
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        # Every other call answers, so no outage is ever declared.
+        if next(flip) % 2:
+            return dict.fromkeys(batch, UNREACHABLE)
+        return dict.fromkeys(batch, Outcome(Kind.TRANSIENT, "InternalError", http_status=500))
+
+    result = Engine(action, window, max_attempts=3, backoff=lambda n: 0.0).run(ids(4))
+    assert result.counts["failed"] == 4
+
+
+def test_a_signal_drains_calls_in_flight_then_records_the_rest_pending() -> None:
+    window = Window(SEED.bounded(max_window=2))
+    action = Instrumented(window, delay=0.05)
+    events: list[Event] = []
+    engine = Engine(action, window, subscribers=[events.append])
+    timer = threading.Timer(0.2, engine.interrupt, args=(signal.SIGTERM,))
+    timer.start()
+    result = engine.run(ids(500))
+    timer.join()
+    assert result.signal == signal.SIGTERM and result.interrupted
+    assert result.counts["succeeded"] == len(action.calls)  # every call sent was answered
+    assert result.counts["succeeded"] + result.counts["pending"] == 500
+    pending = [e.outcome for e in events if e.type == "pending"]
+    assert all(o is not None and o.code == "Interrupted" for o in pending)
+    assert pending[0] is not None and "SIGTERM" in (pending[0].message or "")
+
+
+def test_a_second_signal_ends_the_wait_for_calls_in_flight() -> None:
+    window = Window(SEED)
+    hang = threading.Event()
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        hang.wait(30)
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    engine = Engine(action, window, drain_timeout=30, subscribers=[events.append])
+    threading.Timer(0.1, engine.interrupt, args=(signal.SIGINT,)).start()
+    second = threading.Timer(0.3, engine.interrupt, args=(signal.SIGINT,))
+    second.start()
+    result = engine.run(ids(3))
+    hang.set()
+    assert result.signal == signal.SIGINT
+    assert result.counts["pending"] == 3
+    in_flight = [e for e in events if e.type == "pending" and e.ids == ("i-00000000",)]
+    assert in_flight[0].outcome is not None
+    assert "in flight" in (in_flight[0].outcome.message or "")
+
+
+def test_an_interrupt_while_sending_leaves_no_call_in_flight_forever() -> None:
+    window = Window(SEED.bounded(max_window=4))
+    action = Instrumented(window, delay=0.01)
+    sends = itertools.count()
+
+    def interrupt_on_fifth_send(event: Event) -> None:
+        if event.type == "sent" and next(sends) == 4:
+            raise KeyboardInterrupt  # arrives after the bookkeeping, before the call leaves
+
+    resolved: list[str] = []
+    result = Engine(
+        action,
+        window,
+        timeouts=FixedTimeout(0.3),
+        drain_timeout=1.0,
+        subscribers=[
+            interrupt_on_fifth_send,
+            lambda e: resolved.extend(e.ids) if e.type in RESOLVED else None,
+        ],
+    ).run(ids(50))
+    assert result.signal == signal.SIGINT
+    assert sorted(resolved) == ids(50)  # each intent resolved exactly once
+    assert result.counts["pending"] == 50 - result.counts["succeeded"]

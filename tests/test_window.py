@@ -286,3 +286,41 @@ def test_burst_of_throttles_from_one_round_trip_halves_once(k: int, grow: int) -
         w.on_throttle(t, now)
     expected = 1.0 if start < 16 else max(start * 0.5, 1.0)
     assert w.cwnd == expected
+
+
+def test_adaptive_timeouts_halve_once_per_round_trip_like_throttles() -> None:
+    clock = FakeClock()
+    w = Window(ADAPTIVE)
+    for _ in range(5):
+        round_trip(w, clock)
+    assert w.phase == "avoidance"
+    before = w.cwnd
+    tickets = [w.on_send() for _ in range(w.limit)]
+    clock.advance(1.0)
+    changed = [w.on_timeout(t, clock.now) for t in tickets]
+    assert changed.count(True) == 1
+    assert w.cwnd == before / 2
+
+
+def test_seed_timeouts_follow_the_seed_error_rule() -> None:
+    clock = FakeClock()
+    w = Window(SEED)
+    for _ in range(5):
+        round_trip(w, clock)
+    cwnd = w.cwnd
+    assert not w.on_timeout(w.on_send(), clock.advance(1.0))  # ignored after slow start
+    assert w.cwnd == cwnd
+    fresh = Window(SEED)
+    round_trip(fresh, clock)
+    assert fresh.on_timeout(fresh.on_send(), clock.advance(1.0))  # collapses in slow start
+    assert fresh.cwnd == 1
+
+
+def test_restart_after_an_outage_slow_starts_without_pacing() -> None:
+    clock = FakeClock()
+    w = Window(ADAPTIVE)
+    for _ in range(3):
+        w.on_throttle(w.on_send(), clock.advance(0.1))  # at the floor: pacing
+    assert w.pace > 0
+    w.restart(clock.advance(1.0))
+    assert w.pace == 0 and w.cwnd == 1 and w.phase == "slow-start"
