@@ -20,8 +20,24 @@ from rich.console import Console
 
 from . import __version__
 from .display import render_summary
-from .ledger import Damaged, Record, fold_files, succeeded_ids
-from .run import EXIT_AUTH, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_USAGE, RunOptions, execute
+from .ledger import (
+    Damaged,
+    LedgerError,
+    Record,
+    check_ledger_path,
+    describe_damage,
+    fold,
+    fold_files,
+    read_records,
+)
+from .run import (
+    EXIT_AUTH,
+    EXIT_INTERRUPTED,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    RunOptions,
+    execute,
+)
 from .sandbox import SandboxConfig
 from .targets import Targets, TargetsError, read_ids
 from .window import PROFILES, WindowProfile
@@ -140,6 +156,42 @@ ProgressOpt = Annotated[
         help="auto: a live view on a terminal, plain lines otherwise; none: quiet until the end.",
     ),
 ]
+DrainTimeout = Annotated[
+    float,
+    typer.Option(
+        "--drain-timeout",
+        min=0,
+        help="On SIGINT/SIGTERM/SIGHUP: seconds to wait for calls in flight before recording "
+        "the rest pending and exiting (a second signal stops the wait).",
+    ),
+]
+CallTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--call-timeout",
+        min=0.1,
+        help="Seconds to wait for one call's answer [default: follows the endpoint's measured "
+        "round trips, 2-30 s].",
+        show_default=False,
+    ),
+]
+MaxOutage = Annotated[
+    float,
+    typer.Option(
+        "--max-outage",
+        min=0,
+        help="Seconds to keep probing an endpoint that gives no answer at all before "
+        "recording the rest pending and exiting 1.",
+    ),
+]
+MissingOk = Annotated[
+    bool,
+    typer.Option(
+        "--missing-ok",
+        help="Instances that do not exist count as done for the exit code (a retry loop "
+        "can go green).",
+    ),
+]
 
 
 def _load_targets(ids: str, err: Console) -> Targets:
@@ -245,6 +297,10 @@ def terminate(
     max_attempts: MaxAttempts = 5,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
+    drain_timeout: DrainTimeout = 3.0,
+    call_timeout: CallTimeout = None,
+    max_outage: MaxOutage = 45.0,
+    missing_ok: MissingOk = False,
 ) -> None:
     """Terminate EC2 instances, as fast as the account's rate limit allows.
 
@@ -253,36 +309,55 @@ def terminate(
     Every instance lands in the ledger; IDs that failed can be retried with
     [bold]swarm terminate --ids <(swarm ledger failed LEDGER)[/bold].
 
-    Exit codes: 0 all done · 1 some failed (see the ledger) · 2 bad usage or input ·
-    3 not confirmed · 4 credentials or permission · 130 interrupted.
+    Before the first call, every instance is in the ledger as pending; SIGINT, SIGTERM
+    and SIGHUP stop sending, wait --drain-timeout for calls in flight, and record the rest.
+
+    Exit codes: 0 all done · 1 some failed or pending (see the ledger) · 2 bad usage or
+    input · 3 not confirmed · 4 credentials or permission · 74 the ledger could not be
+    written · 130 interrupted (Ctrl-C) · 128+N stopped by signal N (143 SIGTERM, 129 SIGHUP).
     """
+    from .ec2 import redact_url
+
     out, err = _consoles()
     targets = _load_targets(ids, err)
     profile_ = _window(window_profile, min_window, max_window, err)
+    writes_ledger = not (sandbox or dry_run)
+    if writes_ledger:
+        try:
+            check_ledger_path(ledger, ids_path=ids)
+        except LedgerError as exc:
+            fail(err, str(exc), EXIT_USAGE)
     todo = targets.ids
     if resume and not os.path.exists(ledger):
         err.print(f"resume: no ledger at {ledger} yet; every ID is to go")
     elif resume:
-        done = succeeded_ids(ledger, "terminate")
+        done = _succeeded(ledger, "terminate", err)
         todo = [i for i in todo if i not in done]
         err.print(
             f"resume: {len(targets.ids) - len(todo)} already terminated per {ledger}; "
             f"{len(todo)} to go"
         )
-    if not todo:
-        err.print("nothing to do: no instance IDs to terminate")
-        raise typer.Exit(0)
     options = RunOptions(
         region=region,
-        endpoint=endpoint_url,
+        endpoint=redact_url(endpoint_url),
         dry_run=dry_run,
         batch_size=batch_size,
         max_attempts=max_attempts,
         window=profile_,
-        ledger=None if sandbox else ledger,
+        ledger=ledger if writes_ledger else None,
         progress=progress.value,
         title="dry run" if dry_run else "terminate",
+        drain_timeout=drain_timeout,
+        call_timeout=call_timeout,
+        max_outage=max_outage,
+        missing_ok=missing_ok,
     )
+    if not todo:
+        err.print("nothing to do: no instance IDs to terminate")
+        if output is Output.json:
+            report, _ = execute([], _nothing, replace(options, ledger=None, progress="none"), err)
+            out.file.write(json.dumps(report, indent=2, default=str) + "\n")
+        raise typer.Exit(0)
     if sandbox:
         from .rehearse import rehearse
 
@@ -298,12 +373,28 @@ def terminate(
         )
     except Exception as exc:
         _client_error(exc, err)
-    region, endpoint = client.meta.region_name, client.meta.endpoint_url
+    region, endpoint = client.meta.region_name, redact_url(client.meta.endpoint_url) or ""
     if not dry_run and not yes:
         _confirm(len(todo), region, endpoint, profile, ids, err)
     options = replace(options, region=region, endpoint=endpoint)
     report, code = execute(todo, Terminate(client, dry_run=dry_run), options, err)
     _finish(report, code, output, out, err)
+
+
+def _nothing(ids: Any) -> dict[str, Any]:
+    return {}
+
+
+def _succeeded(ledger: str, action: str, err: Console) -> set[str]:
+    """IDs the ledger holds as done for ``action``: what a resume skips."""
+    damaged: list[Damaged] = []
+    try:
+        state = fold(read_records(ledger, damaged))
+    except LedgerError as exc:
+        fail(err, str(exc), EXIT_USAGE)
+    if damaged:
+        err.print(f"[yellow]warning:[/] {describe_damage(damaged)}")
+    return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
 
 
 def _confirm(
@@ -341,15 +432,27 @@ def ledger_failed(
         typer.Argument(help="Ledger files; several are merged.", exists=True, dir_okay=False),
     ],
     action: Annotated[str, typer.Option("--action", help="Which action's intents.")] = "terminate",
+    missing: Annotated[
+        bool,
+        typer.Option("--missing", help="Also list the IDs EC2 said do not exist."),
+    ] = False,
 ) -> None:
-    """Print the IDs whose merged state is not succeeded, one per line.
+    """Print the IDs worth retrying (failed or pending), one per line.
 
-    Feed them back: swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
+    Pending means not known to be done: never sent, or in flight when the run was
+    stopped or killed. Feed them back:
+    swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
     """
+    wanted = {"failed", "pending"} | ({"missing"} if missing else set())
     state = _fold_ledgers(paths)
-    for (act, instance_id), record in state.items():
-        if act == action and record.status != "succeeded":
-            typer.echo(instance_id)
+    typer.echo(
+        "".join(
+            f"{instance_id}\n"
+            for (act, instance_id), record in state.items()
+            if act == action and record.status in wanted
+        ),
+        nl=False,
+    )
 
 
 @ledger_app.command("summary")
@@ -378,14 +481,13 @@ def ledger_summary(
 def _fold_ledgers(paths: list[Path]) -> dict[tuple[str, str], Record]:
     """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning."""
     damaged: list[Damaged] = []
-    state = fold_files((str(p) for p in paths), damaged)
+    try:
+        state = fold_files((str(p) for p in paths), damaged)
+    except LedgerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
     if damaged:
-        first = damaged[0]
-        typer.echo(
-            f"warning: {len(damaged)} damaged ledger line(s) skipped, e.g. "
-            f"{first.path} line {first.line}: {first.reason}",
-            err=True,
-        )
+        typer.echo(f"warning: {describe_damage(damaged)}", err=True)
     return state
 
 

@@ -47,11 +47,20 @@ def window_text(stats: Stats) -> str:
 
 def status_line(stats: Stats, now: float | None = None) -> str:
     elapsed = stats.elapsed() if now is None or stats.started is None else now - stats.started
-    return (
+    line = (
         f"{stats.done}/{stats.total} done · {window_text(stats)} · in flight {stats.in_flight}"
         f" · calls {stats.calls} · throttled {stats.throttled_calls}"
-        f" · failed {stats.failed + stats.missing} · {elapsed:.1f}s"
+        f" · failed {stats.failed + stats.missing}"
     )
+    if stats.timeouts:
+        line += f" · timed out {stats.timeouts}"
+    line += f" · {elapsed:.1f}s"
+    if stats.outage_since is not None:
+        down = (now if now is not None else stats.last) - stats.outage_since
+        line += f" · OUTAGE: no answer from the endpoint, probing ({down:.0f}s)"
+    if stats.stopping:
+        line += f" · stopping: {stats.stopping}"
+    return line
 
 
 class LiveView:
@@ -162,11 +171,23 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
     if report.get("fatal"):
         f = report["fatal"]
         console.print(f"  stopped: {f['code']}: {f['message']}", style="bold red")
+    elif report.get("stopped"):
+        why = report["stopped"]
+        console.print(f"  stopped early: {why['message'] or why['code']}", style="yellow")
     if report.get("interrupted"):
-        console.print("  interrupted: what was not done is recorded as pending", style="yellow")
+        console.print(
+            f"  interrupted by {report.get('signal') or 'a signal'}: what was not done "
+            "is recorded as pending",
+            style="yellow",
+        )
+    if report.get("timeouts"):
+        console.print(f"  calls given up for want of an answer: {report['timeouts']}")
+    if report.get("ledger_error"):
+        console.print(f"  ledger NOT fully written: {report['ledger_error']}", style="bold red")
     if report.get("ledger"):
         console.print(f"  ledger: {report['ledger']}")
-        if c["failed"] + c["missing"] + c["pending"]:
+        if c["failed"] + c["pending"]:
             console.print(
-                f"  retry the rest: swarm terminate --ids <(swarm ledger failed {report['ledger']})"
+                f"  retry the rest: swarm {report['action']} --ids "
+                f"<(swarm ledger failed {report['ledger']})"
             )

@@ -15,6 +15,10 @@ class Stats:
     calls: int = 0
     throttled_calls: int = 0
     retries: int = 0
+    timeouts: int = 0  # calls given up on for want of an answer
+    outages: int = 0
+    outage_since: float | None = None  # set while the endpoint is unreachable
+    stopping: str | None = None  # why the run is winding down early
     succeeded: int = 0
     failed: int = 0
     missing: int = 0
@@ -35,7 +39,8 @@ class Stats:
 
     @property
     def done(self) -> int:
-        return self.succeeded + self.failed + self.missing + self.pending
+        """Intents with a known outcome (pending ones are not: nobody knows)."""
+        return self.succeeded + self.failed + self.missing
 
     def elapsed(self) -> float:
         return 0.0 if self.started is None else self.last - self.started
@@ -57,6 +62,15 @@ class Stats:
                 self.throttled_calls += 1
             elif event.type == "retried":
                 self.retries += 1
+            elif event.type == "timed_out":
+                self.timeouts += 1
+            elif event.type == "outage":
+                self.outages += 1
+                self.outage_since = event.at
+            elif event.type == "recovered":
+                self.outage_since = None
+            elif event.type == "stopping":
+                self.stopping = event.outcome.message if event.outcome else "stopping"
             elif event.type == "window":
                 if event.cwnd < self.trajectory[-1][1]:
                     self.window_decreases += 1
@@ -78,6 +92,8 @@ class Stats:
                 "calls": self.calls,
                 "throttled_calls": self.throttled_calls,
                 "retries": self.retries,
+                "timeouts": self.timeouts,
+                "outages": self.outages,
                 "window": {
                     "final": self.cwnd,
                     "peak": self.peak_cwnd,

@@ -76,7 +76,7 @@ def test_throttled_run_terminates_everything_and_the_window_backs_off(tmp_path: 
         states = box.states(ids)
     assert code == 0
     assert set(states.values()) == {"terminated"}
-    assert ledger_by_id(tmp_path / "l.jsonl") == {i: ["succeeded"] for i in ids}
+    assert ledger_by_id(tmp_path / "l.jsonl") == {i: ["pending", "succeeded"] for i in ids}
     assert report["counts"]["succeeded"] == 300
     assert report["throttled_calls"] > 0
     window = [cwnd for _, cwnd in report["window"]["trajectory"]]
@@ -92,7 +92,7 @@ def test_clean_run_exits_zero_and_ledger_accounts_once(sandbox: Sandbox, tmp_pat
     )
     assert code == 0
     assert set(sandbox.states(ids).values()) == {"terminated"}
-    assert ledger_by_id(tmp_path / "l.jsonl") == {i: ["succeeded"] for i in ids}
+    assert ledger_by_id(tmp_path / "l.jsonl") == {i: ["pending", "succeeded"] for i in ids}
     assert report["calls"] >= 14
 
 
@@ -125,10 +125,16 @@ def test_ids_that_do_not_exist_exit_one_and_are_named(sandbox: Sandbox, tmp_path
     assert code == 1
     assert set(sandbox.states(ids).values()) == {"terminated"}
     seen = ledger_by_id(ledger)
-    assert {i: seen[i] for i in ghosts} == {g: ["missing"] for g in ghosts}
+    assert {i: seen[i] for i in ghosts} == {g: ["pending", "missing"] for g in ghosts}
     assert {p["id"] for p in report["problems"]} == set(ghosts)
     code, out, _ = swarm("ledger", "failed", str(ledger))
+    assert code == 0 and out == ""  # nothing worth retrying: they do not exist
+    code, out, _ = swarm("ledger", "failed", "--missing", str(ledger))
     assert code == 0 and sorted(out.split()) == sorted(ghosts)
+    code, _ = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids + ghosts), ledger, "--missing-ok"
+    )
+    assert code == 0
 
 
 def test_protected_instances_fail_and_the_rest_terminate(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -222,8 +228,10 @@ def test_missing_credentials_stop_with_four_and_record_pending(
     code, report = terminate_json(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger)
     assert code == 4
     assert report["fatal"]["code"] == "NoCredentialsError"
-    assert ledger_by_id(ledger) == {i: ["pending"] for i in ids}
+    assert ledger_by_id(ledger) == {i: ["pending", "pending"] for i in ids}
     assert set(sandbox.states(ids).values()) == {"running"}
+    pending = [r for r in read_records(str(ledger)) if r.code]
+    assert {r.code for r in pending} == {"NoCredentialsError"}, "the pending records say why"
 
 
 def test_rehearsal_runs_exactly_the_listed_ids(tmp_path: Path) -> None:
@@ -369,10 +377,9 @@ def test_ctrl_c_finishes_calls_in_flight_and_records_the_rest_pending(tmp_path: 
     assert proc.returncode == 130, err
     assert "interrupted" in out
     seen = ledger_by_id(ledger)
-    assert sorted(seen) == sorted(ids), "every ID is recorded once"
-    assert all(len(v) == 1 for v in seen.values())
-    done = {i for i, v in seen.items() if v == ["succeeded"]}
-    pending = {i for i, v in seen.items() if v == ["pending"]}
+    assert sorted(seen) == sorted(ids), "every ID is recorded: written ahead, then resolved"
+    done = {i for i, v in seen.items() if v == ["pending", "succeeded"]}
+    pending = {i for i, v in seen.items() if v == ["pending", "pending"]}
     assert done and pending and done | pending == set(ids)
     assert {states[i] for i in done} == {"terminated"}
     assert {states[i] for i in pending} == {"running"}
