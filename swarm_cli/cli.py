@@ -21,6 +21,7 @@ from rich.console import Console
 from . import __version__
 from .display import render_summary
 from .ledger import (
+    CutShort,
     Damaged,
     LedgerError,
     Record,
@@ -422,6 +423,10 @@ def _client_error(exc: Exception, err: Console) -> NoReturn:
         fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
     if isinstance(exc, ProfileNotFound):
         fail(err, str(exc), EXIT_AUTH)
+    from .ec2 import CREDENTIAL_ERRORS, classify_exception
+
+    if isinstance(exc, CREDENTIAL_ERRORS):  # resolved when the client is made; nothing sent
+        fail(err, f"no usable credentials: {classify_exception(exc).message}", EXIT_AUTH)
     fail(err, f"cannot set up the EC2 client: {exc}", EXIT_USAGE)
 
 
@@ -481,13 +486,16 @@ def ledger_summary(
 def _fold_ledgers(paths: list[Path]) -> dict[tuple[str, str], Record]:
     """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning."""
     damaged: list[Damaged] = []
+    cut_short: list[CutShort] = []
     try:
-        state = fold_files((str(p) for p in paths), damaged)
+        state = fold_files((str(p) for p in paths), damaged, cut_short)
     except LedgerError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     if damaged:
         typer.echo(f"warning: {describe_damage(damaged)}", err=True)
+    for run in cut_short:
+        typer.echo(f"warning: {run.describe()}", err=True)
     return state
 
 

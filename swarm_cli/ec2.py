@@ -155,7 +155,8 @@ def scrub(text: str) -> str:
 
 def _describe(err: BaseException) -> str:
     # Parser errors carry the whole body; the ledger needs the gist, not a page of HTML.
-    text = scrub(str(err))
+    # One line: it goes into the ledger, a summary line and a CI log.
+    text = " ".join(scrub(str(err)).split())
     return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
 
 

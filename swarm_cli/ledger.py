@@ -46,6 +46,9 @@ class Record:
     http_status: int | None = None
     attempts: int = 0
     request_id: str | None = None
+    # On the write-ahead records: how many intents the run wrote ahead. A run with
+    # fewer of them in the ledger was killed while writing them, before any call.
+    intents: int | None = None
     v: int = FORMAT_VERSION
 
     def order(self) -> tuple[int, str, str, int]:
@@ -110,6 +113,7 @@ _SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
     "http_status": ((int, _NONE), False),
     "attempts": ((int,), False),
     "request_id": ((str, _NONE), False),
+    "intents": ((int, _NONE), False),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", _NONE: "null"}
 
@@ -173,7 +177,11 @@ class LedgerWriter:
             raise LedgerError(f"cannot open the ledger {path}: {_reason(err)}") from None
         try:
             # Character devices such as /dev/null cannot be synced: nothing there is durable.
-            self._syncable = stat.S_ISREG(os.fstat(self._fd).st_mode)
+            info = os.fstat(self._fd)
+            self._syncable = stat.S_ISREG(info.st_mode)
+            # A line cut short by an earlier crash must not swallow this run's first record.
+            if self._syncable and info.st_size and _last_byte(path) not in (b"\n", None):
+                os.write(self._fd, b"\n")
         except OSError as err:
             os.close(self._fd)
             raise LedgerError(f"cannot open the ledger {path}: {_reason(err)}") from None
@@ -438,6 +446,7 @@ class LedgerWriter:
             account=self.account,
             code=code,
             message=message,
+            intents=len(ids),
         ).to_dict()
         names = sorted(shape)  # the key order of Record.to_json
         at_id, at_seq = names.index("id"), names.index("seq")
@@ -450,6 +459,15 @@ class LedgerWriter:
         tail = "," + pairs(names[at_seq + 1 :]).rstrip(",") + "}\n"
         for offset, instance_id in enumerate(ids):
             yield head + json.dumps(instance_id) + middle + str(first + offset) + tail
+
+
+def _last_byte(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1)
+    except OSError:  # unreadable (a write-only file): nothing to mend then
+        return None
 
 
 class _ShortWrite(Exception):
@@ -610,10 +628,55 @@ def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
 
 
 def fold_files(
-    paths: Iterable[str], damaged: list[Damaged] | None = None
+    paths: Iterable[str],
+    damaged: list[Damaged] | None = None,
+    cut_short: list[CutShort] | None = None,
 ) -> dict[tuple[str, str], Record]:
-    """Merge the ledgers of any number of runs or shards, in any order."""
-    return fold(r for path in paths for r in read_records(path, damaged))
+    """Merge the ledgers of any number of runs or shards, in any order.
+
+    Runs whose write-ahead block is incomplete go to ``cut_short``.
+    """
+    watch = WriteAheadCheck()
+    state = fold(watch(r) for path in paths for r in read_records(path, damaged))
+    if cut_short is not None:
+        cut_short.extend(watch.cut_short())
+    return state
+
+
+@dataclass(frozen=True)
+class CutShort:
+    """A run killed while writing its intents ahead: none of its calls were sent."""
+
+    run: str
+    recorded: int
+    intents: int
+
+    def describe(self) -> str:
+        return (
+            f"run {self.run} was stopped while recording its intents ({self.recorded} of "
+            f"{self.intents} recorded) and sent nothing: run it again from its own ID list"
+        )
+
+
+class WriteAheadCheck:
+    """Counts each run's write-ahead records as they stream past."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, set[int]] = {}
+        self._declared: dict[str, int] = {}
+
+    def __call__(self, record: Record) -> Record:
+        if record.intents is not None and record.status == "pending":
+            self._declared[record.run] = record.intents
+            self._seen.setdefault(record.run, set()).add(record.seq)
+        return record
+
+    def cut_short(self) -> list[CutShort]:
+        return [
+            CutShort(run, len(self._seen[run]), n)
+            for run, n in self._declared.items()
+            if len(self._seen[run]) < n
+        ]
 
 
 def succeeded_ids(path: str, action: str) -> set[str]:

@@ -65,6 +65,7 @@ def test_writer_appends_flushed_records_with_every_field(tmp_path: Path) -> None
         "http_status": 400,
         "attempts": 2,
         "request_id": "req-1",
+        "intents": None,
     }
     assert line["ts"].endswith("Z")
     assert writer.close() == []
@@ -483,3 +484,30 @@ def test_succeeded_beats_a_later_failure() -> None:
     done = Record("2026-01-01T00:00:00Z", "a", 1, "terminate", "i-00000001", "succeeded")
     later = Record("2026-02-01T00:00:00Z", "b", 1, "terminate", "i-00000001", "failed")
     assert fold([later, done])[("terminate", "i-00000001")] is done
+
+
+def test_a_new_run_after_a_line_cut_short_starts_on_a_line_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(b'{"v":1,"ts":')  # a crash in the middle of a line
+    writer = LedgerWriter(str(path), "run", "terminate", "us-east-1")
+    writer.write_ahead(["i-00000001"])
+    writer.close()
+    damaged: list[Damaged] = []
+    assert [r.id for r in read_records(str(path), damaged)] == ["i-00000001"]
+    assert [d.line for d in damaged] == [1]
+
+
+def test_a_write_ahead_block_cut_short_is_reported_and_a_whole_one_is_not(tmp_path: Path) -> None:
+    from swarm_cli.ledger import CutShort
+
+    whole, cut = tmp_path / "whole.jsonl", tmp_path / "cut.jsonl"
+    writer = LedgerWriter(str(whole), "r1", "terminate", None)
+    writer.write_ahead([f"i-{n:08x}" for n in range(5)])
+    writer.close()
+    cut.write_bytes(b"".join(whole.read_bytes().splitlines(keepends=True)[:3]))
+    found: list[CutShort] = []
+    fold_files([str(whole), str(whole)], cut_short=found)  # the same block twice is still whole
+    assert found == []
+    fold_files([str(cut)], cut_short=found)
+    assert found == [CutShort("r1", 3, 5)]
+    assert "sent nothing" in found[0].describe()

@@ -1,0 +1,475 @@
+"""swarm under the faults a CI job step meets: signals, kill -9, a full disk, a hung or
+restarting endpoint, throttles without a body, expired credentials.
+
+Every test drives the real CLI (a subprocess where a signal or a kill is involved)
+against the sandbox over real HTTP, and checks the promise: after any of these,
+``swarm ledger failed`` lists every instance not known to be done.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli import swarm, terminate_json, write_ids
+
+from swarm_cli.ledger import LedgerWriter, fold, read_records
+from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
+
+# Slow enough that a run of a few hundred instances lasts a few seconds.
+THROTTLED = SandboxConfig(BucketSpec(5, 40), BucketSpec(100_000, 100_000), latency=0.02)
+
+
+def start(
+    box: Sandbox,
+    ids_file: str,
+    ledger: Path,
+    *extra: str,
+    preexec: Callable[[], None] | None = None,
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swarm_cli",
+            "terminate",
+            "--ids",
+            ids_file,
+            "--yes",
+            "--ledger",
+            str(ledger),
+            "--endpoint-url",
+            box.endpoint,
+            "--output",
+            "json",
+            "--progress",
+            "plain",
+            *extra,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec,
+    )
+
+
+def wait_until(done: Callable[[], bool], proc: subprocess.Popen[str], limit: float = 60) -> None:
+    deadline = time.monotonic() + limit
+    while not done():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run never got there"
+        time.sleep(0.02)
+
+
+def lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def failed_list(*ledgers: Path) -> set[str]:
+    code, out, err = swarm("ledger", "failed", *map(str, ledgers))
+    assert code == 0, err
+    return set(out.split())
+
+
+def running(box: Sandbox, ids: Sequence[str]) -> set[str]:
+    return {i for i, state in box.states(ids).items() if state == "running"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_stop_in_order_and_leave_nothing_unlisted(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(300)
+        proc = start(box, write_ids(tmp_path / "ids.txt", ids), ledger, "--batch-size", "1")
+        wait_until(lambda: lines(ledger) >= 300 + 40, proc)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+        left = running(box, ids)
+        listed = failed_list(ledger)
+        assert proc.returncode == 128 + sig, err
+        report = json.loads(out)
+        assert report["signal"] == sig.name and report["interrupted"]
+        assert f"interrupted by {sig.name}" in err
+        done = report["counts"]["succeeded"]
+        assert 0 < done < 300 and f"{done} of 300 succeeded" in err  # what was done, not 100%
+        assert left and left <= listed, "every instance still running is listed"
+        # Retrying exactly what is listed finishes the job.
+        retry = start(box, write_ids(tmp_path / "left.txt", sorted(listed)), ledger)
+        retry.communicate(timeout=60)
+        assert retry.returncode == 0
+        assert running(box, ids) == set()
+        assert failed_list(ledger) == set()
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points_then_retrying_ledger_failed_terminates_everything(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(7)
+    ledger = tmp_path / "l.jsonl"
+    kills = 3
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(400)
+        todo = list(ids)
+        for kill in range(kills):
+            ids_file = write_ids(tmp_path / f"ids{kill}.txt", todo)
+            before, sent = lines(ledger), box.counters.accepted + box.counters.throttled
+            proc = start(box, ids_file, ledger, "--batch-size", "1", "--max-window", "16")
+            # Anywhere from while the intents are written ahead to well into the run.
+            target = before + rng.choice([1, len(todo) // 2, len(todo) + rng.randrange(1, 60)])
+            wait_until(lambda t=target: lines(ledger) >= t, proc)  # type: ignore[misc]
+            proc.kill()
+            proc.communicate(timeout=10)
+            _code, out, err = swarm("ledger", "failed", str(ledger))
+            listed = set(out.split())
+            left = running(box, ids)
+            if "sent nothing" in err:  # killed while writing ahead: the run never began
+                assert box.counters.accepted + box.counters.throttled == sent
+                assert left == set(todo)
+                continue
+            assert left <= listed, f"kill {kill}: running but not listed: {sorted(left - listed)}"
+            todo = sorted(listed)
+        final = start(box, write_ids(tmp_path / "last.txt", todo), ledger)
+        final.communicate(timeout=60)
+        assert final.returncode == 0
+        assert running(box, ids) == set()
+        # A kill can repeat at most the calls in flight and the outcomes not yet on disk.
+        assert box.counters.repeats <= kills * 32
+
+
+def test_a_ledger_on_a_full_disk_stops_before_anything_is_sent(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(5)
+    code, _out, err = swarm(
+        "terminate",
+        "--ids",
+        write_ids(tmp_path / "ids.txt", ids),
+        "--ledger",
+        "/dev/full",
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--yes",
+        "--progress",
+        "none",
+    )
+    assert code == 74
+    assert "cannot write the ledger /dev/full: No space left on device" in err
+    assert "nothing was sent" in err
+    assert sandbox.counters.accepted + sandbox.counters.throttled == 0
+
+
+@pytest.mark.slow
+def test_a_ledger_that_fills_up_mid_run_stops_the_run_and_prints_the_unrecorded(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(200)
+        # Room for the write-ahead block and a few outcomes, then EFBIG.
+        probe = LedgerWriter(str(tmp_path / "probe.jsonl"), "0" * 12, "terminate", "us-east-1")
+        probe.write_ahead(ids)
+        probe.close()
+        limit = (tmp_path / "probe.jsonl").stat().st_size + 3000
+
+        def cap_file_size() -> None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        proc = start(
+            box,
+            write_ids(tmp_path / "ids.txt", ids),
+            ledger,
+            "--batch-size",
+            "1",
+            preexec=cap_file_size,
+        )
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 74, err
+        assert "cannot write the ledger" in err and "File too large" in err
+        report = json.loads(out)
+        assert report["unrecorded"] > 0 and report["calls"] < 200  # stopped early
+        # The outcomes the ledger could not take are on stderr, as ledger lines.
+        printed = [json.loads(x) for x in err.splitlines() if x.startswith('{"')]
+        assert len(printed) == report["unrecorded"]
+        states = box.states(ids)
+    # Nothing terminated is unaccounted for: the ledger says pending at worst.
+    on_disk = fold(read_records(str(ledger)))
+    assert {i for (_, i) in on_disk} == set(ids)
+    assert all(on_disk[("terminate", i)].status in ("succeeded", "pending") for i in ids)
+    assert {i for i, s in states.items() if s == "running"} <= failed_list(ledger)
+
+
+@pytest.mark.slow
+def test_an_endpoint_that_never_answers_is_given_up_with_everything_recorded(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(20)
+        box.hang()
+        proc = start(
+            box,
+            write_ids(tmp_path / "ids.txt", ids),
+            ledger,
+            "--call-timeout",
+            "0.3",
+            "--max-outage",
+            "2",
+        )
+        out, err = proc.communicate(timeout=60)
+        box.hang(False)
+    assert proc.returncode == 1, err
+    report = json.loads(out)
+    assert report["gave_up"] and report["counts"]["pending"] == 20
+    assert report["timeouts"] >= 3
+    assert failed_list(ledger) == set(ids)
+    codes = {r.code for r in read_records(str(ledger)) if r.code}
+    assert codes <= {"EndpointUnreachable", "CallTimeout"} and "EndpointUnreachable" in codes
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_hung_call_exits_within_the_drain_timeout(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(10)
+        box.hang()
+        proc = start(box, write_ids(tmp_path / "ids.txt", ids), ledger, "--drain-timeout", "0.5")
+        wait_until(lambda: box.counters.hung >= 1, proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+        box.hang(False)
+    assert proc.returncode == 130, err
+    assert json.loads(out)["counts"]["pending"] == 10
+    in_flight = [r for r in read_records(str(ledger)) if r.message and "in flight" in r.message]
+    assert in_flight, "the call in flight is recorded as such"
+    assert failed_list(ledger) == set(ids)
+
+
+@pytest.mark.slow
+def test_an_outage_mid_run_loses_nothing_and_fails_nothing(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(300)
+        proc = start(box, write_ids(tmp_path / "ids.txt", ids), ledger, "--batch-size", "1")
+        wait_until(lambda: lines(ledger) >= 300 + 30, proc)
+        box.outage(3.0)  # connections refused for 3 s, then the same port again
+        out, err = proc.communicate(timeout=60)
+        assert running(box, ids) == set()
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    assert report["counts"]["failed"] == 0 and report["outages"] >= 1
+    assert failed_list(ledger) == set()
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_throttles_without_a_body_shrink_the_window_and_fail_nothing(
+    tmp_path: Path, status: int
+) -> None:
+    config = SandboxConfig(
+        BucketSpec(5, 100), BucketSpec(100_000, 100_000), empty_throttle_status=status
+    )
+    with Sandbox(config) as box:
+        ids = box.launch(120)
+        code, report = terminate_json(
+            box, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--batch-size", "1"
+        )
+        assert running(box, ids) == set()
+    assert code == 0
+    assert report["counts"]["succeeded"] == 120 and report["retries"] == 0
+    assert report["throttled_calls"] > 0 and report["window"]["decreases"] > 0
+
+
+def credential_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int) -> None:
+    """A profile whose credentials come from a process that works ``good`` times, then fails.
+
+    The credentials it gives expire within botocore's mandatory refresh window, so
+    every call asks for new ones, as a run outliving an SSO session does.
+    """
+    count = tmp_path / "count"
+    helper = tmp_path / "sso.py"
+    helper.write_text(
+        "import datetime, json, pathlib, sys\n"
+        f"count = pathlib.Path({str(count)!r})\n"
+        "n = int(count.read_text()) if count.exists() else 0\n"
+        "count.write_text(str(n + 1))\n"
+        f"if n >= {good}:\n"
+        "    sys.exit('the SSO session has expired')\n"
+        "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=2)\n"
+        "print(json.dumps({'Version': 1, 'AccessKeyId': 'testing', 'SecretAccessKey': 'testing',"
+        " 'Expiration': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}))\n"
+    )
+    config = tmp_path / "config"
+    config.write_text(
+        f"[profile ci]\ncredential_process = {sys.executable} {helper}\nregion = us-east-1\n"
+    )
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+
+
+def test_credentials_that_fail_to_refresh_mid_run_stop_with_four_and_say_why(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credential_process(tmp_path, monkeypatch, good=1)  # enough to make the client only
+    ids = sandbox.launch(4)
+    ledger = tmp_path / "l.jsonl"
+    code, report = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--profile", "ci"
+    )
+    assert code == 4
+    assert report["fatal"]["code"] == "CredentialRetrievalError"
+    assert "SSO session has expired" in report["fatal"]["message"]
+    reasons = {r.code for r in read_records(str(ledger)) if r.status == "pending" and r.code}
+    assert reasons == {"CredentialRetrievalError"}
+    assert failed_list(ledger) == set(ids)
+    assert running(sandbox, ids) == set(ids)
+
+
+def test_credentials_that_fail_before_the_run_exit_four_with_nothing_sent(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credential_process(tmp_path, monkeypatch, good=0)
+    ids = sandbox.launch(2)
+    code, _, err = swarm(
+        "terminate",
+        "--ids",
+        write_ids(tmp_path / "ids.txt", ids),
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--profile",
+        "ci",
+        "--yes",
+    )
+    assert code == 4 and "SSO session has expired" in err
+    assert len(err.strip().splitlines()) == 1
+    assert sandbox.counters.accepted == 0
+
+
+def test_a_password_in_the_endpoint_url_is_never_echoed(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(3)
+    ledger = tmp_path / "l.jsonl"
+    secret_url = sandbox.endpoint.replace("http://", "http://admin:hunter2@")
+    code, out, err = swarm(
+        "terminate",
+        "--ids",
+        write_ids(tmp_path / "ids.txt", ids),
+        "--ledger",
+        str(ledger),
+        "--endpoint-url",
+        secret_url,
+        "--yes",
+        "--output",
+        "json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["endpoint"].startswith("http://***@127.0.0.1")
+    assert "hunter2" not in out + err + ledger.read_text()
+    # And when the endpoint is down, the connection error names it without the password.
+    sandbox.down()
+    code, out, err = swarm(
+        "terminate",
+        "--ids",
+        write_ids(tmp_path / "ids.txt", ids),
+        "--ledger",
+        str(ledger),
+        "--endpoint-url",
+        secret_url,
+        "--yes",
+        "--output",
+        "json",
+        "--max-outage",
+        "0.5",
+    )
+    sandbox.up()
+    assert code == 1, out + err
+    assert "hunter2" not in out + err + ledger.read_text()
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda d, ids: str(d / "no-such-folder" / "l.jsonl"), "does not exist"),
+        (lambda d, ids: str(d), "is a folder"),
+        (lambda d, ids: ids, "is the ID list"),
+    ],
+)
+def test_a_bad_ledger_path_is_refused_before_anything_is_sent(
+    sandbox: Sandbox, tmp_path: Path, make: Callable[[Path, str], str], says: str
+) -> None:
+    ids = sandbox.launch(3)
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    code, _, err = swarm(
+        "terminate", "--ids", ids_file, "--ledger", make(tmp_path, ids_file), "--yes"
+    )
+    assert code == 2 and says in err
+    assert len(err.strip().splitlines()) == 1, "one line"
+    assert sandbox.counters.accepted == 0
+    assert Path(ids_file).read_text() == "".join(f"{i}\n" for i in ids)
+
+
+def test_ledger_commands_survive_garbage_and_refuse_a_newer_format(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(2)
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r", "terminate", "us-east-1")
+    writer.write(ids[0], "succeeded")
+    writer.write(ids[1], "failed", code="InternalError")
+    writer.close()
+    with open(ledger, "ab") as handle:
+        handle.write(b'null\n[]\n{"v":1,"id":3}\n\xff\xfe\n{"v":1,"ts":')
+    for command in (["ledger", "failed"], ["ledger", "summary"]):
+        code, _out, err = swarm(*command, str(ledger))
+        assert code == 0 and "5 damaged ledger line(s) skipped" in err
+    assert failed_list(ledger) == {ids[1]}
+    code, report = terminate_json(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--resume")
+    assert code == 0 and report["total"] == 1  # the one already done is skipped
+    newer = tmp_path / "newer.jsonl"
+    # The new run's records start on a line of their own, after the cut-short one.
+    assert failed_list(ledger) == set()
+    record: dict[str, Any] = json.loads(ledger.read_bytes().splitlines()[0])
+    newer.write_text(json.dumps({**record, "v": 99}) + "\n")
+    code, _, err = swarm("ledger", "failed", str(newer))
+    assert code == 2 and "newer swarm" in err
+
+
+def test_output_json_is_printed_even_when_there_is_nothing_to_do(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(2)
+    ledger = tmp_path / "l.jsonl"
+    assert terminate_json(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger)[0] == 0
+    code, report = terminate_json(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--resume")
+    assert code == 0
+    assert report["total"] == 0 and report["exit_code"] == 0
+
+
+def test_the_environment_cannot_turn_botocore_retries_back_on(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_RETRY_MODE", "legacy")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "10")
+    config = SandboxConfig(BucketSpec(2, 20), BucketSpec(100_000, 100_000))
+    with Sandbox(config) as box:
+        ids = box.launch(30)
+        code, report = terminate_json(
+            box, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--batch-size", "1"
+        )
+        seen = box.counters.accepted + box.counters.throttled
+    assert code == 0
+    assert seen == report["calls"], "each call swarm counts is one request"
