@@ -13,10 +13,21 @@ for _ in $(seq 300); do [ -f "$work/sandbox.env" ] && break; sleep 0.2; done
 # shellcheck disable=SC1091
 . "$work/sandbox.env"
 
-# Exit 1 means some instances failed: the two protected ones here.
-status=0
+# A runner that cancels the job signals this script, not its children: forward the
+# signal so swarm stops in order (calls in flight finish, the rest is recorded pending)
+# before the runner's SIGKILL. A step that does nothing after swarm can simply `exec` it.
 swarm terminate --ids "$work/ids.txt" --yes --ledger "$work/ledger.jsonl" \
-  --output json >"$work/report.json" || status=$?
+  --output json >"$work/report.json" &
+swarm_pid=$!
+trap 'kill -TERM "$swarm_pid" 2>/dev/null || true' TERM INT HUP
+status=0
+wait "$swarm_pid" || status=$?
+while kill -0 "$swarm_pid" 2>/dev/null; do  # a forwarded signal: wait for swarm's own exit
+  status=0
+  wait "$swarm_pid" || status=$?
+done
+trap - TERM INT HUP
+# Exit 1 means some instances failed: the two protected ones here.
 echo "swarm terminate exited $status"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["counts"], "throttled calls:", r["throttled_calls"])' "$work/report.json"
 

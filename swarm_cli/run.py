@@ -159,12 +159,13 @@ def execute(
         if ledger_error is None:
             with choose_progress(options.progress, console, stats, options.title):
                 result = engine.run(ids)
-    if writer is not None:
-        unrecorded = [asdict(r) for r in writer.close()]
-        if writer.error is not None and ledger_error is None:
-            ledger_error = (
-                f"cannot write the ledger {writer.path}: {writer.error.strerror or writer.error}"
-            )
+        # Still under the handlers: a further signal cannot cut the last records short.
+        if writer is not None:
+            unrecorded = [asdict(r) for r in writer.close()]
+    if writer is not None and writer.error is not None and ledger_error is None:
+        ledger_error = (
+            f"cannot write the ledger {writer.path}: {writer.error.strerror or writer.error}"
+        )
     if ledger_error is not None:
         sent = "no more calls were sent" if stats.calls else "nothing was sent"
         console.print(f"[bold red]error:[/] {ledger_error}; {sent}")
