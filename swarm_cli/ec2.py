@@ -14,6 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
+from .actions import ACTIONS, ActionSpec
 from .outcome import Kind, Outcome
 
 try:  # botocore's own lists, so that new throttle codes reach us with upgrades
@@ -297,18 +298,27 @@ def _split_batch(ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
     return {i: outcome if i in named else requeue for i in ids}
 
 
-class Terminate:
-    """The action: terminate a batch of instances, one outcome per ID."""
+class InstanceCall:
+    """One instance action on a batch of instances: one API call, one outcome per ID."""
 
-    name = "terminate"
-
-    def __init__(self, client: Any, *, dry_run: bool = False) -> None:
+    def __init__(
+        self,
+        client: Any,
+        spec: ActionSpec,
+        *,
+        dry_run: bool = False,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
         self.client = client
+        self.spec = spec
+        self.name = spec.name
         self.dry_run = dry_run
+        self.params = dict(params or {})
+        self._method = getattr(client, spec.method)
 
     def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
         try:
-            response = self.client.terminate_instances(InstanceIds=list(ids), DryRun=self.dry_run)
+            response = self._method(InstanceIds=list(ids), DryRun=self.dry_run, **self.params)
         except Exception as err:
             outcome = classify_exception(err)
             if outcome.code in PER_INSTANCE_CODES:
@@ -316,7 +326,9 @@ class Terminate:
             return dict.fromkeys(ids, outcome)
         meta = response.get("ResponseMetadata", {})
         ok = Outcome(Kind.SUCCEEDED, None, None, meta.get("HTTPStatusCode"), meta.get("RequestId"))
-        answered = {item["InstanceId"] for item in response.get("TerminatingInstances", [])}
+        if self.spec.result_key is None:  # the answer lists nothing: success covers all
+            return dict.fromkeys(ids, ok)
+        answered = {item["InstanceId"] for item in response.get(self.spec.result_key, [])}
         lost = Outcome(
             Kind.TRANSIENT,
             "NotInResponse",
@@ -325,3 +337,10 @@ class Terminate:
             ok.request_id,
         )
         return {i: ok if i in answered else lost for i in ids}
+
+
+class Terminate(InstanceCall):
+    """Terminate a batch of instances, one outcome per ID."""
+
+    def __init__(self, client: Any, *, dry_run: bool = False) -> None:
+        super().__init__(client, ACTIONS["terminate"], dry_run=dry_run)
