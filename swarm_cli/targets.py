@@ -1,12 +1,53 @@
-"""Reading and checking the list of instance IDs to act on."""
+"""Reading and checking the list of instances to act on.
+
+Three formats, told apart by their first line (after blank and ``#`` lines):
+
+* plain: instance IDs separated by whitespace, one or several a line, so the
+  output of ``aws ec2 describe-instances --query
+  'Reservations[].Instances[].InstanceId' --output text`` (tab-separated IDs)
+  can be used as it is; ``#`` starts a comment;
+* CSV or TSV with a header row naming the ID column (``instance_id``,
+  ``InstanceId`` or ``id``) and optionally ``region`` and ``account``
+  (``account_id``); other columns are ignored;
+* JSON lines: one object a line with the same field names.
+
+A swarm ledger is refused: it holds finished intents as well as unfinished
+ones, and ``swarm ledger failed`` is what turns one into a list of targets.
+"""
 
 from __future__ import annotations
 
+import csv
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
+REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")
+ACCOUNT_ID = re.compile(r"\d{12}")
+
+# Header names, case-insensitive, in order of preference: a file with both a row
+# number column "id" and an "instance_id" column means the latter.
+ID_COLUMNS = ("instance_id", "instanceid", "id")
+REGION_COLUMNS = ("region",)
+ACCOUNT_COLUMNS = ("account", "account_id", "accountid")
+# Fields that every ledger record has and no list of targets is likely to.
+_LEDGER_FIELDS = frozenset({"run", "seq", "status"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """One instance; ``None`` region or account means the run's default."""
+
+    id: str
+    region: str | None = None
+    account: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``account/region/id`` with the parts left to the defaults omitted."""
+        return "/".join(part for part in (self.account, self.region, self.id) if part)
 
 
 @dataclass(frozen=True)
@@ -18,57 +59,63 @@ class BadLine:
 
 @dataclass
 class Targets:
-    ids: list[str] = field(default_factory=list)
+    items: list[Target] = field(default_factory=list)
+    # Target.label of each repeated target -> every line it is on, the kept one first.
     duplicates: dict[str, list[int]] = field(default_factory=dict)
     bad: list[BadLine] = field(default_factory=list)
+    format: str = "plain"  # plain, csv, tsv or jsonl
+
+    @property
+    def ids(self) -> list[str]:
+        """The instance IDs in order (regions and accounts left out)."""
+        return [target.id for target in self.items]
 
 
 class TargetsError(ValueError):
     """The input cannot be used; nothing has been sent."""
 
 
-def parse_ids(lines: Iterable[str]) -> Targets:
-    """One ID per line; blank lines and ``#`` comments are skipped.
+def parse_targets(lines: Iterable[str], *, source: str = "input") -> Targets:
+    """Read targets in whichever format the content is in (see the module's doc).
 
-    Whitespace, CRLF and a UTF-8 byte order mark are tolerated. Every invalid
-    line is collected (not just the first), so one run of the command shows
-    all that needs fixing. Duplicates keep their first place.
+    Every invalid line is collected (not just the first), so one run of the
+    command shows all that needs fixing. Duplicates are per (account, region,
+    ID) and keep their first place. Raises ``TargetsError`` for a swarm ledger.
     """
-    result = Targets()
-    first_seen: dict[str, int] = {}
-    for number, raw in enumerate(lines, start=1):
-        text = raw.lstrip("\ufeff") if number == 1 else raw
-        text = text.split("#", 1)[0].strip()
-        if not text:
-            continue
-        if not INSTANCE_ID.fullmatch(text):
-            result.bad.append(BadLine(number, raw.rstrip("\r\n"), _reason(text)))
-            continue
-        if text in first_seen:
-            result.duplicates.setdefault(text, [first_seen[text]]).append(number)
-            continue
-        first_seen[text] = number
-        result.ids.append(text)
-    return result
+    numbered = list(_numbered(lines))
+    first = next((text for _, text in numbered if _content(text)), "")
+    head = first.strip()
+    builder = _Builder()
+    if head.startswith("{"):
+        builder.targets.format = "jsonl"
+        _parse_jsonl(numbered, builder, source)
+    elif (delimiter := _table_delimiter(head)) is not None:
+        builder.targets.format = "tsv" if delimiter == "\t" else "csv"
+        _parse_table(numbered, delimiter, builder)
+    else:
+        _parse_plain(numbered, builder)
+    return builder.targets
 
 
-def _reason(text: str) -> str:
-    if INSTANCE_ID.fullmatch(text.lower()):
-        return "instance IDs are lowercase"
-    if not text.startswith("i-"):
-        return "not an instance ID (expected i- followed by 8 or 17 hex digits)"
-    return "expected i- followed by 8 or 17 lowercase hex digits"
+def parse_ids(lines: Iterable[str]) -> Targets:
+    """Plain format only: instance IDs separated by whitespace, ``#`` comments.
+
+    Whitespace, CRLF and a UTF-8 byte order mark are tolerated.
+    """
+    builder = _Builder()
+    _parse_plain(list(_numbered(lines)), builder)
+    return builder.targets
 
 
-def read_ids(path: str, stdin: Iterable[str] | None = None) -> Targets:
-    """Read a file of IDs, or standard input when ``path`` is ``-``."""
+def read_targets(path: str, stdin: Iterable[str] | None = None) -> Targets:
+    """Read a file of targets, or standard input when ``path`` is ``-``."""
     if path == "-":
         if stdin is None:
             raise TargetsError("no standard input to read IDs from")
-        return parse_ids(stdin)
+        return parse_targets(stdin, source="standard input")
     try:
         with open(path, encoding="utf-8", newline="") as handle:
-            return parse_ids(handle.read().splitlines())
+            return parse_targets(handle.read().splitlines(), source=path)
     except FileNotFoundError:
         raise TargetsError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -77,3 +124,231 @@ def read_ids(path: str, stdin: Iterable[str] | None = None) -> Targets:
         raise TargetsError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     except PermissionError:
         raise TargetsError(f"{path}: permission denied") from None
+
+
+# The name callers used before files could carry regions and accounts.
+read_ids = read_targets
+
+
+def group(
+    targets: Targets | Iterable[Target], default_region: str, default_account: str | None
+) -> dict[tuple[str | None, str], list[str]]:
+    """(account, region) -> instance IDs in input order, defaults filled in.
+
+    Each key is one of EC2's throttling scopes, so each gets its own window. A
+    target named once with the defaults left blank and once with them spelled
+    out is the same instance: it is kept once, in its first place.
+    """
+    items = targets.items if isinstance(targets, Targets) else targets
+    groups: dict[tuple[str | None, str], list[str]] = {}
+    seen: set[tuple[str | None, str, str]] = set()
+    for target in items:
+        account = target.account or default_account
+        region = target.region or default_region
+        if (account, region, target.id) in seen:
+            continue
+        seen.add((account, region, target.id))
+        groups.setdefault((account, region), []).append(target.id)
+    return groups
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.targets = Targets()
+        self.first_seen: dict[Target, int] = {}
+
+    def add(self, target: Target, line: int) -> None:
+        if target in self.first_seen:
+            lines = self.targets.duplicates.setdefault(target.label, [self.first_seen[target]])
+            lines.append(line)
+            return
+        self.first_seen[target] = line
+        self.targets.items.append(target)
+
+    def bad(self, line: int, text: str, reason: str) -> None:
+        self.targets.bad.append(BadLine(line, text, reason))
+
+
+def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    for number, raw in enumerate(lines, start=1):
+        text = raw.lstrip("\ufeff") if number == 1 else raw
+        yield number, text.rstrip("\r\n")
+
+
+def _content(text: str) -> bool:
+    """Not blank and not a whole-line comment."""
+    stripped = text.strip()
+    return bool(stripped) and not stripped.startswith("#")
+
+
+def _table_delimiter(head: str) -> str | None:
+    """The header's delimiter if ``head`` is a CSV/TSV header, else None (plain)."""
+    if "," in head:
+        # No instance ID holds a comma, so this is a table even if its header is
+        # wrong; the table parser says what is missing.
+        return ","
+    if "\t" not in head:
+        return "," if _column_kind(head.strip('"')) == "id" else None
+    cells = next(csv.reader([head], delimiter="\t"))
+    if any(_column_kind(cell) for cell in cells) and not any(
+        cell.strip().startswith("i-") for cell in cells
+    ):
+        return "\t"
+    return None
+
+
+def _column_kind(name: str) -> str | None:
+    key = name.strip().lower()
+    if key in ID_COLUMNS:
+        return "id"
+    if key in REGION_COLUMNS:
+        return "region"
+    if key in ACCOUNT_COLUMNS:
+        return "account"
+    return None
+
+
+def _parse_plain(numbered: list[tuple[int, str]], builder: _Builder) -> None:
+    for number, text in numbered:
+        tokens = text.split("#", 1)[0].split()
+        for token in tokens:
+            if INSTANCE_ID.fullmatch(token):
+                builder.add(Target(token), number)
+            else:
+                # With one ID a line, the whole line says most; with several, the token.
+                builder.bad(number, text if len(tokens) == 1 else token, _id_reason(token))
+
+
+def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Builder) -> None:
+    rows = [(number, text) for number, text in numbered if _content(text)]
+    header_line, header_text = rows[0]
+    header = [cell.strip() for cell in next(csv.reader([header_text], delimiter=delimiter))]
+    lowered = [name.lower() for name in header]
+    columns: dict[str, int] = {}
+    for kind, names in (
+        ("id", ID_COLUMNS),
+        ("region", REGION_COLUMNS),
+        ("account", ACCOUNT_COLUMNS),
+    ):
+        index = next((lowered.index(name) for name in names if name in lowered), None)
+        if index is not None:
+            columns[kind] = index
+    if "id" not in columns:
+        if any(INSTANCE_ID.fullmatch(name) for name in header):
+            found = "this first line holds IDs; separate plain IDs with spaces, not commas"
+        else:
+            found = "it has " + (", ".join(repr(name) for name in header) or "nothing")
+        builder.bad(
+            header_line,
+            header_text,
+            f"missing column: the header names no instance_id (or InstanceId, id) column; {found}",
+        )
+        return
+    # Bad records are reported with their own line numbers and text, a quoted
+    # field running over several lines included.
+    consumed: list[tuple[int, str]] = []
+
+    def feed() -> Iterator[str]:
+        for number, text in rows[1:]:
+            consumed.append((number, text))
+            yield text
+
+    reader = csv.reader(feed(), delimiter=delimiter)
+    start = 0
+    needed = max(columns.values()) + 1
+    for row in reader:
+        number = consumed[start][0]
+        text = "\n".join(text for _, text in consumed[start : reader.line_num])
+        start = reader.line_num
+        cells = [cell.strip() for cell in row]
+        if not any(cells):
+            continue
+        if len(cells) < needed:
+            missing = [kind for kind, index in columns.items() if index >= len(cells)]
+            builder.bad(
+                number,
+                text,
+                f"missing column: {len(cells)} field(s) but the header has {len(header)} "
+                f"(no {' or '.join(_COLUMN_NAMES[kind] for kind in missing)})",
+            )
+            continue
+        region = cells[columns["region"]] if "region" in columns else ""
+        account = cells[columns["account"]] if "account" in columns else ""
+        _check(builder, number, text, cells[columns["id"]], region or None, account or None)
+
+
+_COLUMN_NAMES = {"id": "instance_id", "region": "region", "account": "account"}
+
+
+def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str) -> None:
+    for number, text in numbered:
+        if not _content(text):
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            builder.bad(number, text, f"not JSON ({err.msg} at column {err.colno})")
+            continue
+        if not isinstance(data, dict):
+            builder.bad(number, text, "not a JSON object")
+            continue
+        if data.keys() >= _LEDGER_FIELDS:
+            raise TargetsError(
+                f"{source}: line {number} is a swarm ledger record; a ledger is not a list "
+                "of targets (it holds finished intents too): `swarm ledger failed LEDGER` "
+                "lists the ones not known to be done"
+            )
+        reasons: list[str] = []
+        instance = _field(data, ("instance_id", "InstanceId", "id"), reasons)
+        region = _field(data, ("region",), reasons)
+        account = _field(data, ("account", "account_id"), reasons)
+        if reasons:
+            builder.bad(number, text, "; ".join(reasons))
+        elif instance is None:
+            builder.bad(number, text, "missing field: instance_id (or InstanceId, id)")
+        else:
+            _check(builder, number, text, instance, region, account)
+
+
+def _field(data: dict[str, object], names: tuple[str, ...], reasons: list[str]) -> str | None:
+    for name in names:
+        if name not in data or data[name] is None:
+            continue
+        value = data[name]
+        if isinstance(value, str):
+            return value or None
+        number = isinstance(value, int) and not isinstance(value, bool)
+        hint = " (quote it: a number loses leading zeros)" if number else ""
+        reasons.append(f"{name} must be a string, not {json.dumps(value)}{hint}")
+        return None
+    return None
+
+
+def _check(
+    builder: _Builder,
+    number: int,
+    text: str,
+    instance: str,
+    region: str | None,
+    account: str | None,
+) -> None:
+    reasons: list[str] = []
+    if not INSTANCE_ID.fullmatch(instance):
+        reasons.append(f"bad ID {instance!r}: {_id_reason(instance)}" if instance else "no ID")
+    if region is not None and not REGION.fullmatch(region):
+        reasons.append(f"bad region {region!r}: expected a region name such as us-east-1")
+    if account is not None and not ACCOUNT_ID.fullmatch(account):
+        hint = " (leading zeros lost?)" if account.isdigit() and len(account) < 12 else ""
+        reasons.append(f"bad account {account!r}: expected 12 digits{hint}")
+    if reasons:
+        builder.bad(number, text, "; ".join(reasons))
+    else:
+        builder.add(Target(instance, region, account), number)
+
+
+def _id_reason(text: str) -> str:
+    if INSTANCE_ID.fullmatch(text.lower()):
+        return "instance IDs are lowercase"
+    if not text.startswith("i-"):
+        return "not an instance ID (expected i- followed by 8 or 17 hex digits)"
+    return "expected i- followed by 8 or 17 lowercase hex digits"

@@ -4,7 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from swarm_cli.targets import TargetsError, parse_ids, read_ids
+from swarm_cli.targets import (
+    Target,
+    TargetsError,
+    group,
+    parse_ids,
+    parse_targets,
+    read_ids,
+    read_targets,
+)
 
 
 def test_comments_blank_lines_whitespace_crlf_and_bom_are_tolerated() -> None:
@@ -55,3 +63,170 @@ def test_read_ids_from_a_file_with_crlf(tmp_path: Path) -> None:
     path = tmp_path / "ids.txt"
     path.write_bytes(b"\xef\xbb\xbfi-0123456789abcdef0\r\ni-abcdef01\r\n")
     assert read_ids(str(path)).ids == ["i-0123456789abcdef0", "i-abcdef01"]
+
+
+def test_several_ids_a_line_as_aws_cli_text_output_prints_them() -> None:
+    lines = ["i-0123456789abcdef0\ti-abcdef01\ti-abcdef02", "i-abcdef03 i-XYZ  # more"]
+    targets = parse_targets(lines)
+    assert targets.format == "plain"
+    assert targets.ids == ["i-0123456789abcdef0", "i-abcdef01", "i-abcdef02", "i-abcdef03"]
+    assert [(b.line, b.text) for b in targets.bad] == [(2, "i-XYZ")]
+    assert all(t.region is None and t.account is None for t in targets.items)
+
+
+def test_csv_with_header_region_account_quotes_and_extra_columns() -> None:
+    lines = [
+        "\ufeff# exported from the inventory",
+        "Name,InstanceId,Region,account_id",
+        '"web, 1",i-abcdef01,us-east-1,111111111111',
+        'db,"i-abcdef02",eu-west-1,',
+        "",
+        "cache,i-abcdef03,,222222222222",
+    ]
+    targets = parse_targets(lines)
+    assert targets.format == "csv"
+    assert targets.bad == []
+    assert targets.items == [
+        Target("i-abcdef01", "us-east-1", "111111111111"),
+        Target("i-abcdef02", "eu-west-1", None),
+        Target("i-abcdef03", None, "222222222222"),
+    ]
+
+
+def test_tsv_is_sniffed_from_the_header() -> None:
+    targets = parse_targets(["instance_id\tregion", "i-abcdef01\tus-west-2", "i-abcdef02\t"])
+    assert targets.format == "tsv"
+    assert targets.items == [Target("i-abcdef01", "us-west-2"), Target("i-abcdef02")]
+
+
+def test_table_errors_name_line_and_reason() -> None:
+    lines = [
+        "id,region,account",
+        "i-abcdef01,us-east-1,111111111111",
+        "i-ABCDEF02,us-east-1,111111111111",
+        "i-abcdef03,useast1,111111111111",
+        "i-abcdef04,us-east-1,11111111111",
+        "i-abcdef05",
+        "vol-1234,mars,x",
+    ]
+    targets = parse_targets(lines)
+    assert targets.ids == ["i-abcdef01"]
+    reasons = {b.line: b.reason for b in targets.bad}
+    assert sorted(reasons) == [3, 4, 5, 6, 7]
+    assert "bad ID" in reasons[3] and "lowercase" in reasons[3]
+    assert "bad region 'useast1'" in reasons[4]
+    assert "bad account" in reasons[5] and "leading zeros" in reasons[5]
+    assert "missing column" in reasons[6]
+    assert all(word in reasons[7] for word in ("bad ID", "bad region", "bad account"))
+
+
+def test_table_without_an_id_column_says_so() -> None:
+    targets = parse_targets(["name,region", "web,us-east-1"])
+    assert targets.items == []
+    assert [b.line for b in targets.bad] == [1]
+    assert "missing column" in targets.bad[0].reason
+    assert "instance_id" in targets.bad[0].reason
+
+
+def test_json_lines() -> None:
+    lines = [
+        '{"instance_id": "i-abcdef01", "region": "us-east-1", "account": "111111111111"}',
+        '{"InstanceId": "i-abcdef02", "account_id": "222222222222", "tags": {"a": 1}}',
+        '{"id": "i-abcdef03", "region": null}',
+        "# a comment",
+        '{"id": "i-abcdef04", "account": 111111111111}',
+        '{"id": "i-abcdef05", "region": "Moon"}',
+        "not json",
+        '["i-abcdef06"]',
+        '{"region": "us-east-1"}',
+    ]
+    targets = parse_targets(lines)
+    assert targets.format == "jsonl"
+    assert targets.items == [
+        Target("i-abcdef01", "us-east-1", "111111111111"),
+        Target("i-abcdef02", None, "222222222222"),
+        Target("i-abcdef03"),
+    ]
+    reasons = {b.line: b.reason for b in targets.bad}
+    assert sorted(reasons) == [5, 6, 7, 8, 9]
+    assert "account must be a string" in reasons[5] and "quote" in reasons[5]
+    assert "bad region" in reasons[6]
+    assert reasons[7].startswith("not JSON")
+    assert reasons[8] == "not a JSON object"
+    assert "missing field" in reasons[9]
+
+
+def test_a_ledger_is_refused() -> None:
+    record = (
+        '{"action":"terminate","id":"i-abcdef01","run":"r1","seq":1,'
+        '"status":"succeeded","ts":"2024-01-01T00:00:00Z","v":1}'
+    )
+    with pytest.raises(TargetsError, match="swarm ledger failed"):
+        parse_targets([record], source="run.jsonl")
+
+
+def test_duplicates_are_per_account_region_and_id() -> None:
+    lines = [
+        "instance_id,region,account",
+        "i-abcdef01,us-east-1,111111111111",
+        "i-abcdef01,us-east-1,222222222222",
+        "i-abcdef01,eu-west-1,111111111111",
+        "i-abcdef01,us-east-1,111111111111",
+        "i-abcdef01,,",
+    ]
+    targets = parse_targets(lines)
+    assert len(targets.items) == 4
+    assert targets.duplicates == {"111111111111/us-east-1/i-abcdef01": [2, 5]}
+
+
+def test_group_fills_in_defaults_and_keeps_order() -> None:
+    targets = parse_targets(
+        [
+            "instance_id,region,account",
+            "i-abcdef01,,",
+            "i-abcdef02,eu-west-1,",
+            "i-abcdef03,,222222222222",
+            "i-abcdef04,us-east-1,",
+            "i-abcdef01,us-east-1,",  # the first line spelled out: one instance
+        ]
+    )
+    assert group(targets, "us-east-1", None) == {
+        (None, "us-east-1"): ["i-abcdef01", "i-abcdef04"],
+        (None, "eu-west-1"): ["i-abcdef02"],
+        ("222222222222", "us-east-1"): ["i-abcdef03"],
+    }
+    assert group(targets.items, "us-west-2", "111111111111") == {
+        ("111111111111", "us-west-2"): ["i-abcdef01"],
+        ("111111111111", "eu-west-1"): ["i-abcdef02"],
+        ("222222222222", "us-west-2"): ["i-abcdef03"],
+        ("111111111111", "us-east-1"): ["i-abcdef04", "i-abcdef01"],
+    }
+
+
+def test_read_targets_detects_the_format_of_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "targets.csv"
+    path.write_bytes(b"\xef\xbb\xbfinstance_id,region\r\ni-abcdef01,us-east-2\r\n")
+    targets = read_targets(str(path))
+    assert targets.items == [Target("i-abcdef01", "us-east-2")]
+    assert read_ids is read_targets
+    stdin = ['{"id": "i-abcdef01"}']
+    assert read_targets("-", stdin).items == [Target("i-abcdef01")]
+    with pytest.raises(TargetsError, match="standard input"):
+        read_targets("-")
+
+
+def test_table_lines_keep_their_numbers_across_a_multi_line_field() -> None:
+    lines = [
+        "instance_id,note,region",
+        'i-abcdef01,"two',
+        'lines",us-east-1',
+        "i-abcdef02,x,nowhere",
+    ]
+    targets = parse_targets(lines)
+    assert targets.items == [Target("i-abcdef01", "us-east-1")]
+    assert [(b.line, b.text) for b in targets.bad] == [(4, "i-abcdef02,x,nowhere")]
+
+
+def test_comma_separated_ids_without_a_header_get_a_hint() -> None:
+    targets = parse_targets(["i-abcdef01,i-abcdef02"])
+    assert "not commas" in targets.bad[0].reason

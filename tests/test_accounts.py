@@ -1,0 +1,298 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+import swarm_cli.accounts as accounts_module
+from swarm_cli.accounts import (
+    Account,
+    AccountsError,
+    AssumeError,
+    Credentials,
+    assume,
+    load_accounts,
+    role_for,
+)
+from swarm_cli.sandbox import ACCOUNT, Sandbox
+
+YAML = """\
+# c7n-org style
+accounts:
+  - account_id: "111111111111"
+    name: prod
+    role: arn:aws:iam::111111111111:role/swarm
+    regions: [us-east-1, eu-west-1, us-east-1]
+    external_id: s3cret
+    tags: [env:prod]
+    vars: {owner: ops}
+  - account_id: "022222222222"
+    role_arn: arn:aws-us-gov:iam::022222222222:role/ops/swarm
+  - account_id: "333333333333"
+"""
+
+TOML = """\
+[[accounts]]
+account_id = "111111111111"
+name = "prod"
+role = "arn:aws:iam::111111111111:role/swarm"
+regions = ["us-east-1", "eu-west-1", "us-east-1"]
+external_id = "s3cret"
+tags = ["env:prod"]
+
+[[accounts]]
+account_id = "022222222222"
+role_arn = "arn:aws-us-gov:iam::022222222222:role/ops/swarm"
+
+[[accounts]]
+account_id = "333333333333"
+"""
+
+EXPECTED = [
+    Account(
+        id="111111111111",
+        name="prod",
+        role_arn="arn:aws:iam::111111111111:role/swarm",
+        regions=("us-east-1", "eu-west-1"),
+        external_id="s3cret",
+    ),
+    Account(id="022222222222", role_arn="arn:aws-us-gov:iam::022222222222:role/ops/swarm"),
+    Account(id="333333333333"),
+]
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize(("name", "text"), [("a.yml", YAML), ("a.yaml", YAML), ("a.toml", TOML)])
+def test_load_yaml_and_toml(tmp_path: Path, name: str, text: str) -> None:
+    assert load_accounts(write(tmp_path, name, text)) == EXPECTED
+
+
+def test_role_in_another_account_names_file_account_and_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "accounts.yml",
+        'accounts:\n  - account_id: "111111111111"\n'
+        '  - account_id: "222222222222"\n    role: arn:aws:iam::1111:role/x\n',
+    )
+    with pytest.raises(AccountsError) as caught:
+        load_accounts(path)
+    assert str(caught.value) == (
+        f"{path}: account 2 (line 4): role arn:aws:iam::1111:role/x is in account 1111, "
+        "not 222222222222"
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        ("account_id: 111111111111", "is a number: write it in quotes"),
+        ('account_id: "11111111111"', "expected 12 digits"),
+        ("name: x", "no account_id"),
+        ('account_id: "111111111111"\n    role: swarm', "not an IAM role ARN"),
+        (
+            'account_id: "111111111111"\n    role: arn:aws:iam::111111111111:role/a\n'
+            "    role_arn: arn:aws:iam::111111111111:role/b",
+            "role and role_arn differ",
+        ),
+        ('account_id: "111111111111"\n    regions: us-east-1', "must be a list"),
+        ('account_id: "111111111111"\n    regions: [useast1]', "'useast1' is not a region"),
+        ('account_id: "111111111111"\n    external_id: 42', "external_id must be a string"),
+        ('account_id: "111111111111"\n    external_id: x', "external_id must be 2 to 1224"),
+    ],
+)
+def test_bad_entries_are_refused(tmp_path: Path, entry: str, match: str) -> None:
+    path = write(tmp_path, "a.yml", f"accounts:\n  - {entry}\n")
+    with pytest.raises(AccountsError, match=match) as caught:
+        load_accounts(path)
+    assert str(caught.value).startswith(f"{path}: account 1 (line ")
+
+
+def test_duplicate_account_ids_are_refused(tmp_path: Path) -> None:
+    text = (
+        '[[accounts]]\naccount_id = "111111111111"\n\n[[accounts]]\naccount_id = "111111111111"\n'
+    )
+    with pytest.raises(
+        AccountsError, match=r"account 2: account_id 111111111111 is listed already"
+    ):
+        load_accounts(write(tmp_path, "a.toml", text))
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "match"),
+    [
+        ("a.json", "{}", r"expected a \.yml, \.yaml or \.toml"),
+        ("a.yml", "", "top-level 'accounts' list"),
+        ("a.yml", "accounts: []\n", "empty"),
+        ("a.yml", "accounts:\n  - [1, 2\n", r"a\.yml:3: not valid YAML"),
+        ("a.toml", "[[accounts]\n", r"not valid TOML: .*line 1"),
+        ("a.toml", "accounts = 3\n", "top-level 'accounts' list"),
+    ],
+)
+def test_bad_files_are_refused(tmp_path: Path, name: str, text: str, match: str) -> None:
+    with pytest.raises(AccountsError, match=match):
+        load_accounts(write(tmp_path, name, text))
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(AccountsError, match="no such file"):
+        load_accounts(str(tmp_path / "none.yml"))
+    (tmp_path / "dir.yml").mkdir()
+    with pytest.raises(AccountsError, match="folder"):
+        load_accounts(str(tmp_path / "dir.yml"))
+    (tmp_path / "bin.yml").write_bytes(b"\xff\xfe")
+    with pytest.raises(AccountsError, match="UTF-8"):
+        load_accounts(str(tmp_path / "bin.yml"))
+
+
+def test_role_for() -> None:
+    assert role_for("111111111111", "swarm") == "arn:aws:iam::111111111111:role/swarm"
+    assert role_for("111111111111", "/ops/swarm/") == "arn:aws:iam::111111111111:role/ops/swarm"
+    assert (
+        role_for("111111111111", "x", partition="aws-cn") == "arn:aws-cn:iam::111111111111:role/x"
+    )
+    with pytest.raises(AccountsError, match="12 digits"):
+        role_for("1111", "swarm")
+    with pytest.raises(AccountsError, match="role name"):
+        role_for("111111111111", "arn:aws:iam::111111111111:role/swarm")
+
+
+def test_credentials_repr_hides_secrets() -> None:
+    credentials = Credentials("AKIA", "very-secret", "very-token", "111111111111", None)
+    assert "very" not in repr(credentials)
+    assert credentials.session_kwargs() == {
+        "aws_access_key_id": "AKIA",
+        "aws_secret_access_key": "very-secret",
+        "aws_session_token": "very-token",
+    }
+
+
+# STS against the fake AWS: moto answers AssumeRole with credentials of the role's account.
+
+
+def test_assume_a_role(sandbox: Sandbox) -> None:
+    account = Account(
+        id="111111111111", role_arn="arn:aws:iam::111111111111:role/swarm", external_id="ext-1"
+    )
+    credentials = assume(account, region="us-east-1", endpoint_url=sandbox.endpoint)
+    assert credentials.account == "111111111111"
+    assert credentials.token
+    assert credentials.access_key != "testing"
+    assert credentials.expiration is not None
+    assert credentials.expiration.tzinfo == timezone.utc
+    left = credentials.expiration - datetime.now(timezone.utc)
+    assert timedelta(minutes=55) < left <= timedelta(hours=1, minutes=1)
+    sts = boto3.session.Session(region_name="us-east-1", **credentials.session_kwargs()).client(
+        "sts", endpoint_url=sandbox.endpoint
+    )
+    assert sts.get_caller_identity()["Account"] == "111111111111"
+
+
+def test_an_account_without_a_role_uses_the_current_credentials(sandbox: Sandbox) -> None:
+    credentials = assume(Account(id=ACCOUNT), region="us-east-1", endpoint_url=sandbox.endpoint)
+    assert (credentials.access_key, credentials.secret_key) == ("testing", "testing")
+    assert credentials.account == ACCOUNT
+    with pytest.raises(AssumeError, match=f"credentials are account {ACCOUNT}'s"):
+        assume(Account(id="999999999999"), region="us-east-1", endpoint_url=sandbox.endpoint)
+
+
+# STS answers moto does not give: another account, throttles, refusals.
+
+
+class FakeSession:
+    """Hands out stubbed STS clients in order, as boto3's Session.client would."""
+
+    def __init__(self) -> None:
+        self.stubs: list[Stubber] = []
+        self.kwargs: list[dict[str, Any]] = []
+
+    def stub(self) -> Stubber:
+        client = boto3.session.Session(region_name="us-east-1").client("sts")
+        stubber = Stubber(client)
+        stubber.activate()
+        self.stubs.append(stubber)
+        return stubber
+
+    def client(self, service: str, **kwargs: Any) -> Any:
+        assert service == "sts"
+        self.kwargs.append(kwargs)
+        return self.stubs[len(self.kwargs) - 1].client
+
+
+ROLE = Account(id="111111111111", role_arn="arn:aws:iam::111111111111:role/swarm")
+ISSUED = {
+    "Credentials": {
+        "AccessKeyId": "ASIAEXAMPLEEXAMPLE",
+        "SecretAccessKey": "secret",
+        "SessionToken": "token",
+        "Expiration": datetime(2030, 1, 1, tzinfo=timezone.utc),
+    }
+}
+REQUEST = {"RoleArn": ROLE.role_arn, "RoleSessionName": "swarm", "DurationSeconds": 3600}
+
+
+def identity(account: str) -> dict[str, str]:
+    return {"UserId": "AROAEXAMPLE:swarm", "Account": account, "Arn": f"arn:aws:sts::{account}:x"}
+
+
+def test_a_role_that_lands_in_another_account_is_refused() -> None:
+    session = FakeSession()
+    session.stub().add_response("assume_role", ISSUED, REQUEST)
+    session.stub().add_response("get_caller_identity", identity("444444444444"), {})
+    with pytest.raises(AssumeError, match=r"assumed arn:aws:iam::111111111111:role/swarm but got "):
+        assume(ROLE, region="us-east-1", session=session)
+    assert session.kwargs[1]["aws_session_token"] == "token"
+
+
+def test_throttled_sts_calls_are_tried_a_few_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr(accounts_module, "_sleep", sleeps.append)
+    session = FakeSession()
+    assume_stub = session.stub()
+    for _ in range(2):
+        assume_stub.add_client_error("assume_role", "Throttling", http_status_code=400)
+    assume_stub.add_response("assume_role", ISSUED, REQUEST)
+    session.stub().add_response("get_caller_identity", identity("111111111111"), {})
+    credentials = assume(ROLE, region="us-east-1", session=session)
+    assert credentials.expiration == datetime(2030, 1, 1, tzinfo=timezone.utc)
+    assert len(sleeps) == 2
+    for stubber in session.stubs:
+        stubber.assert_no_pending_responses()
+
+    session = FakeSession()
+    assume_stub = session.stub()
+    for _ in range(3):
+        assume_stub.add_client_error("assume_role", "Throttling", http_status_code=400)
+    with pytest.raises(AssumeError, match="Throttling"):
+        assume(ROLE, region="us-east-1", session=session)
+
+
+def test_a_refused_role_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(accounts_module, "_sleep", lambda _: pytest.fail("no retry expected"))
+    session = FakeSession()
+    stub = session.stub()
+    stub.add_client_error(
+        "assume_role",
+        "AccessDenied",
+        "not authorized",
+        http_status_code=403,
+        expected_params={**REQUEST, "ExternalId": "ext-1"},
+    )
+    external = Account(id=ROLE.id, role_arn=ROLE.role_arn, external_id="ext-1")
+    with pytest.raises(AssumeError, match=r"cannot assume .*AccessDenied: not authorized"):
+        assume(external, region="us-east-1", session=session)
+
+
+def test_a_value_sts_would_refuse_is_an_accounts_error() -> None:
+    session = FakeSession()
+    session.stub().add_response("assume_role", ISSUED)  # never sent: botocore refuses it first
+    with pytest.raises(AccountsError, match="RoleSessionName"):
+        assume(ROLE, region="us-east-1", session=session, session_name="x")
