@@ -1,16 +1,29 @@
 """A fake EC2 on 127.0.0.1: moto's server behind EC2's token buckets.
 
 moto answers the calls as EC2 does but never throttles. The front added here
-gives each mutating action EC2's two buckets (one token per call, one per
-instance in the call), answers an empty bucket as EC2 does (HTTP 503,
-``RequestLimitExceeded``), adds latency, and injects server errors at a set
-rate, all from a fixed random seed. Nothing here is used on the real path.
+gives each throttled API action (the four instance actions and
+DescribeInstances) EC2's buckets, one pair per account, region and action (one
+token per call, one per instance in the call), answers an empty bucket as EC2
+does (HTTP 503, ``RequestLimitExceeded``), adds latency, and injects server
+errors at a set rate, all from a fixed random seed. One endpoint serves every
+region and account: the region comes from the SigV4 credential scope, the
+account from the access key (the default one, or one made by STS AssumeRole on
+the same endpoint). Nothing here is used on the real path.
+
+Where moto departs from EC2 on instance states (it stops, starts and reboots a
+terminated instance back to life, and reboots a stopped one into running), the
+front answers as EC2 does.
 
 It can also play the faults a real endpoint shows, switched at run time from a
 test's thread: calls that are never answered (``Sandbox.hang``), throttles with
 an empty body (``empty_throttle_status``), and an endpoint that goes away and
 comes back on the same port with its state intact (``Sandbox.outage``). It
 counts terminations repeated for an instance already terminated through it.
+
+The sandbox's own set-up and check calls (``launch``, ``states``, clients from
+``Sandbox.client``) carry the ``x-swarm-sandbox-admin`` header: the front lets
+them through untouched by buckets, latency, faults, hang mode and counters, so
+that checking the sandbox never spends the tokens of the client under test.
 """
 
 from __future__ import annotations
@@ -20,22 +33,36 @@ import errno
 import http
 import io
 import logging
+import os
 import random
+import re
 import secrets
 import socket
 import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
-ACCOUNT = "123456789012"
+from .actions import ACTIONS, DESCRIBE_LIMITS
+from .actions.base import Bucket
+
+ACCOUNT = "123456789012"  # moto's default account: the one CREDENTIALS act in
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 MUTATING = frozenset({"TerminateInstances", "StopInstances", "StartInstances", "RebootInstances"})
+DESCRIBE = "DescribeInstances"
 IMAGE_ID = "ami-12c6146b"  # one of moto's built-in images
+# Calls carrying this header are the sandbox's own set-up and checks: see the module docstring.
+ADMIN_HEADER = "x-swarm-sandbox-admin"
+# The role assumed to act in another account; moto lets any ARN be assumed, existing or not.
+ROLE_NAME = "swarm"
+# Where moto acts on a call whose region it cannot read (an unsigned request).
+_MOTO_DEFAULT_REGION = "us-east-1"
+# SigV4: "AWS4-HMAC-SHA256 Credential=AKID/20240101/us-east-1/ec2/aws4_request, ..."
+_CREDENTIAL_SCOPE = re.compile(r"Credential=([^/,\s]+)/[^/]+/([^/]+)/([^/]+)/")
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -47,8 +74,12 @@ class BucketSpec:
     rate: float  # tokens added per second
 
 
+BucketPair = tuple[BucketSpec, BucketSpec | None]  # an action's call bucket and instance bucket
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
+    # TerminateInstances' buckets; every other action's default limits scale with them.
     requests: BucketSpec
     resources: BucketSpec
     latency: float = 0.0
@@ -59,13 +90,76 @@ class SandboxConfig:
     # Answer an empty bucket with this status and no body (as some proxies and
     # other services do) instead of EC2's RequestLimitExceeded XML.
     empty_throttle_status: int | None = None
+    # API action -> (call bucket, instance bucket or None) for actions other
+    # than TerminateInstances; an action left out gets ``derived_limits``.
+    limits: Mapping[str, BucketPair] | None = field(default=None, hash=False)
+    # Whether DescribeInstances from clients under test spends its own bucket.
+    throttle_describe: bool = True
+
+    def __post_init__(self) -> None:
+        for api, pair in (self.limits or {}).items():
+            if api not in THROTTLED:
+                raise ValueError(f"no bucket is kept for {api!r}; known: {sorted(THROTTLED)}")
+            if api == "TerminateInstances" and pair != (self.requests, self.resources):
+                raise ValueError("TerminateInstances' buckets are `requests` and `resources`")
 
     def with_(self, **changes: Any) -> SandboxConfig:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def derived_limits(self) -> dict[str, BucketPair]:
+        """EC2's documented limits for every throttled action, scaled as terminate's are here.
+
+        Bursts and rates scale separately (burst by the ratio of bursts, rate by
+        the ratio of rates), call buckets with ``requests`` and instance buckets
+        with ``resources``, so that a preset scaled down for a demo keeps EC2's
+        proportions between actions, and the documented TerminateInstances
+        buckets give every action exactly its documented ones.
+        """
+        documented = ACTIONS["terminate"].limits
+        assert documented.instances is not None  # TerminateInstances has both buckets
+        calls = _Ratio.between(self.requests, documented.calls)
+        instances = _Ratio.between(self.resources, documented.instances)
+        out: dict[str, BucketPair] = {
+            spec.api: (
+                calls.apply(spec.limits.calls),
+                None if spec.limits.instances is None else instances.apply(spec.limits.instances),
+            )
+            for spec in ACTIONS.values()
+        }
+        out[DESCRIBE] = (calls.apply(DESCRIBE_LIMITS.calls), None)
+        out["TerminateInstances"] = (self.requests, self.resources)
+        return out
+
+    def action_limits(self) -> dict[str, BucketPair]:
+        """The buckets the front keeps for each API action it throttles."""
+        out = self.derived_limits()
+        out.update(self.limits or {})
+        out["TerminateInstances"] = (self.requests, self.resources)
+        if not self.throttle_describe:
+            del out[DESCRIBE]
+        return out
+
+
+THROTTLED = MUTATING | {DESCRIBE}
+
+
+@dataclass(frozen=True)
+class _Ratio:
+    burst: float
+    rate: float
+
+    @staticmethod
+    def between(ours: BucketSpec, documented: Bucket) -> _Ratio:
+        return _Ratio(ours.burst / documented.burst, ours.rate / documented.rate)
+
+    def apply(self, documented: Bucket) -> BucketSpec:
+        # A bucket that can never hold one token would refuse every call for good,
+        # which no EC2 limit does; scaling down stops at one.
+        return BucketSpec(max(1.0, documented.burst * self.burst), documented.rate * self.rate)
+
 
 PRESETS: dict[str, SandboxConfig] = {
-    # EC2's documented defaults for TerminateInstances.
+    # EC2's documented defaults for TerminateInstances (and so for every action).
     "ec2": SandboxConfig(BucketSpec(100, 5), BucketSpec(1000, 20), latency=0.05, jitter=0.02),
     # Scaled down so a demo of a few hundred instances throttles within seconds.
     "quick": SandboxConfig(BucketSpec(20, 50), BucketSpec(200, 150), latency=0.04, jitter=0.01),
@@ -87,6 +181,13 @@ class TokenBucket:
 
 @dataclass
 class Counters:
+    """What the front saw of the clients under test, over all accounts and regions.
+
+    The counts are of the instance actions only; DescribeInstances' calls show in
+    ``Ec2Front.calls_by`` and ``throttles_by``, which count per (account, region,
+    action). Kept JSON-friendly: reports print ``asdict`` of it.
+    """
+
     accepted: int = 0
     throttled: int = 0
     throttled_by_resources: int = 0
@@ -96,6 +197,8 @@ class Counters:
     instances_accepted: int = 0
     hung: int = 0  # calls held by hang mode
     repeats: int = 0  # accepted terminations of an instance already accepted before
+    # Instances in accepted calls, per API action ("StopInstances": 40).
+    accepted_by_action: dict[str, int] = field(default_factory=dict)
 
 
 def _error_xml(code: str, message: str) -> tuple[bytes, str]:
@@ -119,6 +222,88 @@ def _check_status(status: int | None) -> None:
         raise ValueError(f"a throttle status must be an HTTP error status, not {status}")
 
 
+PairKey = tuple[str, str, str]  # (account, region, API action)
+
+
+@dataclass(frozen=True)
+class _Caller:
+    """Who a request comes from, as far as the front needs it."""
+
+    access_key: str | None
+    region: str
+    service: str | None  # None: an unsigned request, taken for EC2 as moto takes it
+    admin: bool
+
+    @staticmethod
+    def of(environ: dict[str, Any]) -> _Caller:
+        admin = environ.get("HTTP_" + ADMIN_HEADER.upper().replace("-", "_")) == "1"
+        match = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+        if match is None:
+            return _Caller(None, _MOTO_DEFAULT_REGION, None, admin)
+        return _Caller(match.group(1), match.group(2), match.group(3), admin)
+
+    @property
+    def is_ec2(self) -> bool:
+        return self.service in (None, "ec2")
+
+
+def _instance_ids(params: dict[str, list[str]]) -> list[str]:
+    return [v[0] for k, v in params.items() if k.startswith("InstanceId.")]
+
+
+def _form_with_ids(body: bytes, ids: list[str]) -> bytes:
+    """The same form request, naming only ``ids``."""
+    pairs = [
+        (k, v)
+        for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        if not k.startswith("InstanceId.")
+    ]
+    pairs += [(f"InstanceId.{n}", i) for n, i in enumerate(ids, 1)]
+    return urlencode(pairs).encode()
+
+
+def _set_body(environ: dict[str, Any], body: bytes) -> None:
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+
+
+def _states_in_moto(account: str, region: str, ids: list[str]) -> dict[str, str] | None:
+    """Instance ID -> state name in moto's backend, or None if moto should answer alone.
+
+    None when an ID is unknown (moto then refuses the whole call with
+    InvalidInstanceID.NotFound, as EC2 does) or the region is not one moto has.
+    """
+    from moto.ec2.exceptions import InvalidInstanceIdError
+    from moto.ec2.models import ec2_backends
+
+    if not ids:
+        return None
+    try:
+        instances = ec2_backends[account][region].get_multi_instances_by_id(ids)
+    except (KeyError, InvalidInstanceIdError):
+        return None
+    return {i.id: str(i.state) for i in instances}
+
+
+# The states from which EC2 refuses an action with IncorrectInstanceState, and
+# how it says so. moto refuses none of these: it stops and starts a terminated
+# instance back to life and reboots a stopped one into running.
+_CANNOT = {
+    "StopInstances": (
+        frozenset({"terminated", "shutting-down"}),
+        "This instance '{}' is not in a state from which it can be stopped.",
+    ),
+    "StartInstances": (
+        frozenset({"terminated", "shutting-down", "stopping"}),
+        "The instance '{}' is not in a state from which it can be started.",
+    ),
+    "RebootInstances": (
+        frozenset({"stopped", "stopping"}),
+        "The instance '{}' is not in a state from which it can be rebooted.",
+    ),
+}
+
+
 class Ec2Front:
     """WSGI middleware: EC2's throttling, latency and faults in front of moto."""
 
@@ -136,7 +321,10 @@ class Ec2Front:
         self.sleep = sleep
         self.counters = Counters()
         self._rng = random.Random(config.seed)
-        self._buckets: dict[str, tuple[TokenBucket, TokenBucket]] = {}
+        self._limits = config.action_limits()
+        self._buckets: dict[PairKey, tuple[TokenBucket, TokenBucket | None]] = {}
+        self._calls: dict[PairKey, int] = {}
+        self._throttles: dict[PairKey, int] = {}
         self._lock = threading.Lock()
         # Held calls wait on this; it shares the counters' lock so that the
         # hang switch and the ``hung`` count change together.
@@ -159,6 +347,7 @@ class Ec2Front:
         before it is admitted (it has no effect until released) unless
         ``after_effect``: then moto acts on it and only the answer is withheld,
         the case where a client cannot tell whether its call took effect.
+        The sandbox's own (admin) calls are never held.
         """
         with self._hang_changed:
             self._hang = _Hang(every_call, after_effect) if on else None
@@ -181,35 +370,102 @@ class Ec2Front:
         with self._lock:
             return set(self._accepted_ids)
 
-    def admit(self, action: str, instances: int) -> str | None:
-        """Take the tokens for one call, or say which bucket is empty."""
+    def calls_by(
+        self, action: str, *, account: str | None = None, region: str | None = None
+    ) -> int:
+        """Calls of ``action`` admitted by its buckets; None for account or region sums over all."""
+        return self._count(self._calls, action, account, region)
+
+    def throttles_by(
+        self, action: str, *, account: str | None = None, region: str | None = None
+    ) -> int:
+        """Calls of ``action`` refused for an empty bucket; None sums over all, as ``calls_by``."""
+        return self._count(self._throttles, action, account, region)
+
+    def _count(
+        self, counts: dict[PairKey, int], action: str, account: str | None, region: str | None
+    ) -> int:
+        with self._lock:
+            return sum(
+                n
+                for (a, r, act), n in counts.items()
+                if act == action and account in (None, a) and region in (None, r)
+            )
+
+    def admit(
+        self, action: str, instances: int, *, account: str = ACCOUNT, region: str | None = None
+    ) -> str | None:
+        """Take the tokens for one call, or say which bucket is empty.
+
+        Buckets are EC2's: one pair per (account, region, action), made full on
+        first use. An action with no buckets (not throttled) is always admitted.
+        """
+        key = (account, region or self.config.region, action)
         now = self.clock()
         with self._lock:
-            buckets = self._buckets.get(action)
+            buckets = self._buckets.get(key)
             if buckets is None:
+                pair = self._limits.get(action)
+                if pair is None:
+                    return None
+                calls_spec, instances_spec = pair
                 buckets = (
-                    TokenBucket(self.config.requests, now),
-                    TokenBucket(self.config.resources, now),
+                    TokenBucket(calls_spec, now),
+                    None if instances_spec is None else TokenBucket(instances_spec, now),
                 )
-                self._buckets[action] = buckets
-            requests, resources = buckets
-            requests.refill(now)
-            resources.refill(now)
-            if requests.tokens < 1:
-                self.counters.throttled += 1
+                self._buckets[key] = buckets
+            calls, per_instance = buckets
+            mutating = action in MUTATING
+            calls.refill(now)
+            if per_instance is not None:
+                per_instance.refill(now)
+            if calls.tokens < 1:
+                self._throttled(key, mutating)
                 return "requests"
-            if resources.tokens < instances:
-                self.counters.throttled += 1
-                self.counters.throttled_by_resources += 1
+            if per_instance is not None and per_instance.tokens < instances:
+                self._throttled(key, mutating)
+                if mutating:
+                    self.counters.throttled_by_resources += 1
                 return "resources"
-            requests.tokens -= 1
-            resources.tokens -= instances
-            if self._rng.random() < self.config.error_rate:
+            calls.tokens -= 1
+            if per_instance is not None:
+                per_instance.tokens -= instances
+            # Only the instance actions fail at random: a fault in the reads
+            # that check a run would blur what the run itself went through.
+            if mutating and self._rng.random() < self.config.error_rate:
                 self.counters.faults += 1
                 return "fault"
-            self.counters.accepted += 1
-            self.counters.instances_accepted += instances
+            self._calls[key] = self._calls.get(key, 0) + 1
+            if mutating:
+                self.counters.accepted += 1
+                self.counters.instances_accepted += instances
+                by_action = self.counters.accepted_by_action
+                by_action[action] = by_action.get(action, 0) + instances
             return None
+
+    def _throttled(self, key: PairKey, mutating: bool) -> None:
+        self._throttles[key] = self._throttles.get(key, 0) + 1
+        if mutating:
+            self.counters.throttled += 1
+
+    def _account_of(self, environ: dict[str, Any], caller: _Caller) -> str:
+        """The account moto acts in for this request, decided as moto decides it.
+
+        (``moto.core.responses.BaseResponse.get_current_account``): so that the
+        buckets a call spends are those of the account whose instances it changes.
+        """
+        if "MOTO_ACCOUNT_ID" in os.environ:
+            return os.environ["MOTO_ACCOUNT_ID"]
+        header = environ.get("HTTP_X_MOTO_ACCOUNT_ID")
+        if header:
+            return str(header)
+        if caller.access_key is None:
+            return ACCOUNT
+        from moto.iam.models import get_account_id_from
+
+        # Under moto's lock: STS may be adding a key to the accounts being read.
+        with self._moto:
+            return str(get_account_id_from(caller.access_key))
 
     def _delay(self) -> float:
         with self._lock:
@@ -246,9 +502,12 @@ class Ec2Front:
         body = environ["wsgi.input"].read(length) if length else b""
         environ["wsgi.input"] = io.BytesIO(body)
         params = parse_qs(body.decode("utf-8", "replace"))
-        action = params.get("Action", [""])[0]
+        caller = _Caller.of(environ)
+        action = params.get("Action", [""])[0] if caller.is_ec2 else ""
+        if caller.admin:
+            return self._forward(environ, start_response, action, params, caller, body)
         mutating = action in MUTATING
-        ids = [v[0] for k, v in params.items() if k.startswith("InstanceId.")]
+        ids = _instance_ids(params)
         with self._lock:
             self.counters.in_flight += 1
             self.counters.peak_in_flight = max(
@@ -259,7 +518,9 @@ class Ec2Front:
                 return self._going_away(start_response)
             if mutating:
                 self.sleep(self._delay())
-                refusal = self.admit(action, len(ids))
+            if action in self._limits:
+                account = self._account_of(environ, caller)
+                refusal = self.admit(action, len(ids), account=account, region=caller.region)
                 if refusal == "fault":
                     return self._error(
                         start_response,
@@ -286,8 +547,7 @@ class Ec2Front:
                 started.append(args)
                 return lambda data: None  # moto (Flask) returns its body, never writes
 
-            with self._moto:
-                answer = list(self.app(environ, keep))
+            answer = list(self._forward(environ, keep, action, params, caller, body))
             if action == "TerminateInstances" and started and str(started[0][0]).startswith("200"):
                 self._record_terminations(ids)
             if not self._hold(mutating, after_effect=True):
@@ -298,6 +558,58 @@ class Ec2Front:
         finally:
             with self._lock:
                 self.counters.in_flight -= 1
+
+    def _forward(
+        self,
+        environ: dict[str, Any],
+        start_response: StartResponse,
+        action: str,
+        params: dict[str, list[str]],
+        caller: _Caller,
+        body: bytes,
+    ) -> list[bytes]:
+        """moto's answer, or EC2's where moto's state rules differ from EC2's."""
+        rule = _CANNOT.get(action)
+        dry_run = params.get("DryRun", ["false"])[0].lower() == "true"
+        if rule is None or dry_run:  # EC2 answers DryRun before looking at states
+            with self._moto:
+                return list(self.app(environ, start_response))
+        account = self._account_of(environ, caller)
+        ids = _instance_ids(params)
+        refused_states, message = rule
+        with self._moto:  # the check and moto's act see the same states
+            states = _states_in_moto(account, caller.region, ids)
+            if states is not None:
+                for instance_id in ids:
+                    if states[instance_id] in refused_states:
+                        return self._error(
+                            start_response,
+                            "400 Bad Request",
+                            "IncorrectInstanceState",
+                            message.format(instance_id),
+                        )
+                if action == "RebootInstances":
+                    # EC2 ignores reboots of terminated instances; moto would revive them.
+                    live = [i for i in ids if states[i] != "terminated"]
+                    if not live:
+                        return self._reboot_answer(start_response)
+                    if len(live) < len(ids):
+                        _set_body(environ, _form_with_ids(body, live))
+            return list(self.app(environ, start_response))
+
+    @staticmethod
+    def _reboot_answer(start_response: StartResponse) -> list[bytes]:
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<RebootInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            f"<requestId>{uuid.uuid4()}</requestId><return>true</return>"
+            "</RebootInstancesResponse>"
+        ).encode()
+        start_response(
+            "200 OK",
+            [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
 
     @staticmethod
     def _empty(start_response: StartResponse, status: int) -> list[bytes]:
@@ -421,6 +733,13 @@ class Sandbox:
     _stopped: threading.Event = field(
         default_factory=threading.Event, init=False, repr=False, compare=False
     )
+    # Account -> credentials from AssumeRole; emptied on start, as moto's reset forgets them.
+    _credentials: dict[str, dict[str, str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _credentials_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
 
     @property
     def endpoint(self) -> str:
@@ -444,9 +763,13 @@ class Sandbox:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         with self._lifecycle:
             self._stopped.clear()
+            with self._credentials_lock:
+                self._credentials.clear()
             self.front = Ec2Front(DomainDispatcherApplication(create_backend_app), self.config)
             self._listen()
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        request = urllib.request.Request(
+            f"{self.endpoint}/moto-api/reset", method="POST", headers={ADMIN_HEADER: "1"}
+        )
         with urllib.request.urlopen(request, timeout=10):
             pass
         return self
@@ -539,17 +862,90 @@ class Sandbox:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def client(self) -> Any:
-        """A plain boto3 client for setting up and checking the sandbox."""
+    def calls_by(
+        self, action: str, *, region: str | None = None, account: str | None = None
+    ) -> int:
+        """Calls of ``action`` its buckets admitted; see ``Ec2Front.calls_by``."""
+        return self._front().calls_by(action, account=account, region=region)
+
+    def throttles_by(
+        self, action: str, *, region: str | None = None, account: str | None = None
+    ) -> int:
+        """Calls of ``action`` refused for an empty bucket; see ``Ec2Front.throttles_by``."""
+        return self._front().throttles_by(action, account=account, region=region)
+
+    def credentials(self, account: str) -> dict[str, str]:
+        """boto3 keyword arguments for acting in ``account``.
+
+        The default account's are ``CREDENTIALS``; any other's come from STS
+        AssumeRole of ``arn:aws:iam::<account>:role/swarm`` on the sandbox itself
+        (moto maps the key it hands out to that account), made once per start.
+        """
+        if account == ACCOUNT:
+            return dict(CREDENTIALS)
+        if not re.fullmatch(r"\d{12}", account):
+            raise ValueError(f"an AWS account ID is 12 digits, not {account!r}")
+        with self._credentials_lock:
+            cached = self._credentials.get(account)
+            if cached is None:
+                sts = self.client(service="sts")
+                reply = sts.assume_role(
+                    RoleArn=f"arn:aws:iam::{account}:role/{ROLE_NAME}",
+                    RoleSessionName="swarm-sandbox",
+                )["Credentials"]
+                cached = {
+                    "aws_access_key_id": reply["AccessKeyId"],
+                    "aws_secret_access_key": reply["SecretAccessKey"],
+                    "aws_session_token": reply["SessionToken"],
+                }
+                self._credentials[account] = cached
+            return dict(cached)
+
+    def client(
+        self,
+        region: str | None = None,
+        account: str | None = None,
+        *,
+        admin: bool = True,
+        config: Any = None,
+        service: str = "ec2",
+    ) -> Any:
+        """A boto3 client of the sandbox, acting in ``region`` and ``account``.
+
+        By default an admin client, for setting up and checking the sandbox: the
+        front lets its calls through unthrottled and uncounted. ``admin=False``
+        gives a client like any other, spending the buckets of its (account,
+        region) pair; ``config`` is a ``botocore.config.Config`` for it.
+        """
         import boto3
 
-        return boto3.client(
-            "ec2", region_name=self.config.region, endpoint_url=self.endpoint, **CREDENTIALS
+        client = boto3.client(
+            service,
+            region_name=region or self.config.region,
+            endpoint_url=self.endpoint,
+            config=config,
+            **self.credentials(account or ACCOUNT),
         )
+        if admin:
+            client.meta.events.register("before-sign", _mark_admin)
+        return client
 
-    def launch(self, count: int, *, protected: int = 0) -> list[str]:
-        """Start ``count`` running instances; the first ``protected`` refuse termination."""
-        client = self.client()
+    def launch(
+        self,
+        count: int,
+        *,
+        protected: int = 0,
+        stop_protected: int = 0,
+        region: str | None = None,
+        account: str | None = None,
+    ) -> list[str]:
+        """Start ``count`` running instances in ``region`` and ``account``.
+
+        The first ``protected`` refuse termination (DisableApiTermination) and the
+        first ``stop_protected`` refuse stopping (DisableApiStop): both set after
+        launch, as moto ignores DisableApiTermination given at launch.
+        """
+        client = self.client(region, account)
         ids: list[str] = []
         while len(ids) < count:
             n = min(500, count - len(ids))
@@ -561,21 +957,32 @@ class Sandbox:
             client.modify_instance_attribute(
                 InstanceId=instance_id, DisableApiTermination={"Value": True}
             )
+        for instance_id in ids[:stop_protected]:
+            client.modify_instance_attribute(InstanceId=instance_id, DisableApiStop={"Value": True})
         return ids
 
-    def load_ids(self, ids: list[str]) -> None:
+    def load_ids(
+        self, ids: list[str], *, region: str | None = None, account: str | None = None
+    ) -> None:
         """Make exactly these IDs exist as running instances (a rehearsal of a real list)."""
         from moto.ec2.models import ec2_backends
 
-        launched = self.launch(len(ids))
-        backend = ec2_backends[ACCOUNT][self.config.region]
-        by_id = {i.id: i for i in backend.all_instances()}
-        for old, new in zip(launched, ids, strict=True):
-            by_id[old].id = new
+        launched = self.launch(len(ids), region=region, account=account)
+        with self._front()._moto:
+            backend = ec2_backends[account or ACCOUNT][region or self.config.region]
+            by_id = {i.id: i for i in backend.all_instances()}
+            for old, new in zip(launched, ids, strict=True):
+                by_id[old].id = new
 
-    def states(self, ids: Iterable[str] | None = None) -> dict[str, str]:
-        """Instance ID -> state name, as describe_instances reports it."""
-        client = self.client()
+    def states(
+        self,
+        ids: Iterable[str] | None = None,
+        *,
+        region: str | None = None,
+        account: str | None = None,
+    ) -> dict[str, str]:
+        """Instance ID -> state name, as describe_instances reports it (unthrottled)."""
+        client = self.client(region, account)
         wanted = None if ids is None else set(ids)
         out: dict[str, str] = {}
         for page in client.get_paginator("describe_instances").paginate():
@@ -584,6 +991,11 @@ class Sandbox:
                     if wanted is None or inst["InstanceId"] in wanted:
                         out[inst["InstanceId"]] = inst["State"]["Name"]
         return out
+
+
+def _mark_admin(request: Any, **_: Any) -> None:
+    """botocore ``before-sign`` handler: mark a request as the sandbox's own."""
+    request.headers[ADMIN_HEADER] = "1"
 
 
 def fake_ids(count: int, rng: random.Random | None = None) -> list[str]:
@@ -596,12 +1008,19 @@ def fake_ids(count: int, rng: random.Random | None = None) -> list[str]:
     return [f"i-{make()}" for _ in range(count)]
 
 
-def environment(sandbox: Sandbox) -> dict[str, str]:
+def environment(
+    sandbox: Sandbox, *, region: str | None = None, account: str | None = None
+) -> dict[str, str]:
     """What to export so that the AWS CLI, boto3 and swarm talk to the sandbox."""
-    return {
-        "AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": CREDENTIALS["aws_secret_access_key"],
-        "AWS_DEFAULT_REGION": sandbox.config.region,
-        "AWS_REGION": sandbox.config.region,
+    region = region or sandbox.config.region
+    credentials = sandbox.credentials(account or ACCOUNT)
+    out = {
+        "AWS_ACCESS_KEY_ID": credentials["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": credentials["aws_secret_access_key"],
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
         "AWS_ENDPOINT_URL": sandbox.endpoint,
     }
+    if "aws_session_token" in credentials:
+        out["AWS_SESSION_TOKEN"] = credentials["aws_session_token"]
+    return out

@@ -14,11 +14,14 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from swarm_cli.ec2 import Terminate
 from swarm_cli.outcome import Kind
 from swarm_cli.sandbox import (
+    ACCOUNT,
     CREDENTIALS,
+    PRESETS,
     BucketSpec,
     Ec2Front,
     Sandbox,
     SandboxConfig,
+    environment,
     fake_ids,
 )
 
@@ -307,3 +310,225 @@ def test_hang_mode_can_hold_every_call(sandbox: Sandbox) -> None:
         client.describe_instances()
     sandbox.hang(False)
     assert client.describe_instances()["Reservations"] == []
+
+
+# Per action, region and account, as EC2 keeps its buckets.
+
+OTHER_ACCOUNT = "111111111111"
+
+
+def user_client(box: Sandbox, region: str | None = None, account: str | None = None) -> Any:
+    """A client under test: it spends its pair's buckets and sends each call once."""
+    return box.client(region, account, admin=False, config=NO_RETRIES)
+
+
+def throttled(call: Callable[[], object]) -> bool:
+    try:
+        call()
+    except ClientError as err:
+        assert err.response["Error"]["Code"] == "RequestLimitExceeded"
+        return True
+    return False
+
+
+def error_code(call: Callable[[], object]) -> str | None:
+    try:
+        call()
+    except ClientError as err:
+        return str(err.response["Error"]["Code"])
+    return None
+
+
+# One call per instance at most, so the Start bucket (1/s here) cannot refill between tries.
+ONE_START = {"StartInstances": (BucketSpec(1, 0.001), BucketSpec(1000, 1000))}
+
+
+def test_ec2_preset_gives_every_action_its_documented_buckets() -> None:
+    limits = PRESETS["ec2"].action_limits()
+    assert limits["TerminateInstances"] == (BucketSpec(100, 5), BucketSpec(1000, 20))
+    assert limits["StopInstances"] == (BucketSpec(50, 5), BucketSpec(1000, 20))
+    assert limits["StartInstances"] == (BucketSpec(5, 2), BucketSpec(1000, 2))
+    assert limits["RebootInstances"] == (BucketSpec(50, 5), None)
+    assert limits["DescribeInstances"] == (BucketSpec(100, 20), None)
+
+
+def test_other_actions_scale_with_the_terminate_buckets() -> None:
+    config = SandboxConfig(BucketSpec(10, 50), BucketSpec(100, 40))  # /10 bursts, x10 and x2 rates
+    limits = config.action_limits()
+    assert limits["StopInstances"] == (BucketSpec(5, 50), BucketSpec(100, 40))
+    assert limits["StartInstances"] == (BucketSpec(1, 20), BucketSpec(100, 4))
+    assert limits["DescribeInstances"] == (BucketSpec(10, 200), None)
+    tiny = SandboxConfig(BucketSpec(1, 1), BucketSpec(1, 1)).action_limits()
+    assert tiny["StartInstances"][0].burst == 1, "a bucket never scales below one token"
+    given = config.with_(limits=ONE_START, throttle_describe=False).action_limits()
+    assert given["StartInstances"] == ONE_START["StartInstances"]
+    assert given["StopInstances"] == limits["StopInstances"]
+    assert "DescribeInstances" not in given
+    with pytest.raises(ValueError):
+        SandboxConfig(
+            BucketSpec(1, 1), BucketSpec(1, 1), limits={"RunInstance": ONE_START["StartInstances"]}
+        )
+    with pytest.raises(ValueError):
+        SandboxConfig(
+            BucketSpec(1, 1),
+            BucketSpec(1, 1),
+            limits={"TerminateInstances": (BucketSpec(2, 2), None)},
+        )
+
+
+def test_front_keys_buckets_by_account_region_and_action() -> None:
+    now = [0.0]
+    config = SandboxConfig(BucketSpec(100, 5), BucketSpec(1000, 20), limits=ONE_START)
+    front = Ec2Front(lambda e, s: [], config, clock=lambda: now[0])
+    assert front.admit("StartInstances", 1) is None
+    assert front.admit("StartInstances", 1) == "requests"
+    assert front.admit("StartInstances", 1, region="eu-west-1") is None
+    assert front.admit("StartInstances", 1, account=OTHER_ACCOUNT) is None
+    assert front.admit("RebootInstances", 5000) is None, "reboot has no instance bucket"
+    assert front.admit("DescribeInstances", 0) is None
+    assert front.admit("RunInstances", 1) is None, "actions without buckets pass"
+    assert front.calls_by("StartInstances") == 3
+    assert front.calls_by("StartInstances", account=ACCOUNT, region="us-east-1") == 1
+    assert front.throttles_by("StartInstances", region="us-east-1") == 1
+    assert front.counters.accepted_by_action == {"StartInstances": 3, "RebootInstances": 5000}
+    assert front.counters.accepted == 4, "DescribeInstances is not an instance action"
+
+
+def test_start_throttles_after_its_burst_while_terminate_does_not() -> None:
+    with Sandbox(PRESETS["ec2"].with_(latency=0.0, jitter=0.0)) as box:
+        ids = box.launch(12)
+        client = user_client(box)
+        # Starting a running instance succeeds, so the same call can be repeated.
+        starts = [throttled(lambda: client.start_instances(InstanceIds=ids[:1])) for _ in ids]
+        terminates = [
+            throttled(lambda i=i: client.terminate_instances(InstanceIds=[i])) for i in ids
+        ]
+        assert not any(starts[:5]) and any(starts[5:])
+        assert not any(terminates)
+        assert box.throttles_by("StartInstances") == box.counters.throttled == sum(starts)
+        assert box.counters.accepted_by_action == {
+            "StartInstances": 12 - sum(starts),
+            "TerminateInstances": 12,
+        }
+        assert set(box.states(ids).values()) == {"terminated"}
+
+
+def test_regions_keep_separate_instances_and_buckets() -> None:
+    with Sandbox(OPEN.with_(limits=ONE_START)) as box:
+        east = box.launch(2)
+        west = box.launch(2, region="eu-west-1")
+        assert box.states() == dict.fromkeys(east, "running")
+        assert box.states(region="eu-west-1") == dict.fromkeys(west, "running")
+        east_client, west_client = user_client(box), user_client(box, "eu-west-1")
+        assert error_code(lambda: east_client.stop_instances(InstanceIds=west[:1])) == (
+            "InvalidInstanceID.NotFound"
+        )
+        assert not throttled(lambda: east_client.start_instances(InstanceIds=east[:1]))
+        assert not throttled(lambda: west_client.start_instances(InstanceIds=west[:1]))
+        assert throttled(lambda: east_client.start_instances(InstanceIds=east[1:]))
+        assert box.calls_by("StartInstances", region="us-east-1") == 1
+        assert box.calls_by("StartInstances", region="eu-west-1") == 1
+        assert box.throttles_by("StartInstances", region="us-east-1") == 1
+
+
+def test_an_assumed_role_acts_in_its_own_account() -> None:
+    with Sandbox(OPEN.with_(limits=ONE_START)) as box:
+        # Any client may assume the role on the sandbox, as on AWS.
+        sts = boto3.client("sts", region_name="us-east-1", endpoint_url=box.endpoint, **CREDENTIALS)
+        assert sts.get_caller_identity()["Account"] == ACCOUNT
+        reply = sts.assume_role(
+            RoleArn=f"arn:aws:iam::{OTHER_ACCOUNT}:role/swarm", RoleSessionName="test"
+        )
+        assumed = boto3.client(
+            "sts",
+            region_name="us-east-1",
+            endpoint_url=box.endpoint,
+            aws_access_key_id=reply["Credentials"]["AccessKeyId"],
+            aws_secret_access_key=reply["Credentials"]["SecretAccessKey"],
+            aws_session_token=reply["Credentials"]["SessionToken"],
+        )
+        assert assumed.get_caller_identity()["Account"] == OTHER_ACCOUNT
+        other_sts = box.client(account=OTHER_ACCOUNT, service="sts")
+        assert other_sts.get_caller_identity()["Account"] == OTHER_ACCOUNT
+        assert box.credentials(OTHER_ACCOUNT) == box.credentials(OTHER_ACCOUNT), "cached"
+        env = environment(box, account=OTHER_ACCOUNT)
+        assert env["AWS_SESSION_TOKEN"] == box.credentials(OTHER_ACCOUNT)["aws_session_token"]
+
+        mine = box.launch(1)
+        theirs = box.launch(2, account=OTHER_ACCOUNT)
+        assert box.states() == dict.fromkeys(mine, "running")
+        assert box.states(account=OTHER_ACCOUNT) == dict.fromkeys(theirs, "running")
+        client, other = user_client(box), user_client(box, account=OTHER_ACCOUNT)
+        assert error_code(lambda: client.stop_instances(InstanceIds=theirs[:1])) == (
+            "InvalidInstanceID.NotFound"
+        )
+        assert not throttled(lambda: client.start_instances(InstanceIds=mine))
+        assert not throttled(lambda: other.start_instances(InstanceIds=theirs[:1]))
+        assert throttled(lambda: other.start_instances(InstanceIds=theirs[1:]))
+        assert box.calls_by("StartInstances", account=ACCOUNT) == 1
+        assert box.calls_by("StartInstances", account=OTHER_ACCOUNT) == 1
+        assert box.throttles_by("StartInstances", account=OTHER_ACCOUNT) == 1
+
+
+def test_stop_start_and_reboot_follow_ec2s_state_rules(sandbox: Sandbox) -> None:
+    running, stopped, terminated = sandbox.launch(3)
+    client = user_client(sandbox)
+    client.stop_instances(InstanceIds=[stopped])
+    client.terminate_instances(InstanceIds=[terminated])
+    cases: list[tuple[str, str, str | None, str]] = [
+        # action, instance, error code, state after
+        ("stop", stopped, None, "stopped"),
+        ("start", running, None, "running"),
+        ("reboot", running, None, "running"),
+        ("reboot", stopped, "IncorrectInstanceState", "stopped"),
+        ("stop", terminated, "IncorrectInstanceState", "terminated"),
+        ("start", terminated, "IncorrectInstanceState", "terminated"),
+        ("reboot", terminated, None, "terminated"),  # EC2 ignores it
+    ]
+    for action, instance, code, after in cases:
+        call = getattr(client, f"{action}_instances")
+        assert error_code(lambda c=call, i=instance: c(InstanceIds=[i])) == code, (action, after)
+        assert sandbox.states([instance])[instance] == after, (action, code)
+    # A refused batch changes nothing; a reboot skips only the terminated.
+    assert error_code(lambda: client.stop_instances(InstanceIds=[running, terminated])) == (
+        "IncorrectInstanceState"
+    )
+    assert sandbox.states([running])[running] == "running"
+    client.reboot_instances(InstanceIds=[terminated, running])
+    assert sandbox.states([running, terminated]) == {
+        running: "running",
+        terminated: "terminated",
+    }
+    client.start_instances(InstanceIds=[stopped])
+    assert sandbox.states([stopped])[stopped] == "running"
+    assert sandbox.counters.repeats == 0, "repeats count terminations only"
+
+
+def test_stop_protection_refuses_stop(sandbox: Sandbox) -> None:
+    guarded, free = sandbox.launch(2, stop_protected=1)
+    client = user_client(sandbox)
+    assert error_code(lambda: client.stop_instances(InstanceIds=[guarded])) == (
+        "OperationNotPermitted"
+    )
+    client.stop_instances(InstanceIds=[free])
+    assert sandbox.states() == {guarded: "running", free: "stopped"}
+
+
+def test_describe_spends_its_own_bucket_and_states_spend_none() -> None:
+    config = OPEN.with_(limits={"DescribeInstances": (BucketSpec(2, 0.001), None)})
+    with Sandbox(config) as box:
+        ids = box.launch(2)
+        client = user_client(box)
+        assert [throttled(client.describe_instances) for _ in range(3)] == [False, False, True]
+        for _ in range(5):
+            assert box.states(ids) == dict.fromkeys(ids, "running")
+        assert box.throttles_by("DescribeInstances") == 1
+        assert box.calls_by("DescribeInstances") == 2
+        client.terminate_instances(InstanceIds=ids[:1])
+        box.client().terminate_instances(InstanceIds=ids[1:])  # admin: not counted
+        assert (box.counters.accepted, box.counters.throttled) == (1, 0)
+        assert box.accepted_ids() == set(ids[:1])
+    with Sandbox(config.with_(throttle_describe=False)) as box:
+        client = user_client(box)
+        assert not any(throttled(client.describe_instances) for _ in range(4))
+        assert box.calls_by("DescribeInstances") == 0
