@@ -173,6 +173,7 @@ class Engine:
         timeouts: Timeouts | None = None,
         outage: Outage | None = None,
         drain_timeout: float = 3.0,
+        poll_interval: float = 2.0,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch size must be at least 1")
@@ -188,6 +189,7 @@ class Engine:
         self.timeouts: Timeouts = timeouts or Rto()
         self.outage = outage or Outage()
         self.drain_timeout = drain_timeout
+        self.poll_interval = poll_interval  # between asks of an intent that is not there yet
         # Headroom above the window for calls given up on but still blocked in a socket.
         self._workers = Workers(cap=window.profile.max_window * 2 + 8)
         self._cond = threading.Condition()
@@ -428,6 +430,9 @@ class Engine:
             self.stop(outcome)
         elif kind is Kind.UNREACHABLE and self.outage.down:
             return True  # the endpoint is down, not this intent: no attempt charged
+        elif kind is Kind.NOT_YET:
+            due = now + self.poll_interval
+            heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
         else:  # transient, or unreachable before an outage is declared
             intent.errors += 1
             if intent.errors >= self.max_attempts:

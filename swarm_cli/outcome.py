@@ -15,6 +15,7 @@ class Kind(enum.Enum):
     MISSING = "missing"  # the resource does not exist
     FATAL = "fatal"  # credentials or permission: stop everything
     REQUEUE = "requeue"  # not tried: another ID in the same call failed it
+    NOT_YET = "not-yet"  # asked and answered, but not there yet (a wait): ask again later
 
 
 @dataclass(frozen=True)
@@ -31,4 +32,10 @@ class Outcome:
     @property
     def answered(self) -> bool:
         """The API answered without a sign of overload."""
-        return self.kind in (Kind.SUCCEEDED, Kind.PERMANENT, Kind.MISSING, Kind.REQUEUE)
+        return self.kind in (
+            Kind.SUCCEEDED,
+            Kind.PERMANENT,
+            Kind.MISSING,
+            Kind.REQUEUE,
+            Kind.NOT_YET,
+        )

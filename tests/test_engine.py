@@ -384,3 +384,22 @@ def test_an_interrupt_while_sending_leaves_no_call_in_flight_forever() -> None:
     assert result.signal == signal.SIGINT
     assert sorted(resolved) == ids(50)  # each intent resolved exactly once
     assert result.counts["pending"] == 50 - result.counts["succeeded"]
+
+
+def test_intents_not_there_yet_are_asked_again_without_charging_attempts() -> None:
+    window = Window(SEED)
+    asked: dict[str, int] = {}
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        out = {}
+        for i in batch:
+            asked[i] = asked.get(i, 0) + 1
+            ready = asked[i] > 4
+            out[i] = Outcome(
+                Kind.SUCCEEDED if ready else Kind.NOT_YET, "Reached" if ready else None
+            )
+        return out
+
+    result = Engine(action, window, max_attempts=1, poll_interval=0.01).run(ids(3))
+    assert result.counts["succeeded"] == 3
+    assert asked == dict.fromkeys(ids(3), 5)
