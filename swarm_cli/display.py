@@ -12,6 +12,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from .report import Report
 from .stats import Stats
 
 ProgressMode = Literal["auto", "live", "plain", "none"]
@@ -63,30 +64,37 @@ def status_line(stats: Stats, now: float | None = None) -> str:
     return line
 
 
-class LiveView:
-    """A rich Live view that reads the stats at each refresh."""
+Rows = list[tuple[str, Stats]]  # (pair label, its counters), one per window
 
-    def __init__(self, console: Console, stats: Stats, title: str) -> None:
-        self.stats = stats
+
+class LiveView:
+    """A rich Live view that reads the stats at each refresh: one block per window."""
+
+    def __init__(self, console: Console, rows: Rows, title: str) -> None:
+        self.rows = rows
         self.title = title
         self._live = Live(
             get_renderable=self._render, console=console, refresh_per_second=8, transient=False
         )
 
     def _render(self) -> Any:
-        s = self.stats
-        grid = Table.grid(padding=(0, 1))
-        grid.add_row(
-            Text(self.title, style="bold"),
-            ProgressBar(total=max(1, s.total), completed=s.done, width=40),
-            Text(f"{s.done}/{s.total}"),
-        )
-        grid.add_row(
-            Text("window", style="cyan"),
-            Text(sparkline(s.trajectory), style="cyan"),
-            Text(f"{window_text(s)} · peak {s.peak_cwnd:.0f}"),
-        )
-        return Group(grid, Text(status_line(s, time.monotonic()), style="dim"))
+        now = time.monotonic()
+        blocks: list[Any] = []
+        for label, s in self.rows:
+            grid = Table.grid(padding=(0, 1))
+            name = self.title if len(self.rows) == 1 else f"{self.title} {label}"
+            grid.add_row(
+                Text(name, style="bold"),
+                ProgressBar(total=max(1, s.total), completed=s.done, width=40),
+                Text(f"{s.done}/{s.total}"),
+            )
+            grid.add_row(
+                Text("window", style="cyan"),
+                Text(sparkline(s.trajectory), style="cyan"),
+                Text(f"{window_text(s)} · peak {s.peak_cwnd:.0f}"),
+            )
+            blocks += [grid, Text(status_line(s, now), style="dim")]
+        return Group(*blocks)
 
     def __enter__(self) -> LiveView:
         self._live.__enter__()
@@ -97,11 +105,11 @@ class LiveView:
 
 
 class PlainLines:
-    """One line every ``interval`` seconds, for logs and CI."""
+    """One line per window every ``interval`` seconds, for logs and CI."""
 
-    def __init__(self, console: Console, stats: Stats, title: str, interval: float = 2.0) -> None:
+    def __init__(self, console: Console, rows: Rows, title: str, interval: float = 2.0) -> None:
         self.console = console
-        self.stats = stats
+        self.rows = rows
         self.title = title
         self.interval = interval
         self._stop = threading.Event()
@@ -109,7 +117,10 @@ class PlainLines:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.console.print(f"{self.title}: {status_line(self.stats, time.monotonic())}")
+            now = time.monotonic()
+            for label, stats in self.rows:
+                name = self.title if len(self.rows) == 1 else f"{self.title} {label}"
+                self.console.print(f"{name}: {status_line(stats, now)}")
 
     def __enter__(self) -> PlainLines:
         self._thread.start()
@@ -128,66 +139,74 @@ class NoProgress:
         return None
 
 
-def choose_progress(mode: ProgressMode, console: Console, stats: Stats, title: str) -> Progress:
+def choose_progress(mode: ProgressMode, console: Console, rows: Rows, title: str) -> Progress:
     """Chosen once: the run loop does not care which."""
     if mode == "auto":
         mode = "live" if console.is_terminal and not console.is_dumb_terminal else "plain"
     if mode == "live":
-        return LiveView(console, stats, title)
+        return LiveView(console, rows, title)
     if mode == "plain":
-        return PlainLines(console, stats, title)
+        return PlainLines(console, rows, title)
     return NoProgress()
 
 
-def render_summary(report: dict[str, Any], console: Console) -> None:
-    """The human summary of a run (its JSON twin is the report itself)."""
-    c = report["counts"]
-    w = report["window"]
-    verb = "would succeed" if report["dry_run"] else "succeeded"
+def render_summary(report: Report, console: Console) -> None:
+    """The human summary of a run (its JSON twin is ``report.to_dict()``)."""
+    c = report.counts
+    verb = "would succeed" if report.dry_run else "succeeded"
     head = Text.assemble(
-        (f"{report['action']}: ", "bold"),
+        (f"{report.action}: ", "bold"),
         (
-            f"{c['succeeded']} of {report['total']} {verb}",
-            "green" if c["succeeded"] == report["total"] else "yellow",
+            f"{c['succeeded']} of {report.total} {verb}",
+            "green" if c["succeeded"] == report.total else "yellow",
         ),
-        f" in {report['elapsed_seconds']:.1f}s",
+        f" in {report.elapsed_seconds:.1f}s",
     )
     console.print(head)
-    console.print(
-        f"  calls {report['calls']} · throttled {report['throttled_calls']}"
-        f" · retried {report['retries']} · window peak {w['peak']:.0f}, final {w['final']:.0f}"
-        f", {w['decreases']} decreases",
-    )
+    for row in report.pairs:
+        w = row.window
+        where = (
+            f"  {row.pair.label}: {row.counts['succeeded']}/{row.total} · "
+            if len(report.pairs) > 1
+            else "  "
+        )
+        console.print(
+            f"{where}calls {row.calls} · throttled {row.throttled_calls}"
+            f" · retried {row.retries} · window peak {w.peak:.0f}, final {w.final:.0f}"
+            f", {w.decreases} decreases",
+        )
     for status in ("failed", "missing", "pending"):
         if c[status]:
             console.print(f"  {status}: {c[status]}", style="red")
-    for item in report["problems"][:20]:
+    for item in report.problems[:20]:
+        where = f"  {item.region}" if len(report.pairs) > 1 and item.region else ""
         console.print(
-            f"    {item['id']}  {item['status']}  {item.get('code') or ''}"
-            f"  {item.get('message') or ''}"
+            f"    {item.id}{where}  {item.status}  {item.code or ''}  {item.message or ''}"
         )
-    if len(report["problems"]) > 20:
-        console.print(f"    … and {len(report['problems']) - 20} more (see the ledger)")
-    if report.get("fatal"):
-        f = report["fatal"]
-        console.print(f"  stopped: {f['code']}: {f['message']}", style="bold red")
-    elif report.get("stopped"):
-        why = report["stopped"]
-        console.print(f"  stopped early: {why['message'] or why['code']}", style="yellow")
-    if report.get("interrupted"):
+    if len(report.problems) > 20:
+        console.print(f"    … and {len(report.problems) - 20} more (see the ledger)")
+    if report.fatal:
+        console.print(f"  stopped: {report.fatal.code}: {report.fatal.message}", style="bold red")
+    elif report.stopped:
+        why = report.stopped
+        console.print(f"  stopped early: {why.message or why.code}", style="yellow")
+    if report.interrupted:
         console.print(
-            f"  interrupted by {report.get('signal') or 'a signal'}: what was not done "
-            "is recorded as pending",
+            f"  interrupted by {report.signal}: what was not done is recorded as pending",
             style="yellow",
         )
-    if report.get("timeouts"):
-        console.print(f"  calls given up for want of an answer: {report['timeouts']}")
-    if report.get("ledger_error"):
-        console.print(f"  ledger NOT fully written: {report['ledger_error']}", style="bold red")
-    if report.get("ledger"):
-        console.print(f"  ledger: {report['ledger']}")
+    timeouts = report.total_of("timeouts")
+    if timeouts:
+        console.print(f"  calls given up for want of an answer: {timeouts}")
+    if report.ledger_error:
+        console.print(f"  ledger NOT fully written: {report.ledger_error}", style="bold red")
+    if report.ledger:
+        console.print(f"  ledger: {report.ledger}")
         if c["failed"] + c["pending"]:
             console.print(
-                f"  retry the rest: swarm {report['action']} --ids "
-                f"<(swarm ledger failed {report['ledger']})"
+                f"  retry the rest: swarm {report.action} --ids "
+                f"<(swarm ledger failed --action {report.action} {report.ledger})"
+                if report.action != "terminate"
+                else f"  retry the rest: swarm terminate --ids "
+                f"<(swarm ledger failed {report.ledger})"
             )

@@ -3,36 +3,42 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 from dataclasses import asdict, replace
-from typing import Any
 
 from rich.console import Console
 
-from .ec2 import Terminate, make_client
-from .run import RunOptions, execute
+from .ec2 import InstanceCall, classify_exception, make_client
+from .report import Pair, Report
+from .run import Job, RunOptions, run_job
 from .sandbox import CREDENTIALS, PRESETS, Sandbox, SandboxConfig, fake_ids
 
 
-def _run(
-    box: Sandbox, ids: Sequence[str], options: RunOptions, console: Console
-) -> tuple[dict[str, Any], int]:
-    client = make_client(
-        box.config.region,
-        endpoint_url=box.endpoint,
-        max_pool=options.window.max_window,
-        credentials=CREDENTIALS,
-    )
-    options = replace(options, region=box.config.region, endpoint=box.endpoint)
-    report, code = execute(ids, Terminate(client, dry_run=options.dry_run), options, console)
-    states = box.states(ids)
-    report["sandbox"] = {
+def run_in_sandbox(box: Sandbox, job: Job, console: Console) -> Report:
+    """Run a job against the sandbox, then say what the sandbox saw."""
+
+    def action(pair: Pair) -> InstanceCall:
+        client = make_client(
+            pair.region,
+            endpoint_url=box.endpoint,
+            max_pool=job.options.window.max_window,
+            credentials=box.credentials(pair.account) if pair.account else CREDENTIALS,
+        )
+        return InstanceCall(client, job.action, dry_run=job.options.dry_run)
+
+    job = replace(job, options=replace(job.options, endpoint=box.endpoint))
+    report = run_job(job, action, console, classify=classify_exception)
+    states = {
+        i: state
+        for pair, ids in job.groups.items()
+        for i, state in box.states(ids, region=pair.region, account=pair.account).items()
+    }
+    report.extra["sandbox"] = {
         **asdict(box.counters),
         "config": asdict(box.config),
         "terminated": sum(1 for s in states.values() if s == "terminated"),
         "still_running": sum(1 for s in states.values() if s == "running"),
     }
-    return report, code
+    return report
 
 
 def bound_seconds(config: SandboxConfig, instances: int, batch_size: int) -> float:
@@ -43,28 +49,30 @@ def bound_seconds(config: SandboxConfig, instances: int, batch_size: int) -> flo
     return max(by_requests, by_resources)
 
 
-def rehearse(
-    ids: Sequence[str], options: RunOptions, console: Console
-) -> tuple[dict[str, Any], int]:
-    """Load exactly ``ids`` into a fake EC2 with EC2's default limits and run against it."""
-    config = replace(PRESETS["ec2"], region=options.region or "us-east-1")
-    bound = bound_seconds(config, len(ids), options.batch_size)
+def rehearse(job: Job, console: Console) -> Report:
+    """Load exactly the job's IDs into a fake EC2 with EC2's default limits and run it."""
+    ids = [i for group in job.groups.values() for i in group]
+    config = PRESETS["ec2"]
+    bound = max(
+        bound_seconds(config, len(group), job.options.batch_size) for group in job.groups.values()
+    )
     console.print(
         f"[bold]rehearsal[/]: {len(ids)} IDs loaded as running instances into a local fake EC2 "
         f"with EC2's default limits ({config.requests.burst:g} calls burst, "
         f"{config.requests.rate:g}/s; {config.resources.burst:g} instances burst, "
-        f"{config.resources.rate:g}/s). Nothing leaves this machine. "
+        f"{config.resources.rate:g}/s, per account and region). Nothing leaves this machine. "
         f"The limits alone need at least {bound:.1f}s."
     )
     with Sandbox(config) as box:
-        box.load_ids(list(ids))
-        report, code = _run(box, ids, options, console)
-    report["rehearsal"] = {"bound_seconds": round(bound, 2)}
+        for pair, group in job.groups.items():
+            box.load_ids(list(group), region=pair.region, account=pair.account)
+        report = run_in_sandbox(box, job, console)
+    report.extra["rehearsal"] = {"bound_seconds": round(bound, 2)}
     console.print(
         f"rehearsal: at EC2's default limits the real run would take about "
-        f"{report['elapsed_seconds']:.1f}s (bound {bound:.1f}s)"
+        f"{report.elapsed_seconds:.1f}s (bound {bound:.1f}s)"
     )
-    return report, code
+    return report
 
 
 def run_demo(
@@ -75,7 +83,7 @@ def run_demo(
     *,
     protected: int = 0,
     missing: int = 0,
-) -> tuple[dict[str, Any], int]:
+) -> Report:
     """Start the fake EC2, launch ``count`` instances, and terminate them all."""
     r = config.requests
     console.print(
@@ -88,11 +96,12 @@ def run_demo(
         console.print(f"launching {count} instances…")
         ids = box.launch(count, protected=min(protected, count))
         ids += fake_ids(missing, random.Random(config.seed))
-        report, code = _run(box, ids, options, console)
+        job = Job.single(ids, config.region, options)
+        report = run_in_sandbox(box, replace(job, title="demo"), console)
     bound = bound_seconds(config, len(ids), options.batch_size)
-    report["demo"] = {"instances": count, "bound_seconds": round(bound, 2)}
+    report.extra["demo"] = {"instances": count, "bound_seconds": round(bound, 2)}
     console.print(
         f"demo: the buckets alone allow it in {bound:.1f}s at best; "
-        f"swarm took {report['elapsed_seconds']:.1f}s"
+        f"swarm took {report.elapsed_seconds:.1f}s"
     )
-    return report, code
+    return report

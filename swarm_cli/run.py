@@ -1,4 +1,5 @@
-"""One run: the engine wired to the ledger, the stats, the progress view and the signals."""
+"""One run: a job's (account, region) pairs, each an engine with its own window, run at
+once and wired to one ledger, the progress view, the failure budget and the signals."""
 
 from __future__ import annotations
 
@@ -6,18 +7,20 @@ import contextlib
 import json
 import signal
 import threading
+import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 from rich.console import Console
 
+from .actions import ACTIONS, ActionSpec
 from .display import ProgressMode, choose_progress
 from .engine import RESOLVED, Action, Engine, Event, RunResult, signal_name
 from .ledger import LedgerError, LedgerWriter
 from .outage import Outage
 from .outcome import Kind, Outcome
+from .report import Pair, PairReport, Problem, Reason, Report
 from .rto import FixedTimeout, Rto
 from .stats import Stats
 from .window import ADAPTIVE, Window, WindowProfile
@@ -30,25 +33,57 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass(frozen=True)
 class RunOptions:
-    action: str = "terminate"
-    region: str | None = None
-    endpoint: str | None = None
     dry_run: bool = False
     batch_size: int = 10
     max_attempts: int = 5
     window: WindowProfile = ADAPTIVE
     ledger: str | None = None
     progress: ProgressMode = "auto"
-    title: str = "terminate"
     drain_timeout: float = 3.0
     call_timeout: float | None = None  # None: follow the endpoint's measured round trips
     max_outage: float = 45.0
     missing_ok: bool = False
+    # Stop sending once this many intents have failed (--max-errors); None: no budget.
+    max_errors: int | None = None
+    endpoint: str | None = None  # for the report, any password already replaced
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to do: one action on the instances of each (account, region) pair."""
+
+    action: ActionSpec
+    groups: Mapping[Pair, Sequence[str]]
+    options: RunOptions = field(default_factory=RunOptions)
+    title: str = ""
+
+    @classmethod
+    def single(
+        cls,
+        ids: Sequence[str],
+        region: str,
+        options: RunOptions | None = None,
+        *,
+        action: str = "terminate",
+        account: str | None = None,
+    ) -> Job:
+        return cls(ACTIONS[action], {Pair(account, region): list(ids)}, options or RunOptions())
+
+    @property
+    def total(self) -> int:
+        return sum(len(ids) for ids in self.groups.values())
+
+
+# Builds the action for one pair (its client, credentials, dry run); may raise, which
+# stops that pair only: its intents are recorded pending with the reason.
+ActionFactory = Callable[[Pair], Action]
+Classify = Callable[[Exception], Outcome]
 
 
 class LedgerSubscriber:
-    def __init__(self, writer: LedgerWriter) -> None:
+    def __init__(self, writer: LedgerWriter, pair: Pair) -> None:
         self.writer = writer
+        self.pair = pair
 
     def __call__(self, event: Event) -> None:
         if event.type not in RESOLVED:
@@ -62,6 +97,8 @@ class LedgerSubscriber:
             message=o.message if o else None,
             http_status=o.http_status if o else None,
             request_id=o.request_id if o else None,
+            region=self.pair.region,
+            account=self.pair.account,
         )
 
 
@@ -69,29 +106,60 @@ class Problems:
     """Every intent that did not succeed, for the summary."""
 
     def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
+        self.items: list[Problem] = []
+        self._lock = threading.Lock()
+
+    def subscriber(self, pair: Pair) -> Callable[[Event], None]:
+        def record(event: Event) -> None:
+            if event.type in RESOLVED and event.type != "succeeded":
+                o = event.outcome
+                problem = Problem(
+                    event.ids[0],
+                    event.type,
+                    o.code if o else None,
+                    o.message if o else None,
+                    pair.region,
+                    pair.account,
+                )
+                with self._lock:
+                    self.items.append(problem)
+
+        return record
+
+
+class Budget:
+    """``--max-errors``: once that many intents have failed, every pair stops sending."""
+
+    def __init__(self, limit: int, stop: Callable[[Outcome], None]) -> None:
+        self.limit = limit
+        self.spent: Outcome | None = None
+        self._stop = stop
+        self._failed = 0
+        self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
-        if event.type in RESOLVED and event.type != "succeeded":
-            o = event.outcome
-            self.items.append(
-                {
-                    "id": event.ids[0],
-                    "status": event.type,
-                    "code": o.code if o else None,
-                    "message": o.message if o else None,
-                }
+        if event.type not in ("failed", "missing"):
+            return
+        with self._lock:
+            self._failed += 1
+            if self._failed < self.limit or self.spent is not None:
+                return
+            self.spent = Outcome(
+                Kind.UNREACHABLE,
+                "MaxErrors",
+                f"the failure budget is spent: {self._failed} failed (--max-errors {self.limit})",
             )
+        self._stop(self.spent)
 
 
-def exit_code(result: RunResult, *, ledger_failed: bool = False, missing_ok: bool = False) -> int:
-    if ledger_failed:
+def exit_code(report: Report, *, missing_ok: bool = False) -> int:
+    if report.ledger_error is not None:
         return EXIT_LEDGER
-    if result.fatal is not None:
+    if report.fatal is not None:
         return EXIT_AUTH
-    if result.signal is not None:
-        return 128 + result.signal
-    c = result.counts
+    if report.signal is not None:
+        return 128 + signal.Signals[report.signal].value
+    c = report.counts
     left = c["failed"] + c["pending"] + (0 if missing_ok else c["missing"])
     return EXIT_FAILED if left else EXIT_OK
 
@@ -100,8 +168,8 @@ def exit_code(result: RunResult, *, ledger_failed: bool = False, missing_ok: boo
 def orderly_stops(stop: Callable[[int], None]) -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP call ``stop(signum)`` instead of killing the process.
 
-    The handler only records the signal; the dispatcher sees it within its poll
-    interval, so no signal can land between two steps of the engine's bookkeeping.
+    The handler only records the signal; each dispatcher sees it within its poll
+    interval, so no signal can land between two steps of an engine's bookkeeping.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -116,49 +184,115 @@ def orderly_stops(stop: Callable[[int], None]) -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def execute(
-    ids: Sequence[str], action: Action, options: RunOptions, console: Console
-) -> tuple[dict[str, Any], int]:
-    """Run the intents to the end; return the report and the exit code."""
+class _Lane:
+    """One pair's engine, its counters and its result."""
+
+    def __init__(self, pair: Pair, ids: Sequence[str], engine: Engine, stats: Stats) -> None:
+        self.pair = pair
+        self.ids = ids
+        self.engine = engine
+        self.stats = stats
+        self.result = RunResult()
+        self.done: list[str] = []
+        engine.subscribers.append(self._note)
+        self.thread = threading.Thread(target=self._run, name=f"swarm-{pair.label}", daemon=True)
+
+    def _note(self, event: Event) -> None:
+        if event.type == "succeeded":
+            self.done.append(event.ids[0])
+
+    def _run(self) -> None:
+        self.result = self.engine.run(self.ids)
+
+
+class _Unavailable:
+    """The action of a pair that could not be set up (e.g. its role cannot be assumed)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
+        return dict.fromkeys(ids, self.outcome)
+
+
+def run_job(
+    job: Job,
+    make_action: ActionFactory,
+    console: Console,
+    *,
+    classify: Classify | None = None,
+) -> Report:
+    """Run every pair of the job to the end, at once; return the report (with its exit code)."""
+    o = job.options
     run_id = uuid.uuid4().hex[:12]
-    stats, problems = Stats(), Problems()
-    window = Window(options.window)
-    engine = Engine(
-        action,
-        window,
-        batch_size=options.batch_size,
-        max_attempts=options.max_attempts,
-        subscribers=[stats, problems],
-        timeouts=Rto() if options.call_timeout is None else FixedTimeout(options.call_timeout),
-        outage=Outage(max_outage=options.max_outage),
-        drain_timeout=options.drain_timeout,
-    )
-    writer = None
+    problems = Problems()
+    lanes: list[_Lane] = []
+
+    def stop_all(cause: Outcome) -> None:
+        for lane in lanes:
+            lane.engine.stop(cause)
+
+    def interrupt_all(signum: int) -> None:
+        for lane in lanes:
+            lane.engine.interrupt(signum)
+
+    budget = Budget(o.max_errors, stop_all) if o.max_errors else None
+    for pair, ids in job.groups.items():
+        try:
+            action = make_action(pair)
+        except Exception as err:  # that pair's set-up failed: it sends nothing
+            action = _Unavailable(
+                classify(err) if classify else Outcome(Kind.FATAL, type(err).__name__, str(err))
+            )
+        stats = Stats()
+        window = Window(o.window)
+        engine = Engine(
+            action,
+            window,
+            batch_size=o.batch_size,
+            max_attempts=o.max_attempts,
+            subscribers=[stats, problems.subscriber(pair), *([budget] if budget else [])],
+            timeouts=Rto() if o.call_timeout is None else FixedTimeout(o.call_timeout),
+            outage=Outage(max_outage=o.max_outage),
+            drain_timeout=o.drain_timeout,
+        )
+        lanes.append(_Lane(pair, ids, engine, stats))
+
+    writer: LedgerWriter | None = None
     ledger_error: str | None = None
-    unrecorded: list[dict[str, Any]] = []
-    result = RunResult()
-    with orderly_stops(engine.interrupt):
-        if options.ledger and not options.dry_run:
+    unrecorded: list[dict[str, object]] = []
+    started = time.monotonic()
+    with orderly_stops(interrupt_all):
+        if o.ledger and not o.dry_run:
             try:
                 writer = LedgerWriter(
-                    options.ledger,
+                    o.ledger,
                     run_id,
-                    options.action,
-                    options.region,
-                    on_error=lambda err: engine.stop(
+                    job.action.name,
+                    None,
+                    on_error=lambda err: stop_all(
                         Outcome(Kind.UNREACHABLE, "LedgerUnwritable", f"the ledger failed: {err}")
                     ),
                 )
                 # Write-ahead: every intent is on disk as pending before the first call leaves.
-                writer.write_ahead(ids)
+                for lane in lanes:
+                    writer.write_ahead(lane.ids, region=lane.pair.region, account=lane.pair.account)
             except LedgerError as err:
                 ledger_error = str(err)
-                result.counts["pending"] = len(ids)  # nothing was sent
             else:
-                engine.subscribers.append(LedgerSubscriber(writer))
+                for lane in lanes:
+                    lane.engine.subscribers.append(LedgerSubscriber(writer, lane.pair))
         if ledger_error is None:
-            with choose_progress(options.progress, console, stats, options.title):
-                result = engine.run(ids)
+            rows = [(lane.pair.label, lane.stats) for lane in lanes]
+            with choose_progress(o.progress, console, rows, job.title or job.action.name):
+                for lane in lanes:
+                    lane.thread.start()
+                for lane in lanes:
+                    while lane.thread.is_alive():  # a timed join lets signal handlers run
+                        lane.thread.join(0.1)
+        else:
+            for lane in lanes:
+                lane.result.counts["pending"] = len(lane.ids)  # nothing was sent
         # Still under the handlers: a further signal cannot cut the last records short.
         if writer is not None:
             unrecorded = [asdict(r) for r in writer.close()]
@@ -167,7 +301,9 @@ def execute(
             f"cannot write the ledger {writer.path}: {writer.error.strerror or writer.error}"
         )
     if ledger_error is not None:
-        sent = "no more calls were sent" if stats.calls else "nothing was sent"
+        sent = (
+            "no more calls were sent" if any(la.stats.calls for la in lanes) else "nothing was sent"
+        )
         console.print(f"[bold red]error:[/] {ledger_error}; {sent}")
         if unrecorded:
             console.print(
@@ -176,30 +312,38 @@ def execute(
             )
             for record in unrecorded:
                 console.out(json.dumps(record, sort_keys=True), highlight=False)
-    code = exit_code(result, ledger_failed=ledger_error is not None, missing_ok=options.missing_ok)
-    stopped = result.stopped
-    report: dict[str, Any] = {
-        "run": run_id,
-        "action": options.action,
-        "dry_run": options.dry_run,
-        "region": options.region,
-        "endpoint": options.endpoint,
-        "window_profile": options.window.name,
-        "batch_size": options.batch_size,
-        **stats.as_dict(),
-        "total": len(ids),
-        "counts": dict(result.counts),
-        "problems": problems.items,
-        "fatal": None
-        if result.fatal is None
-        else {"code": result.fatal.code, "message": result.fatal.message},
-        "stopped": None if stopped is None else {"code": stopped.code, "message": stopped.message},
-        "interrupted": result.interrupted,
-        "signal": None if result.signal is None else signal_name(result.signal),
-        "gave_up": result.gave_up,
-        "ledger": options.ledger if options.ledger and not options.dry_run else None,
-        "ledger_error": ledger_error,
-        "unrecorded": len(unrecorded),
-        "exit_code": code,
-    }
-    return report, code
+
+    signals = [la.result.signal for la in lanes if la.result.signal is not None]
+    report = Report(
+        run=run_id,
+        action=job.action.name,
+        dry_run=o.dry_run,
+        endpoint=o.endpoint,
+        window_profile=o.window.name,
+        batch_size=o.batch_size,
+        pairs=[_pair_report(lane) for lane in lanes],
+        problems=problems.items,
+        signal=signal_name(signals[0]) if signals else None,
+        ledger=o.ledger if o.ledger and not o.dry_run else None,
+        ledger_error=ledger_error,
+        unrecorded=len(unrecorded),
+        budget_spent=Reason.of(budget.spent) if budget else None,
+        elapsed_seconds=time.monotonic() - started,
+        done={lane.pair: lane.done for lane in lanes},
+    )
+    report.exit_code = exit_code(report, missing_ok=o.missing_ok)
+    return report
+
+
+def _pair_report(lane: _Lane) -> PairReport:
+    r = lane.result
+    row = PairReport(
+        region=lane.pair.region,
+        account=lane.pair.account,
+        total=len(lane.ids),
+        counts=dict(r.counts),
+        fatal=Reason.of(r.fatal),
+        stopped=Reason.of(r.stopped),
+        gave_up=r.gave_up,
+    )
+    return lane.stats.report(row)

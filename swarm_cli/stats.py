@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from .engine import Event
+from .report import PairReport, WindowReport
 
 
 @dataclass
@@ -85,24 +85,23 @@ class Stats:
             self.pace = event.pace
             self.peak_cwnd = max(self.peak_cwnd, event.cwnd)
 
-    def as_dict(self) -> dict[str, Any]:
+    def report(self, into: PairReport) -> PairReport:
+        """Copy the counters into a pair's report."""
         with self.lock:
-            return {
-                "total": self.total,
-                "calls": self.calls,
-                "throttled_calls": self.throttled_calls,
-                "retries": self.retries,
-                "timeouts": self.timeouts,
-                "outages": self.outages,
-                "window": {
-                    "final": self.cwnd,
-                    "peak": self.peak_cwnd,
-                    "ssthresh": self.ssthresh,
-                    "pace_seconds": round(self.pace, 4),
-                    "decreases": self.window_decreases,
-                    "trajectory": self.trajectory,
-                },
-                "peak_in_flight": self.peak_in_flight,
-                "errors": dict(sorted(self.errors.items())),
-                "elapsed_seconds": round(self.elapsed(), 3),
-            }
+            into.calls = self.calls
+            into.throttled_calls = self.throttled_calls
+            into.retries = self.retries
+            into.timeouts = self.timeouts
+            into.outages = self.outages
+            into.peak_in_flight = self.peak_in_flight
+            into.errors = dict(sorted(self.errors.items()))
+            into.elapsed_seconds = round(self.elapsed(), 3)
+            into.window = WindowReport(
+                final=self.cwnd,
+                peak=self.peak_cwnd,
+                ssthresh=self.ssthresh,
+                pace_seconds=round(self.pace, 4),
+                decreases=self.window_decreases,
+                trajectory=list(self.trajectory),
+            )
+        return into

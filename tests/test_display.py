@@ -16,6 +16,7 @@ from swarm_cli.display import (
 )
 from swarm_cli.engine import Event
 from swarm_cli.outcome import Kind, Outcome
+from swarm_cli.report import PairReport, Problem, Report, WindowReport
 from swarm_cli.stats import Stats
 
 
@@ -64,7 +65,8 @@ def test_stats_count_events_and_keep_the_trajectory() -> None:
     assert stats.window_decreases == 1
     assert stats.trajectory == [(0.0, 1), (0.5, 2), (1.0, 1)]
     assert stats.errors == {"OperationNotPermitted": 1}
-    assert stats.as_dict()["window"]["pace_seconds"] == 0.25
+    row = stats.report(PairReport("us-east-1"))
+    assert row.window.pace_seconds == 0.25 and row.calls == 1 and row.window.peak == 2
 
 
 def test_status_line_shows_a_paced_window() -> None:
@@ -77,7 +79,7 @@ def test_status_line_shows_a_paced_window() -> None:
 
 def test_live_view_renders_progress_and_window() -> None:
     out = console(terminal=True)
-    view = LiveView(out, fed_stats(), "terminate")
+    view = LiveView(out, [("us-east-1", fed_stats())], "terminate")
     out.print(view._render())
     screen = out.file.getvalue()  # type: ignore[attr-defined]
     assert "terminate" in screen and "2/3" in screen
@@ -85,15 +87,15 @@ def test_live_view_renders_progress_and_window() -> None:
 
 
 def test_progress_is_chosen_once_by_the_console() -> None:
-    stats = Stats()
-    assert isinstance(choose_progress("auto", console(terminal=True), stats, "t"), LiveView)
-    assert isinstance(choose_progress("auto", console(), stats, "t"), PlainLines)
-    assert isinstance(choose_progress("none", console(terminal=True), stats, "t"), NoProgress)
+    rows = [("us-east-1", Stats())]
+    assert isinstance(choose_progress("auto", console(terminal=True), rows, "t"), LiveView)
+    assert isinstance(choose_progress("auto", console(), rows, "t"), PlainLines)
+    assert isinstance(choose_progress("none", console(terminal=True), rows, "t"), NoProgress)
 
 
 def test_plain_lines_print_until_closed() -> None:
     out = console()
-    with PlainLines(out, fed_stats(), "terminate", interval=0.01):
+    with PlainLines(out, [("us-east-1", fed_stats())], "terminate", interval=0.01):
         deadline = time.monotonic() + 10
         while not out.file.getvalue() and time.monotonic() < deadline:  # type: ignore[attr-defined]
             time.sleep(0.01)
@@ -102,31 +104,45 @@ def test_plain_lines_print_until_closed() -> None:
 
 
 def test_summary_names_failures_and_the_retry_command() -> None:
-    report = {
-        "action": "terminate",
-        "dry_run": False,
-        "total": 3,
-        "elapsed_seconds": 2.0,
-        "counts": {"succeeded": 2, "failed": 1, "missing": 0, "pending": 0},
-        "calls": 5,
-        "throttled_calls": 1,
-        "retries": 0,
-        "window": {"peak": 4, "final": 2, "decreases": 1},
-        "problems": [
-            {
-                "id": "i-00000003",
-                "status": "failed",
-                "code": "OperationNotPermitted",
-                "message": "protected",
-            }
+    report = Report(
+        run="r",
+        action="terminate",
+        pairs=[
+            PairReport(
+                "us-east-1",
+                total=3,
+                counts={"succeeded": 2, "failed": 1, "missing": 0, "pending": 0},
+                calls=5,
+                throttled_calls=1,
+                window=WindowReport(final=2, peak=4, decreases=1),
+            )
         ],
-        "fatal": None,
-        "interrupted": False,
-        "ledger": "l.jsonl",
-    }
+        problems=[Problem("i-00000003", "failed", "OperationNotPermitted", "protected")],
+        ledger="l.jsonl",
+        elapsed_seconds=2.0,
+    )
     out = console()
     render_summary(report, out)
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert "terminate: 2 of 3 succeeded in 2.0s" in text
     assert "i-00000003  failed  OperationNotPermitted  protected" in text
     assert "swarm terminate --ids <(swarm ledger failed l.jsonl)" in text
+
+
+def test_summary_of_several_pairs_has_a_row_each() -> None:
+    def row(region: str, account: str, done: int) -> PairReport:
+        counts = {"succeeded": done, "failed": 0, "missing": 0, "pending": 0}
+        return PairReport(region, account, total=done, counts=counts, calls=done)
+
+    report = Report(
+        run="r",
+        action="stop",
+        pairs=[row("us-east-1", "111111111111", 4), row("eu-west-1", "222222222222", 6)],
+    )
+    out = console()
+    render_summary(report, out)
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    assert "stop: 10 of 10 succeeded" in text
+    assert "111111111111/us-east-1: 4/4 · calls 4" in text
+    assert "222222222222/eu-west-1: 6/6 · calls 6" in text
+    assert report.to_dict()["window"] is None and len(report.to_dict()["pairs"]) == 2

@@ -1,0 +1,13 @@
+"""The ``swarm`` command line: one module per command group, sharing ``common``."""
+
+from __future__ import annotations
+
+from . import act, ledger, sandbox
+from .common import app
+
+__all__ = ["app", "main"]
+_COMMANDS = (act, ledger, sandbox)  # imported for their commands
+
+
+def main() -> None:
+    app()

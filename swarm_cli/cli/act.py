@@ -1,0 +1,619 @@
+"""``swarm terminate | stop | start | reboot``: one command per action, every option shared.
+
+Each command is built from its :class:`ActionSpec` by :func:`register`; Typer reads the
+options from the generated function's signature, so this module resolves its
+annotations at definition time (no ``from __future__ import annotations``).
+"""
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from ..accounts import Account
+from ..actions import ACTIONS, ActionSpec
+from ..ledger import (
+    Damaged,
+    LedgerError,
+    check_ledger_path,
+    describe_damage,
+    fold,
+    read_records,
+)
+from ..report import Pair, Report
+from ..run import (
+    EXIT_AUTH,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    Job,
+    RunOptions,
+    run_job,
+)
+from ..targets import Targets, TargetsError, read_ids
+from .common import (
+    BatchSize,
+    CallTimeout,
+    DrainTimeout,
+    MaxAttempts,
+    MaxOutage,
+    MaxWindow,
+    MinWindow,
+    MissingOk,
+    Output,
+    OutputOpt,
+    ProgressChoice,
+    ProgressOpt,
+    WindowChoice,
+    WindowOpt,
+    app,
+    consoles,
+    fail,
+    finish,
+    interruptible,
+    window_profile,
+)
+
+EXIT_CODES = (
+    "Exit codes: 0 all done · 1 some failed or pending (see the ledger) · 2 bad usage or "
+    "input · 3 not confirmed · 4 credentials or permission · 74 the ledger could not be "
+    "written · 130 interrupted (Ctrl-C) · 128+N stopped by signal N (143 SIGTERM, 129 SIGHUP)."
+)
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What a user asked of one action run, gathered from the command line."""
+
+    ids: str
+    region: str | None
+    profile: str | None
+    endpoint_url: str | None
+    ledger: str
+    resume: bool
+    yes: bool
+    dry_run: bool
+    sandbox: bool
+    params: Mapping[str, Any]
+    options: RunOptions
+    output: Output
+    accounts: str | None = None
+    role_arn: str | None = None
+    shard: str | None = None
+    max_errors: str | None = None
+    rollback: bool = False
+    wait: bool = False
+    wait_timeout: float = 600.0
+
+
+def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
+    from ..ec2 import redact_url
+
+    out, err = consoles()
+    targets = load_targets(flags.ids, err)
+    writes_ledger = not (flags.sandbox or flags.dry_run)
+    if writes_ledger:
+        try:
+            check_ledger_path(flags.ledger, ids_path=flags.ids)
+        except LedgerError as exc:
+            fail(err, str(exc), EXIT_USAGE)
+    if flags.rollback and not spec.reversible:
+        fail(err, f"{spec.name} cannot be undone: --rollback is for stop and start", EXIT_USAGE)
+    accounts = load_account_map(flags, err)
+    groups = plan_groups(targets, flags, accounts, err)
+    if flags.resume and not os.path.exists(flags.ledger):
+        err.print(f"resume: no ledger at {flags.ledger} yet; every ID is to go")
+    elif flags.resume:
+        done = succeeded(flags.ledger, spec.name, err)
+        before = sum(len(ids) for ids in groups.values())
+        groups = {p: [i for i in ids if i not in done] for p, ids in groups.items()}
+        left = sum(len(ids) for ids in groups.values())
+        err.print(f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} to go")
+    groups = {p: ids for p, ids in groups.items() if ids}
+    total = sum(len(ids) for ids in groups.values())
+    options = replace(
+        flags.options,
+        endpoint=redact_url(flags.endpoint_url),
+        ledger=flags.ledger if writes_ledger else None,
+        max_errors=budget(flags.max_errors, total, err),
+    )
+    title = f"{spec.name} (dry run)" if flags.dry_run else spec.name
+    if not groups:
+        err.print(f"nothing to do: no instance IDs to {spec.name}")
+        if flags.output is Output.json:
+            empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
+            report = run_job(empty, _never, err)
+            out.file.write(json_text(report.to_dict()))
+        raise typer.Exit(0)
+    if flags.sandbox:
+        from ..rehearse import rehearse
+
+        with interruptible(err):
+            report = rehearse(Job(spec, groups, options, title), err)
+        finish(report, flags.output, out, err)
+
+    from ..ec2 import InstanceCall, classify_exception
+
+    reach = Reach(flags, accounts, options.window.max_window)
+    reach.connect(groups, err)
+    endpoint = reach.endpoint or ""
+    if not flags.dry_run and not flags.yes:
+        confirm(spec, groups, endpoint, flags.profile, flags.ids, err)
+    job = Job(spec, groups, replace(options, endpoint=endpoint), title)
+
+    def action(pair: Pair) -> InstanceCall:
+        return InstanceCall(reach.client(pair), spec, dry_run=flags.dry_run, params=flags.params)
+
+    report = run_job(job, action, err, classify=classify_exception)
+    follow_up(spec, flags, job, report, reach, err)
+    finish(report, flags.output, out, err)
+
+
+def follow_up(
+    spec: ActionSpec, flags: Flags, job: Job, report: Report, reach: "Reach", err: Console
+) -> None:
+    """What comes after the run: a rollback when the failure budget is spent, then --wait."""
+    del spec, flags, job, report, reach, err
+
+
+def load_account_map(flags: Flags, err: Console) -> dict[str, Account]:
+    """The accounts a run may act in, by ID: from --accounts, or the one of --role-arn."""
+    from ..accounts import ROLE_ARN, AccountsError, load_accounts
+
+    if flags.accounts and flags.role_arn:
+        fail(err, "--accounts and --role-arn cannot be used together", EXIT_USAGE)
+    if flags.role_arn:
+        match = ROLE_ARN.fullmatch(flags.role_arn)
+        if match is None:
+            fail(err, f"--role-arn {flags.role_arn} is not an IAM role ARN", EXIT_USAGE)
+        return {match.group(2): Account(match.group(2), role_arn=flags.role_arn)}
+    if not flags.accounts:
+        return {}
+    try:
+        return {a.id: a for a in load_accounts(flags.accounts)}
+    except AccountsError as exc:
+        fail(err, str(exc), EXIT_USAGE)
+
+
+def plan_groups(
+    targets: Targets, flags: Flags, accounts: Mapping[str, Account], err: Console
+) -> dict[Pair, list[str]]:
+    """Each (account, region) pair and its IDs: one window each. Applies --shard."""
+    from ..shards import ShardError, in_shard, parse_shard
+
+    default_account = next(iter(accounts)) if len(accounts) == 1 else None
+    unnamed = [t for t in targets.items if t.account is None]
+    if unnamed and len(accounts) > 1:
+        fail(
+            err,
+            f"{len(unnamed)} ID(s) name no account (e.g. {unnamed[0].id}) and --accounts lists "
+            f"{len(accounts)}: add an account column to the ID list",
+            EXIT_USAGE,
+        )
+    strangers = sorted({t.account for t in targets.items if t.account} - set(accounts))
+    if strangers and accounts:
+        fail(
+            err,
+            f"the ID list names account(s) {', '.join(strangers)}, which "
+            f"{'--accounts' if flags.accounts else '--role-arn'} does not: nothing was sent",
+            EXIT_USAGE,
+        )
+    default_region = flags.region or session_region(flags.profile, err)
+    groups: dict[Pair, list[str]] = {}
+    for target in targets.items:
+        account = target.account or default_account
+        region = target.region or _account_region(accounts.get(account or "")) or default_region
+        if region is None:
+            fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+        ids = groups.setdefault(Pair(account, region), [])
+        if target.id not in ids:
+            ids.append(target.id)
+    if flags.shard:
+        try:
+            k, n = parse_shard(flags.shard)
+        except ShardError as exc:
+            fail(err, str(exc), EXIT_USAGE)
+        kept = {p: ids for p, ids in groups.items() if in_shard(p.account, p.region, k, n)}
+        err.print(
+            f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
+            f"{sum(map(len, kept.values()))} of {sum(map(len, groups.values()))} instance(s)"
+        )
+        groups = kept
+    return groups
+
+
+def _account_region(account: Account | None) -> str | None:
+    return account.regions[0] if account is not None and len(account.regions) == 1 else None
+
+
+def session_region(profile: str | None, err: Console) -> str | None:
+    import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        region = boto3.session.Session(profile_name=profile).region_name
+    except ProfileNotFound as exc:
+        fail(err, str(exc), EXIT_AUTH)
+    return str(region) if region else None
+
+
+def budget(text: str | None, total: int, err: Console) -> int | None:
+    if text is None:
+        return None
+    from ..saga import parse_budget
+
+    try:
+        return parse_budget(text, total)
+    except ValueError as exc:
+        fail(err, f"--max-errors: {exc}", EXIT_USAGE)
+
+
+class Reach:
+    """How to reach each pair: one client per pair, with that account's credentials.
+
+    Credentials are resolved before the confirmation, one account at a time (a boto3
+    session is not thread-safe). An account that cannot be reached stops its own
+    pairs only: their intents are recorded pending with the reason.
+    """
+
+    def __init__(self, flags: Flags, accounts: Mapping[str, Account], max_pool: int) -> None:
+        self.flags = flags
+        self.accounts = accounts
+        self.max_pool = max_pool
+        self.endpoint: str | None = None
+        self._clients: dict[Pair, Any] = {}
+        self._errors: dict[str | None, Exception] = {}
+
+    def connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from ..accounts import AccountsError, assume
+        from ..ec2 import make_client, redact_url
+
+        f = self.flags
+        credentials: dict[str | None, Any] = {}
+        try:
+            session = boto3.session.Session(profile_name=f.profile)
+        except Exception as exc:
+            client_error(exc, err)
+        for pair in groups:
+            account = pair.account
+            if account is None or account in credentials or account in self._errors:
+                continue
+            known = self.accounts.get(account, Account(account))
+            try:
+                got = assume(
+                    known, region=pair.region, endpoint_url=f.endpoint_url, session=session
+                )
+            except (AccountsError, BotoCoreError, ClientError) as exc:
+                self._errors[account] = exc
+                err.print(f"[bold red]error:[/] account {account}: {exc}; its pairs send nothing")
+                continue
+            credentials[account] = got.session_kwargs()
+        for pair in groups:
+            if pair.account in self._errors:
+                continue
+            try:
+                client = make_client(
+                    pair.region,
+                    profile=f.profile if pair.account is None else None,
+                    endpoint_url=f.endpoint_url,
+                    max_pool=self.max_pool,
+                    credentials=credentials.get(pair.account),
+                )
+            except Exception as exc:
+                if pair.account is None:
+                    client_error(exc, err)
+                self._errors[pair.account] = exc
+                continue
+            self._clients[pair] = client
+            self.endpoint = self.endpoint or redact_url(client.meta.endpoint_url)
+
+    def client(self, pair: Pair) -> Any:
+        if pair.account in self._errors:
+            raise self._errors[pair.account]
+        return self._clients[pair]
+
+
+def _never(pair: Pair) -> Callable[[Any], Mapping[str, Any]]:
+    raise AssertionError("a job with no pairs makes no action")
+
+
+def json_text(data: Mapping[str, Any]) -> str:
+    import json
+
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
+def load_targets(ids: str, err: Console) -> Targets:
+    try:
+        targets = read_ids(ids, sys.stdin if ids == "-" else None)
+    except TargetsError as exc:
+        fail(err, str(exc), EXIT_USAGE)
+    if targets.bad:
+        shown = targets.bad[:20]
+        err.print(
+            f"[bold red]error:[/] {len(targets.bad)} invalid line(s) in {ids}; nothing was sent:"
+        )
+        for bad in shown:
+            err.print(f"  line {bad.line}: {bad.text!r}: {bad.reason}")
+        if len(targets.bad) > len(shown):
+            err.print(f"  … and {len(targets.bad) - len(shown)} more")
+        raise typer.Exit(EXIT_USAGE)
+    if targets.duplicates:
+        dup = len(targets.duplicates)
+        extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
+        example, lines = next(iter(targets.duplicates.items()))
+        err.print(
+            f"[yellow]warning:[/] {dup} ID(s) listed more than once; {extra} repeat(s) "
+            f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})"
+        )
+    return targets
+
+
+def succeeded(ledger: str, action: str, err: Console) -> set[str]:
+    """IDs the ledger holds as done for ``action``: what a resume skips."""
+    damaged: list[Damaged] = []
+    try:
+        state = fold(read_records(ledger, damaged))
+    except LedgerError as exc:
+        fail(err, str(exc), EXIT_USAGE)
+    if damaged:
+        err.print(f"[yellow]warning:[/] {describe_damage(damaged)}")
+    return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
+
+
+def confirm(
+    spec: ActionSpec,
+    groups: Mapping[Pair, Sequence[str]],
+    where: str,
+    profile: str | None,
+    ids: str,
+    err: Console,
+) -> None:
+    count = sum(len(v) for v in groups.values())
+    if len(groups) == 1:
+        (pair,) = groups
+        place = f"in {pair.label}"
+    else:
+        shown = ", ".join(f"{p.label} ({len(v)})" for p, v in list(groups.items())[:6])
+        more = f" and {len(groups) - 6} more" if len(groups) > 6 else ""
+        place = f"in {len(groups)} account/region pairs: {shown}{more},"
+    what = f"{spec.name} {count} instance(s) {place} via {where}" + (
+        f" with profile {profile}" if profile else ""
+    )
+    if ids == "-" or not sys.stdin.isatty():
+        fail(
+            err,
+            f"refusing to {what} without confirmation: no terminal to ask on. "
+            "Pass --yes to confirm (scripts and CI).",
+            EXIT_REFUSED,
+        )
+    if not typer.confirm(f"About to {what}. Continue?", default=False, err=True):
+        err.print("not confirmed; nothing was sent")
+        raise typer.Exit(EXIT_REFUSED)
+
+
+def client_error(exc: Exception, err: Console) -> NoReturn:
+    from botocore.exceptions import NoRegionError, ProfileNotFound
+
+    from ..ec2 import CREDENTIAL_ERRORS, classify_exception
+
+    if isinstance(exc, NoRegionError):
+        fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+    if isinstance(exc, ProfileNotFound):
+        fail(err, str(exc), EXIT_AUTH)
+    if isinstance(exc, CREDENTIAL_ERRORS):  # resolved when the client is made; nothing sent
+        fail(err, f"no usable credentials: {classify_exception(exc).message}", EXIT_AUTH)
+    fail(err, f"cannot set up the EC2 client: {exc}", EXIT_USAGE)
+
+
+def register(spec: ActionSpec, summary: str) -> None:
+    """Add ``swarm <spec.name>`` with every shared option (and the action's own flags)."""
+    is_stop = "force" in spec.flags
+
+    def command(
+        ids: Annotated[
+            str,
+            typer.Option(
+                "--ids",
+                help="File of instance IDs, one per line (# comments allowed); - reads stdin.",
+                show_default=False,
+            ),
+        ],
+        region: Annotated[
+            str | None,
+            typer.Option(
+                "--region",
+                envvar="AWS_REGION",
+                help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).",
+            ),
+        ] = None,
+        profile: Annotated[
+            str | None,
+            typer.Option(
+                "--profile", envvar="AWS_PROFILE", help="Named AWS profile for credentials."
+            ),
+        ] = None,
+        endpoint_url: Annotated[
+            str | None,
+            typer.Option(
+                "--endpoint-url",
+                envvar="AWS_ENDPOINT_URL",
+                help="EC2 endpoint to call instead of AWS's, e.g. a swarm sandbox.",
+            ),
+        ] = None,
+        ledger: Annotated[
+            str,
+            typer.Option(
+                "--ledger",
+                help="JSONL file: every instance as pending before the first call, then "
+                "its outcome.",
+            ),
+        ] = "swarm-ledger.jsonl",
+        resume: Annotated[
+            bool,
+            typer.Option("--resume", help=f"Skip IDs the ledger already records as {spec.verb}."),
+        ] = False,
+        yes: Annotated[
+            bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")
+        ] = False,
+        dry_run: Annotated[
+            bool,
+            typer.Option(
+                "--dry-run",
+                help=f"Ask EC2 whether each call would be allowed; {spec.name} nothing.",
+            ),
+        ] = False,
+        sandbox: Annotated[
+            bool,
+            typer.Option(
+                "--sandbox",
+                help="Rehearse: load exactly these IDs into a local fake EC2 with EC2's "
+                "default limits and run against it. Nothing leaves this machine.",
+            ),
+        ] = False,
+        force: Annotated[
+            bool,
+            typer.Option(
+                "--force",
+                hidden=not is_stop,
+                help="Stop without a clean shutdown (the OS gets no chance to flush).",
+            ),
+        ] = False,
+        hibernate: Annotated[
+            bool,
+            typer.Option(
+                "--hibernate",
+                hidden=not is_stop,
+                help="Hibernate instead of stopping (instances must be set up for it).",
+            ),
+        ] = False,
+        accounts: Annotated[
+            str | None,
+            typer.Option(
+                "--accounts",
+                help="Accounts file (c7n-org style YAML or TOML: account_id, role, regions, "
+                "external_id): each account's role is assumed with STS.",
+            ),
+        ] = None,
+        role_arn: Annotated[
+            str | None,
+            typer.Option("--role-arn", help="One IAM role to assume for every instance."),
+        ] = None,
+        shard: Annotated[
+            str | None,
+            typer.Option(
+                "--shard",
+                help="K/N: keep only the account/region pairs of shard K of N (see swarm "
+                "shards), so N machines split the work without sharing a bucket.",
+            ),
+        ] = None,
+        max_errors: Annotated[
+            str | None,
+            typer.Option(
+                "--max-errors",
+                help="N or P%: stop sending once that many instances have failed.",
+            ),
+        ] = None,
+        rollback: Annotated[
+            bool,
+            typer.Option(
+                "--rollback",
+                help="When --max-errors stops the run, undo what it did (start what it "
+                "stopped, stop what it started). Terminate cannot be undone.",
+            ),
+        ] = False,
+        wait: Annotated[
+            bool,
+            typer.Option(
+                "--wait",
+                help="Then wait until each instance reaches the action's state (stopped, "
+                "running, terminated), asking DescribeInstances through a window of its own.",
+            ),
+        ] = False,
+        wait_timeout: Annotated[
+            float,
+            typer.Option("--wait-timeout", min=0, help="Seconds --wait waits at most."),
+        ] = 600.0,
+        batch_size: BatchSize = 10,
+        max_window: MaxWindow = 500,
+        min_window: MinWindow = 1,
+        window_profile_: WindowOpt = WindowChoice.adaptive,
+        max_attempts: MaxAttempts = 5,
+        output: OutputOpt = Output.text,
+        progress: ProgressOpt = ProgressChoice.auto,
+        drain_timeout: DrainTimeout = 3.0,
+        call_timeout: CallTimeout = None,
+        max_outage: MaxOutage = 45.0,
+        missing_ok: MissingOk = False,
+    ) -> None:
+        _, err = consoles()
+        if (force or hibernate) and not is_stop:
+            fail(err, f"--force and --hibernate are for swarm stop, not {spec.name}", EXIT_USAGE)
+        if force and hibernate:
+            fail(err, "--force and --hibernate cannot be used together", EXIT_USAGE)
+        params = {
+            spec.flags[k]: True for k, on in (("force", force), ("hibernate", hibernate)) if on
+        }
+        run_action(
+            spec,
+            Flags(
+                ids=ids,
+                region=region,
+                profile=profile,
+                endpoint_url=endpoint_url,
+                ledger=ledger,
+                resume=resume,
+                yes=yes,
+                dry_run=dry_run,
+                sandbox=sandbox,
+                params=params,
+                output=output,
+                accounts=accounts,
+                role_arn=role_arn,
+                shard=shard,
+                max_errors=max_errors,
+                rollback=rollback,
+                wait=wait,
+                wait_timeout=wait_timeout,
+                options=RunOptions(
+                    dry_run=dry_run,
+                    batch_size=batch_size,
+                    max_attempts=max_attempts,
+                    window=window_profile(window_profile_, min_window, max_window, err),
+                    progress=progress.value,
+                    drain_timeout=drain_timeout,
+                    call_timeout=call_timeout,
+                    max_outage=max_outage,
+                    missing_ok=missing_ok,
+                ),
+            ),
+        )
+
+    # One line per paragraph: rich keeps a docstring's line breaks.
+    command.__doc__ = "\n\n".join(
+        [
+            summary,
+            "Calls in flight follow a congestion window: it starts at 1, doubles per round "
+            "trip up to 16, then grows while answers come quickly and halves on throttles.",
+            "Before the first call, every instance is in the ledger as pending; SIGINT, "
+            "SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in flight, and "
+            "record the rest. Retry what is left with [bold]swarm "
+            f"{spec.name} --ids <(swarm ledger failed --action {spec.name} LEDGER)[/bold].",
+            EXIT_CODES,
+        ]
+    )
+    app.command(spec.name)(command)
+
+
+register(
+    ACTIONS["terminate"], "Terminate EC2 instances, as fast as the account's rate limit allows."
+)
+register(ACTIONS["stop"], "Stop EC2 instances (--force, --hibernate), as fast as the limit allows.")
+register(ACTIONS["start"], "Start stopped EC2 instances, as fast as the account's limit allows.")
+register(ACTIONS["reboot"], "Reboot EC2 instances, as fast as the account's rate limit allows.")

@@ -1,0 +1,208 @@
+"""What every command shares: the Typer app, the consoles, the options, and how a run ends."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from .. import __version__
+from ..display import render_summary
+from ..report import Report
+from ..run import EXIT_INTERRUPTED, EXIT_USAGE
+from ..window import PROFILES, WindowProfile
+
+app = typer.Typer(
+    name="swarm",
+    help="Bulk cloud mutations as fast as the API allows, without losing an intent.\n\n"
+    "Start with [bold]swarm demo[/bold]: it runs against a local fake EC2, no AWS account needed.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+ledger_app = typer.Typer(
+    help="Read and merge ledgers: what failed, what is done.", no_args_is_help=True
+)
+app.add_typer(ledger_app, name="ledger")
+
+
+class WindowChoice(str, Enum):
+    adaptive = "adaptive"
+    seed = "seed"
+
+
+class Output(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class ProgressChoice(str, Enum):
+    auto = "auto"
+    live = "live"
+    plain = "plain"
+    none = "none"
+
+
+class Preset(str, Enum):
+    quick = "quick"
+    ec2 = "ec2"
+
+
+def consoles() -> tuple[Console, Console]:
+    # Soft wrap: long IDs and paths stay whole in logs and when piped.
+    return (
+        Console(soft_wrap=True, highlight=False),
+        Console(stderr=True, soft_wrap=True, highlight=False),
+    )
+
+
+def fail(err: Console, message: str, code: int) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"swarm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Bulk cloud mutations as fast as the API allows."""
+
+
+# Options shared by the commands that run an action.
+BatchSize = Annotated[
+    int,
+    typer.Option(
+        "--batch-size",
+        min=1,
+        max=1000,
+        help="Instance IDs per call (EC2 takes up to 1000).",
+    ),
+]
+MaxWindow = Annotated[
+    int, typer.Option("--max-window", min=1, max=1000, help="Most calls ever in flight at once.")
+]
+MinWindow = Annotated[
+    int,
+    typer.Option(
+        "--min-window", min=1, max=1000, help="Fewest calls in flight allowed after throttles."
+    ),
+]
+WindowOpt = Annotated[
+    WindowChoice,
+    typer.Option(
+        "--window-profile",
+        help="adaptive: the default, tuned; seed: the reference TCP profile, reproduced exactly.",
+    ),
+]
+MaxAttempts = Annotated[
+    int,
+    typer.Option(
+        "--max-attempts",
+        min=1,
+        max=100,
+        help="Tries per instance on server errors and timeouts (throttles never count).",
+    ),
+]
+OutputOpt = Annotated[
+    Output,
+    typer.Option(
+        "--output", "-o", help="text: a summary for people; json: one summary object on stdout."
+    ),
+]
+ProgressOpt = Annotated[
+    ProgressChoice,
+    typer.Option(
+        "--progress",
+        help="auto: a live view on a terminal, plain lines otherwise; none: quiet until the end.",
+    ),
+]
+DrainTimeout = Annotated[
+    float,
+    typer.Option(
+        "--drain-timeout",
+        min=0,
+        help="On SIGINT/SIGTERM/SIGHUP: seconds to wait for calls in flight before recording "
+        "the rest pending and exiting (a second signal stops the wait).",
+    ),
+]
+CallTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--call-timeout",
+        min=0.1,
+        help="Seconds to wait for one call's answer [default: follows the endpoint's measured "
+        "round trips, 2-30 s].",
+        show_default=False,
+    ),
+]
+MaxOutage = Annotated[
+    float,
+    typer.Option(
+        "--max-outage",
+        min=0,
+        help="Seconds to keep probing an endpoint that gives no answer at all before "
+        "recording the rest pending and exiting 1.",
+    ),
+]
+MissingOk = Annotated[
+    bool,
+    typer.Option(
+        "--missing-ok",
+        help="Instances that do not exist count as done for the exit code (a retry loop "
+        "can go green).",
+    ),
+]
+
+
+def window_profile(
+    choice: WindowChoice, min_window: int, max_window: int, err: Console
+) -> WindowProfile:
+    try:
+        return PROFILES[choice.value].bounded(min_window=min_window, max_window=max_window)
+    except ValueError as exc:
+        fail(err, str(exc), EXIT_USAGE)
+
+
+def finish(report: Report, output: Output, out: Console, err: Console) -> NoReturn:
+    if output is Output.json:
+        render_summary(report, err)
+        out.file.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+        out.file.flush()
+    else:
+        render_summary(report, out)
+    raise typer.Exit(report.exit_code)
+
+
+@contextlib.contextmanager
+def interruptible(err: Console) -> Iterator[None]:
+    """Ctrl-C while a sandbox is being set up: stop cleanly with 130, no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

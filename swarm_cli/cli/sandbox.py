@@ -1,0 +1,274 @@
+"""``swarm demo`` and ``swarm sandbox``: the embedded fake EC2, to watch and to try things on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..run import EXIT_USAGE, RunOptions
+from ..sandbox import SandboxConfig
+from .common import (
+    BatchSize,
+    MaxAttempts,
+    MaxWindow,
+    MinWindow,
+    Output,
+    OutputOpt,
+    Preset,
+    ProgressChoice,
+    ProgressOpt,
+    WindowChoice,
+    WindowOpt,
+    app,
+    consoles,
+    fail,
+    finish,
+    interruptible,
+    window_profile,
+    write_atomic,
+)
+
+PresetOpt = Annotated[
+    Preset,
+    typer.Option(
+        "--preset", help="quick: scaled for a snappy demo; ec2: EC2's documented default limits."
+    ),
+]
+RateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--rate", min=0.1, help="Calls per second the request bucket refills [default: preset's]."
+    ),
+]
+BurstOpt = Annotated[
+    float | None,
+    typer.Option("--burst", min=1, help="Calls the request bucket holds [default: preset's]."),
+]
+ResourceRateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--resource-rate",
+        min=0.1,
+        help="Instances per second the resource bucket refills [default: preset's].",
+    ),
+]
+ResourceBurstOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--resource-burst", min=1, help="Instances the resource bucket holds [default: preset's]."
+    ),
+]
+LatencyOpt = Annotated[
+    float | None,
+    typer.Option("--latency", min=0, help="Seconds each mutating call takes [default: preset's]."),
+]
+ErrorRateOpt = Annotated[
+    float,
+    typer.Option(
+        "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError."
+    ),
+]
+ProtectedOpt = Annotated[
+    int,
+    typer.Option("--protected", min=0, help="Instances with termination protection (they fail)."),
+]
+MissingOpt = Annotated[
+    int,
+    typer.Option("--missing", min=0, help="IDs that do not exist, added to the list (they fail)."),
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed for latency and faults.")]
+
+
+def _sandbox_config(
+    preset: Preset,
+    *,
+    rate: float | None,
+    burst: float | None,
+    resource_rate: float | None,
+    resource_burst: float | None,
+    latency: float | None,
+    error_rate: float,
+    seed: int,
+) -> SandboxConfig:
+    from ..sandbox import PRESETS, BucketSpec
+
+    base = PRESETS[preset.value]
+
+    def bucket(spec: BucketSpec, burst_: float | None, rate_: float | None) -> BucketSpec:
+        return BucketSpec(
+            spec.burst if burst_ is None else burst_, spec.rate if rate_ is None else rate_
+        )
+
+    return base.with_(
+        requests=bucket(base.requests, burst, rate),
+        resources=bucket(base.resources, resource_burst, resource_rate),
+        latency=latency,
+        error_rate=error_rate,
+        seed=seed,
+    )
+
+
+@app.command()
+def demo(
+    count: Annotated[
+        int, typer.Option("--count", min=1, max=5000, help="Instances to launch and terminate.")
+    ] = 300,
+    preset: PresetOpt = Preset.quick,
+    rate: RateOpt = None,
+    burst: BurstOpt = None,
+    resource_rate: ResourceRateOpt = None,
+    resource_burst: ResourceBurstOpt = None,
+    latency: LatencyOpt = None,
+    error_rate: ErrorRateOpt = 0.02,
+    protected: ProtectedOpt = 0,
+    missing: MissingOpt = 0,
+    seed: SeedOpt = 0,
+    batch_size: BatchSize = 1,
+    max_window: MaxWindow = 64,
+    min_window: MinWindow = 1,
+    window_profile_: WindowOpt = WindowChoice.adaptive,
+    max_attempts: MaxAttempts = 5,
+    ledger: Annotated[
+        str | None,
+        typer.Option("--ledger", help="Ledger file [default: a new file in the temp folder]."),
+    ] = None,
+    output: OutputOpt = Output.text,
+    progress: ProgressOpt = ProgressChoice.auto,
+) -> None:
+    """Watch swarm work against a local fake EC2: no AWS account, nothing leaves this machine.
+
+    Starts the sandbox (moto behind EC2-style token buckets), launches instances in it,
+    and terminates them all through the same path as a real run. One ID per call by
+    default, so the window has many calls to learn from.
+    """
+    from ..rehearse import run_demo
+
+    out, err = consoles()
+    config = _sandbox_config(
+        preset,
+        rate=rate,
+        burst=burst,
+        resource_rate=resource_rate,
+        resource_burst=resource_burst,
+        latency=latency,
+        error_rate=error_rate,
+        seed=seed,
+    )
+    ledger_path = ledger or os.path.join(
+        tempfile.gettempdir(), f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    )
+    options = RunOptions(
+        batch_size=batch_size,
+        max_attempts=max_attempts,
+        window=window_profile(window_profile_, min_window, max_window, err),
+        ledger=ledger_path,
+        progress=progress.value,
+    )
+    with interruptible(err):
+        report = run_demo(config, count, options, err, protected=protected, missing=missing)
+    finish(report, output, out, err)
+
+
+@app.command("sandbox")
+def sandbox_cmd(
+    port: Annotated[
+        int,
+        typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one)."),
+    ] = 8577,
+    count: Annotated[
+        int, typer.Option("--count", min=0, help="Running instances to launch at start.")
+    ] = 0,
+    ids_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--ids-out", help="Write the launched IDs (and --missing ones) here, one per line."
+        ),
+    ] = None,
+    env_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--env-out", help="Write the environment to export here, once the sandbox is ready."
+        ),
+    ] = None,
+    preset: PresetOpt = Preset.quick,
+    rate: RateOpt = None,
+    burst: BurstOpt = None,
+    resource_rate: ResourceRateOpt = None,
+    resource_burst: ResourceBurstOpt = None,
+    latency: LatencyOpt = None,
+    error_rate: ErrorRateOpt = 0.0,
+    protected: ProtectedOpt = 0,
+    missing: MissingOpt = 0,
+    seed: SeedOpt = 0,
+) -> None:
+    """Keep a fake EC2 running on 127.0.0.1 until Ctrl-C, for trying commands or CI jobs.
+
+    Prints the endpoint and the environment to export (dummy credentials, region,
+    AWS_ENDPOINT_URL); with --env-out and --ids-out, a CI step can wait for the
+    env file and then run swarm terminate against it.
+    """
+    import random
+
+    from ..sandbox import ACCOUNT, Sandbox, environment, fake_ids
+
+    out, err = consoles()
+    config = _sandbox_config(
+        preset,
+        rate=rate,
+        burst=burst,
+        resource_rate=resource_rate,
+        resource_burst=resource_burst,
+        latency=latency,
+        error_rate=error_rate,
+        seed=seed,
+    )
+    box = Sandbox(config, port=port)
+    try:
+        box.start()
+    except OSError as exc:
+        fail(err, f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", EXIT_USAGE)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if count:
+            err.print(f"launching {count} instances…")
+        ids = box.launch(count, protected=min(protected, count))
+        listed = ids + fake_ids(missing, random.Random(seed))
+        if ids_out is not None:
+            write_atomic(ids_out, "".join(f"{i}\n" for i in listed))
+        exports = "".join(f"export {k}={v}\n" for k, v in environment(box).items())
+        if env_out is not None:
+            write_atomic(env_out, exports)
+        r, res = config.requests, config.resources
+        err.print(
+            f"[bold]swarm sandbox[/]: fake EC2 on {box.endpoint} ({config.region}, "
+            f"account {ACCOUNT}). Not AWS: nothing leaves this machine."
+        )
+        err.print(
+            f"  limits: {r.burst:g} calls burst, {r.rate:g}/s; {res.burst:g} instances "
+            f"burst, {res.rate:g}/s; latency {config.latency * 1000:.0f} ms; "
+            f"errors {config.error_rate:.0%}"
+        )
+        err.print(
+            f"  {len(ids)} running instance(s)"
+            + (f", {min(protected, count)} protected" if protected else "")
+            + (f"; IDs in {ids_out}" if ids_out else "")
+        )
+        out.file.write(exports)
+        out.file.flush()
+        err.print("Ctrl-C to stop.")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        err.print("sandbox stopped")
+    finally:
+        box.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,193 @@
+"""What a run did, as typed data: one row per (account, region) pair and the totals.
+
+The display renders it; ``--output json`` prints :meth:`Report.to_dict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .engine import RESOLVED
+from .outcome import Outcome
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One account and region: one bucket per action, so one window."""
+
+    account: str | None
+    region: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.account}/{self.region}" if self.account else self.region
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str | None
+    message: str | None
+
+    @classmethod
+    def of(cls, outcome: Outcome | None) -> Reason | None:
+        return None if outcome is None else cls(outcome.code, outcome.message)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An intent that did not succeed."""
+
+    id: str
+    status: str
+    code: str | None
+    message: str | None
+    region: str | None = None
+    account: str | None = None
+
+
+@dataclass
+class WindowReport:
+    final: float = 0.0
+    peak: float = 0.0
+    ssthresh: float = 0.0
+    pace_seconds: float = 0.0
+    decreases: int = 0
+    # (seconds since start, cwnd) at each change: enough to draw the window.
+    trajectory: list[tuple[float, float]] = field(default_factory=list)
+
+
+def no_counts() -> dict[str, int]:
+    return dict.fromkeys(RESOLVED, 0)
+
+
+@dataclass
+class PairReport:
+    """One (account, region) pair's share of the run."""
+
+    region: str
+    account: str | None = None
+    total: int = 0
+    counts: dict[str, int] = field(default_factory=no_counts)
+    calls: int = 0
+    throttled_calls: int = 0
+    retries: int = 0
+    timeouts: int = 0
+    outages: int = 0
+    peak_in_flight: int = 0
+    elapsed_seconds: float = 0.0
+    window: WindowReport = field(default_factory=WindowReport)
+    errors: dict[str, int] = field(default_factory=dict)
+    fatal: Reason | None = None
+    stopped: Reason | None = None
+    gave_up: bool = False
+    endpoint: str | None = None
+
+    @property
+    def pair(self) -> Pair:
+        return Pair(self.account, self.region)
+
+
+@dataclass
+class Report:
+    run: str
+    action: str
+    dry_run: bool = False
+    endpoint: str | None = None
+    window_profile: str = "adaptive"
+    batch_size: int = 10
+    pairs: list[PairReport] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    signal: str | None = None
+    ledger: str | None = None
+    ledger_error: str | None = None
+    unrecorded: int = 0
+    budget_spent: Reason | None = None  # --max-errors stopped the run
+    elapsed_seconds: float = 0.0
+    exit_code: int = 0
+    # Set by the sandbox runs (demo, rehearsal), a wait and a rollback.
+    extra: dict[str, Any] = field(default_factory=dict)
+    # The IDs each pair got done, for a wait or a rollback (not printed: it can be long).
+    done: dict[Pair, list[str]] = field(default_factory=dict, repr=False)
+
+    @property
+    def total(self) -> int:
+        return sum(p.total for p in self.pairs)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return _sum_counts(p.counts for p in self.pairs)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.signal is not None
+
+    @property
+    def fatal(self) -> Reason | None:
+        return next((p.fatal for p in self.pairs if p.fatal), None)
+
+    @property
+    def stopped(self) -> Reason | None:
+        return self.budget_spent or next((p.stopped for p in self.pairs if p.stopped), None)
+
+    @property
+    def gave_up(self) -> bool:
+        return any(p.gave_up for p in self.pairs)
+
+    def total_of(self, name: str) -> int:
+        return int(sum(getattr(p, name) for p in self.pairs))
+
+    @property
+    def window(self) -> WindowReport | None:
+        """The window of a single-pair run (several pairs each have their own)."""
+        return self.pairs[0].window if len(self.pairs) == 1 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        def plain(value: Any) -> Any:
+            return None if value is None else asdict(value)
+
+        errors: dict[str, int] = {}
+        for p in self.pairs:
+            for code, n in p.errors.items():
+                errors[code] = errors.get(code, 0) + n
+        return {
+            "run": self.run,
+            "action": self.action,
+            "dry_run": self.dry_run,
+            "region": self.pairs[0].region if len(self.pairs) == 1 else None,
+            "endpoint": self.endpoint,
+            "window_profile": self.window_profile,
+            "batch_size": self.batch_size,
+            "total": self.total,
+            "counts": self.counts,
+            "calls": self.total_of("calls"),
+            "throttled_calls": self.total_of("throttled_calls"),
+            "retries": self.total_of("retries"),
+            "timeouts": self.total_of("timeouts"),
+            "outages": self.total_of("outages"),
+            "peak_in_flight": max((p.peak_in_flight for p in self.pairs), default=0),
+            "window": plain(self.window),
+            "errors": dict(sorted(errors.items())),
+            "elapsed_seconds": round(self.elapsed_seconds, 3),
+            "pairs": [asdict(p) for p in self.pairs],
+            "problems": [asdict(p) for p in self.problems],
+            "fatal": plain(self.fatal),
+            "stopped": plain(self.stopped),
+            "interrupted": self.interrupted,
+            "signal": self.signal,
+            "gave_up": self.gave_up,
+            "ledger": self.ledger,
+            "ledger_error": self.ledger_error,
+            "unrecorded": self.unrecorded,
+            **self.extra,
+            "exit_code": self.exit_code,
+        }
+
+
+def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total = no_counts()
+    for c in counts:
+        for status, n in c.items():
+            total[status] += n
+    return total
