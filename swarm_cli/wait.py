@@ -1,0 +1,259 @@
+"""``--wait``: after an action, wait until each instance it did reaches the action's state.
+
+The wait is a job of its own, run by the same engine as any action: one
+DescribeInstances call per batch, through a window per (account, region) pair on
+DescribeInstances' bucket, which is separate from the action's. An instance not
+there yet is asked again after the engine's poll interval without an attempt
+charged, so the wait is bounded by its deadline, not by ``max_attempts``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from rich.console import Console
+
+from .actions import ACTIONS, DESCRIBE_LIMITS, ActionSpec
+from .ec2 import MISSING_CODES, PER_INSTANCE_CODES, _split_batch, classify_exception
+from .engine import Clock
+from .ledger import REACHED_CODE, LedgerError, LedgerWriter, utc_now
+from .outcome import Kind, Outcome
+from .report import Pair, Report
+from .run import Job, run_job
+
+WAIT_SPEC = ActionSpec(
+    name="wait",
+    api="DescribeInstances",
+    method="describe_instances",
+    verb="reached",
+    limits=DESCRIBE_LIMITS,
+)
+# DescribeInstances has no instance bucket, so large batches cost nothing extra; 200
+# keeps one answer (a few KB per instance) small enough to parse quickly.
+MAX_WAIT_BATCH = 200
+TIMEOUT_CODE = "WaitTimeout"
+WRONG_STATE_CODE = "WrongState"
+NOT_LISTED_CODE = "NotListed"
+# Once shutting down, an instance can only end up terminated.
+_TERMINAL = frozenset({"shutting-down", "terminated"})
+
+
+def dead_ends(target: str) -> frozenset[str]:
+    """The states from which an instance can no longer reach ``target``.
+
+    Only states that lead to nothing but termination count. A running instance
+    while waiting for "stopped" (or a stopped one while waiting for "running")
+    is not one: DescribeInstances is eventually consistent, so it may show the
+    state from before the call for a while; the wait's deadline bounds that case.
+    """
+    return frozenset() if target in _TERMINAL else _TERMINAL
+
+
+class WaitForState:
+    """An engine action: one DescribeInstances call, and how far each instance has got.
+
+    Once ``deadline`` (on ``clock``) has passed, it answers ``WaitTimeout`` for
+    every ID without a call, so the engine runs out of work and the wait ends:
+    run_job has no deadline of its own.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        target: str,
+        *,
+        deadline: float = float("inf"),
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.target = target
+        self.deadline = deadline
+        self.clock = clock
+        self._dead_ends = dead_ends(target)
+        self._lock = threading.Lock()  # the engine calls from several worker threads
+        self._reached_at: dict[str, str] = {}
+        self._last_state: dict[str, str] = {}
+
+    @property
+    def reached_at(self) -> dict[str, str]:
+        """Instance ID -> when (ISO 8601, UTC) the wait saw it in the target state."""
+        with self._lock:
+            return dict(self._reached_at)
+
+    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
+        if self.clock() >= self.deadline:
+            return {i: self._timed_out(i) for i in ids}
+        try:
+            response = self.client.describe_instances(InstanceIds=list(ids))
+        except Exception as err:
+            return self._failed(ids, classify_exception(err))
+        meta = response.get("ResponseMetadata", {})
+        status, request_id = meta.get("HTTPStatusCode"), meta.get("RequestId")
+        states = {
+            instance["InstanceId"]: instance["State"]["Name"]
+            for reservation in response.get("Reservations", [])
+            for instance in reservation.get("Instances", [])
+        }
+        out: dict[str, Outcome] = {}
+        for i in ids:
+            state = states.get(i)
+            if state is None:
+                out[i] = self._vanished(i, status, request_id)
+                continue
+            with self._lock:
+                self._last_state[i] = state
+            if state == self.target:
+                out[i] = self._reached(i, state, status, request_id)
+            elif state in self._dead_ends:
+                message = f"{state}: it can no longer become {self.target}"
+                out[i] = Outcome(Kind.PERMANENT, WRONG_STATE_CODE, message, status, request_id)
+            else:
+                out[i] = Outcome(Kind.NOT_YET, state, None, status, request_id)
+        return out
+
+    def _failed(self, ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
+        if outcome.code not in PER_INSTANCE_CODES:
+            return dict.fromkeys(ids, outcome)
+        # The error names the bad IDs; the others were not answered and go back.
+        split = _split_batch(ids, outcome)
+        return {
+            i: self._vanished(i, o.http_status, o.request_id)
+            if o.kind is Kind.MISSING and o.code in MISSING_CODES
+            else o
+            for i, o in split.items()
+        }
+
+    def _vanished(self, i: str, status: int | None, request_id: str | None) -> Outcome:
+        # EC2 lists a terminated instance for about an hour, then forgets it.
+        if self.target == "terminated":
+            return self._reached(i, "terminated", status, request_id)
+        message = f"no longer listed by DescribeInstances; it cannot become {self.target}"
+        return Outcome(Kind.MISSING, NOT_LISTED_CODE, message, status, request_id)
+
+    def _reached(self, i: str, state: str, status: int | None, request_id: str | None) -> Outcome:
+        with self._lock:
+            self._reached_at.setdefault(i, utc_now())
+            self._last_state[i] = state
+        return Outcome(Kind.SUCCEEDED, REACHED_CODE, state, status, request_id)
+
+    def _timed_out(self, i: str) -> Outcome:
+        with self._lock:
+            last = self._last_state.get(i)
+        seen = f"last seen {last}" if last else "never seen"
+        message = f"not {self.target} when the wait timed out ({seen})"
+        return Outcome(Kind.PERMANENT, TIMEOUT_CODE, message)
+
+
+@dataclass
+class WaitReport(Report):
+    """A wait's report; ``done`` holds the instances that reached ``target``."""
+
+    target: str = ""
+    # Instance ID -> when the wait saw it in the target state (not printed: it can be long).
+    reached_at: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+def _classify_setup(err: Exception) -> Outcome:
+    """A pair whose client cannot be made sends nothing; run_job records why."""
+    try:
+        return classify_exception(err)
+    except Exception:  # not botocore's: as run_job itself treats set-up failures
+        return Outcome(Kind.FATAL, type(err).__name__, str(err))
+
+
+def wait_for(
+    job: Job,
+    done: Mapping[Pair, Sequence[str]],
+    make_client: Callable[[Pair], Any],
+    console: Console,
+    *,
+    timeout: float = 600.0,
+) -> WaitReport:
+    """Wait, all pairs at once, until the instances in ``done`` reach the job's target state.
+
+    ``done`` is what the action run got done (its ``Report.done``). The wait
+    keeps the job's window profile, attempts, call timeout and progress mode,
+    writes no ledger (see :func:`record_reached`) and has no failure budget.
+    Every instance ends reached (``succeeded``), ``failed`` with ``WrongState``
+    or ``WaitTimeout``, ``missing``, or ``pending`` if the wait was interrupted.
+    It ends within about one poll interval (the engine's, 2 s) after ``timeout``.
+    """
+    target = job.action.target_state
+    if target is None:
+        raise ValueError(f"{job.action.name} has no state to wait for")
+    if job.options.dry_run:
+        raise ValueError("a dry run changes nothing to wait for")
+    if timeout < 0:
+        raise ValueError("the wait's timeout must not be negative")
+    o = job.options
+    options = replace(o, ledger=None, max_errors=None, batch_size=min(o.batch_size, MAX_WAIT_BATCH))
+    groups = {pair: list(ids) for pair, ids in done.items() if ids}
+    wait_job = Job(WAIT_SPEC, groups, options, title=f"wait for {target}")
+    clock: Clock = time.monotonic
+    deadline = clock() + timeout  # one deadline for every pair
+    actions: list[WaitForState] = []
+
+    def make_action(pair: Pair) -> WaitForState:
+        action = WaitForState(make_client(pair), target, deadline=deadline, clock=clock)
+        actions.append(action)
+        return action
+
+    report = run_job(wait_job, make_action, console, classify=_classify_setup)
+    reached_at: dict[str, str] = {}
+    for action in actions:
+        reached_at.update(action.reached_at)
+    counts = report.counts
+    report.extra["wait"] = {
+        "target": target,
+        "timeout_seconds": timeout,
+        "reached": counts["succeeded"],
+        "timed_out": sum(1 for p in report.problems if p.code == TIMEOUT_CODE),
+        "wrong_state": sum(1 for p in report.problems if p.code == WRONG_STATE_CODE),
+    }
+    copied = {f.name: getattr(report, f.name) for f in fields(Report)}
+    return WaitReport(**copied, target=target, reached_at=reached_at)
+
+
+def record_reached(ledger_path: str, run_id: str, action: str, report: Report) -> int:
+    """Append a ``succeeded`` record with code ``Reached`` per instance the wait saw arrive.
+
+    The records belong to the action's run (``run_id``, ``action``) and name each
+    instance's own account and region. Their seqs start again at 1 within the
+    run (the writer cannot continue the run's numbering); their later
+    timestamps still order them after the run's own records. Returns how many
+    were written; raises :class:`LedgerError` if any could not be.
+    """
+    spec = ACTIONS.get(action)
+    target = report.target if isinstance(report, WaitReport) else None
+    target = target or (spec.target_state if spec else None) or "reached"
+    reached_at = report.reached_at if isinstance(report, WaitReport) else {}
+    writer = LedgerWriter(ledger_path, run_id, action, None)
+    count = 0
+    try:
+        for pair, ids in report.done.items():
+            for i in ids:
+                when = reached_at.get(i) or utc_now()
+                writer.write(
+                    i,
+                    "succeeded",
+                    code=REACHED_CODE,
+                    message=f"{target} at {when}",
+                    reached=when,
+                    region=pair.region,
+                    account=pair.account,
+                )
+                count += 1
+    finally:
+        lost = writer.close()
+    if writer.error is not None or lost:
+        error = writer.error
+        reason = (error.strerror or str(error)) if error else "records were lost"
+        raise LedgerError(
+            f"cannot write the ledger {ledger_path}: {reason} "
+            f"({len(lost)} of {count} reached record(s) not written)"
+        )
+    return count

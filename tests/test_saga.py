@@ -1,0 +1,172 @@
+"""The failure budget and compensation from ledgers written as runs write them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from swarm_cli.actions import ACTIONS
+from swarm_cli.ledger import REACHED_CODE, LedgerWriter
+from swarm_cli.report import Pair, Report
+from swarm_cli.saga import SagaError, UndoPlan, parse_budget, undo_plan, undo_report
+
+EAST, WEST, ACCOUNT = "us-east-1", "eu-west-1", "210987654321"
+
+
+@pytest.mark.parametrize(
+    ("text", "total", "budget"),
+    [
+        ("10", 1000, 10),
+        ("1", 0, 1),
+        (" 7 ", 3, 7),  # a count may exceed the run: it then never stops it
+        ("5%", 200, 10),  # exactly 10, not 11 from 10.000000000000002 rounded up
+        ("5%", 201, 11),
+        ("5%", 10, 1),  # rounded up, and at least one
+        ("5%", 0, 1),
+        ("0.5%", 1000, 5),
+        ("100%", 37, 37),
+    ],
+)
+def test_parse_budget(text: str, total: int, budget: int) -> None:
+    assert parse_budget(text, total) == budget
+
+
+@pytest.mark.parametrize(
+    "text", ["0", "-1", "101%", "0%", "x", "", "%", "5 %", "1.5", "1e2", "nan%", "10%%"]
+)
+def test_parse_budget_refuses(text: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_budget(text, 100)
+    message = str(info.value)
+    assert "\n" not in message
+    assert repr(text) in message
+
+
+def write_run(
+    path: Path,
+    run: str,
+    action: str,
+    outcomes: Sequence[tuple[str, str]],
+    *,
+    region: str = EAST,
+    account: str | None = None,
+    reached: Sequence[str] = (),
+) -> None:
+    """A run as run_job records it: intents ahead, then outcomes, then --wait's records."""
+    writer = LedgerWriter(str(path), run, action, region, account)
+    writer.write_ahead([i for i, _ in outcomes])
+    for instance_id, status in outcomes:
+        writer.write(instance_id, status, code=None if status == "succeeded" else "SomeError")
+    for instance_id in reached:
+        writer.write(instance_id, "succeeded", code=REACHED_CODE, reached="2024-01-01T00:00:00Z")
+    assert writer.close() == []
+
+
+def test_the_latest_reversible_run_is_undone_by_its_opposite(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    write_run(ledger, "r1", "stop", [("i-1", "succeeded")])
+    write_run(ledger, "r2", "start", [("i-2", "succeeded"), ("i-3", "failed"), ("i-4", "pending")])
+    write_run(ledger, "r3", "terminate", [("i-5", "succeeded")])  # later, but not reversible
+    write_run(ledger, "r4", "reboot", [("i-6", "succeeded")])
+
+    plan = undo_plan([str(ledger)])
+
+    assert plan == UndoPlan("r2", ACTIONS["stop"], {Pair(None, EAST): ["i-2"]})
+    assert plan.total == 1
+
+
+def test_a_named_run_is_undone_whatever_came_later(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    write_run(ledger, "r1", "stop", [("i-1", "succeeded"), ("i-2", "succeeded")])
+    write_run(ledger, "r2", "start", [("i-3", "succeeded")])
+
+    plan = undo_plan([str(ledger)], run="r1")
+
+    assert plan.action is ACTIONS["start"]
+    assert plan.groups == {Pair(None, EAST): ["i-1", "i-2"]}
+
+
+def test_instances_are_grouped_by_their_records_pairs_in_ledger_order(tmp_path: Path) -> None:
+    east, west = tmp_path / "east.jsonl", tmp_path / "west.jsonl"
+    # One run over two pairs, sharded into two ledgers; --wait added Reached records.
+    write_run(east, "r1", "stop", [("i-b", "succeeded"), ("i-a", "succeeded")], reached=["i-b"])
+    write_run(
+        west,
+        "r1",
+        "stop",
+        [("i-d", "succeeded"), ("i-c", "missing"), ("i-e", "succeeded")],
+        region=WEST,
+        account=ACCOUNT,
+        reached=["i-e", "i-d"],
+    )
+
+    plan = undo_plan([str(east), str(west)])
+
+    assert plan.groups == {
+        Pair(None, EAST): ["i-b", "i-a"],
+        Pair(ACCOUNT, WEST): ["i-d", "i-e"],
+    }
+    # A ledger passed twice (or merged with its own input) lists nothing twice.
+    assert undo_plan([str(east), str(east), str(west)]).groups == plan.groups
+
+
+def test_reached_records_alone_are_nothing_to_undo(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "stop", EAST)
+    writer.write("i-1", "succeeded", code=REACHED_CODE)
+    writer.close()
+
+    with pytest.raises(SagaError, match="got nothing done"):
+        undo_plan([str(ledger)])
+
+
+def test_the_latest_run_is_the_one_whose_last_record_is_newest(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_run(first, "early", "stop", [("i-1", "succeeded")])
+    write_run(second, "late", "start", [("i-2", "succeeded")])
+    write_run(first, "early", "stop", [("i-3", "succeeded")])  # early's run goes on after late
+
+    # The order of the ledgers does not matter, only the records' times.
+    assert undo_plan([str(second), str(first)]).run == "early"
+    assert undo_plan([str(first), str(second)]).run == "early"
+
+
+@pytest.mark.parametrize("action", ["terminate", "reboot"])
+def test_an_irreversible_run_cannot_be_undone(tmp_path: Path, action: str) -> None:
+    ledger = tmp_path / "l.jsonl"
+    write_run(ledger, "r1", action, [("i-1", "succeeded")])
+
+    with pytest.raises(SagaError) as named:
+        undo_plan([str(ledger)], run="r1")
+    assert str(named.value) == f"run r1: {action} cannot be undone: its budget only stops the run"
+    with pytest.raises(SagaError, match="no run of a reversible action"):
+        undo_plan([str(ledger)])
+
+
+def test_errors_name_the_missing_run_and_the_empty_one(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    write_run(ledger, "r1", "stop", [("i-1", "failed"), ("i-2", "pending")])
+
+    with pytest.raises(SagaError, match="no run nope in"):
+        undo_plan([str(ledger)], run="nope")
+    with pytest.raises(SagaError, match=r"run r1 \(stop\) got nothing done: nothing to undo"):
+        undo_plan([str(ledger)])
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(SagaError, match="no run of a reversible action"):
+        undo_plan([str(empty)])
+
+
+def test_a_report_without_a_ledger_can_be_undone_too() -> None:
+    done = {Pair(None, EAST): ["i-1", "i-2"], Pair(ACCOUNT, WEST): []}
+    report = Report(run="r9", action="start", done=done)
+
+    plan = undo_report(report)
+
+    assert plan == UndoPlan("r9", ACTIONS["stop"], {Pair(None, EAST): ["i-1", "i-2"]})
+    with pytest.raises(SagaError, match="terminate cannot be undone"):
+        undo_report(Report(run="r9", action="terminate", done=done))
+    with pytest.raises(SagaError, match="nothing to undo"):
+        undo_report(Report(run="r9", action="stop"))
