@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import errno
 import json
 import os
 import queue
+import secrets
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Final, TypeVar
 
 FORMAT_VERSION = 1
 STATUSES = ("pending", "missing", "failed", "succeeded")
 STATUS_RANK = {status: rank for rank, status in enumerate(STATUSES)}
+# The code of the extra ``succeeded`` record written when ``--wait`` saw the
+# instance reach the action's target state; its ``reached`` field says when.
+REACHED_CODE = "Reached"
 
 
 class LedgerError(Exception):
@@ -46,13 +52,27 @@ class Record:
     http_status: int | None = None
     attempts: int = 0
     request_id: str | None = None
-    # On the write-ahead records: how many intents the run wrote ahead. A run with
-    # fewer of them in the ledger was killed while writing them, before any call.
+    # On the write-ahead records: how many intents their block holds. A block
+    # with fewer of them in the ledger was cut short by a kill (see WriteAheadCheck).
     intents: int | None = None
+    # On the write-ahead records: the seq of their block's first record, which
+    # names the block within its run (a run writes one block per account,
+    # region and action). Records of older swarms have none: one block per run.
+    block: int | None = None
+    # On the write-ahead records, when the run said so: how many intents all
+    # its blocks hold, so a kill between two blocks shows too.
+    run_intents: int | None = None
+    # When --wait saw the instance in the action's target state (ISO 8601).
+    reached: str | None = None
     v: int = FORMAT_VERSION
 
     def order(self) -> tuple[int, str, str, int]:
-        """Merge order: the larger record wins (a join-semilattice, so merges commute)."""
+        """Merge order: the larger record wins (a join-semilattice, so merges commute).
+
+        Only two records with the same run and seq tie, and a writer never
+        gives two records the same seq; :func:`fold` still breaks such ties
+        by the whole record, so the merge does not depend on input order.
+        """
         return (STATUS_RANK[self.status], self.ts, self.run, self.seq)
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +134,9 @@ _SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
     "attempts": ((int,), False),
     "request_id": ((str, _NONE), False),
     "intents": ((int, _NONE), False),
+    "block": ((int, _NONE), False),
+    "run_intents": ((int, _NONE), False),
+    "reached": ((str, _NONE), False),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", _NONE: "null"}
 
@@ -124,6 +147,23 @@ def utc_now() -> str:
 
 def _reason(err: OSError) -> str:
     return err.strerror or str(err)
+
+
+class WriterValue(enum.Enum):
+    """The type of :data:`OWN`."""
+
+    OWN = "own"
+
+
+# The default of the per-record overrides of LedgerWriter: the writer's own
+# value. A sentinel, not None, because None is a value an override may set.
+OWN: Final = WriterValue.OWN
+
+_T = TypeVar("_T")
+
+
+def _own(value: _T | WriterValue, own: _T) -> _T:
+    return own if isinstance(value, WriterValue) else value
 
 
 # Lines are written in blocks of about this size: few system calls, bounded memory.
@@ -137,14 +177,21 @@ _STOP = object()
 class LedgerWriter:
     """Appends the records of one run to a ledger file.
 
+    A run may cover several accounts, regions and actions: the constructor's
+    ``action``, ``region`` and ``account`` are only defaults, and each call of
+    :meth:`write_ahead` and :meth:`write` may name its own.
+
     The intents are written ahead, synchronously, as one ``pending`` record
-    each (:meth:`write_ahead`); the ledger keeps no run header, so every line
-    stands alone and ledgers merge line by line. Outcomes go through
-    :meth:`write`, which only queues: a thread of the writer's own appends
-    them, flushes each batch and fsyncs at least every ``fsync_interval``
-    seconds while records come in, and once more at :meth:`close`. So a
-    ``kill -9`` loses at most the outcomes of the last second, and their
-    intents still read ``pending``.
+    each (:meth:`write_ahead`, one block per call); the ledger keeps no run
+    header, so every line stands alone and ledgers merge line by line. Write
+    every block before the first call is sent: a cut-short block then means
+    the run sent nothing, which is what :class:`CutShort` tells the user.
+
+    Outcomes go through :meth:`write`, which only queues: a thread of the
+    writer's own appends them, flushes each batch and fsyncs at least every
+    ``fsync_interval`` seconds while records come in, and once more at
+    :meth:`close`. So a ``kill -9`` loses at most the outcomes of the last
+    second, and their intents still read ``pending``.
 
     When the disk refuses a write, the writer stops writing, keeps the record
     that failed and every later one, reports the error once to ``on_error``
@@ -205,39 +252,74 @@ class LedgerWriter:
         return self._error
 
     def write_ahead(
-        self, ids: Sequence[str], *, code: str | None = None, message: str | None = None
+        self,
+        ids: Sequence[str],
+        *,
+        code: str | None = None,
+        message: str | None = None,
+        region: str | WriterValue | None = OWN,
+        account: str | WriterValue | None = OWN,
+        action: str | WriterValue = OWN,
+        run_intents: int | None = None,
     ) -> None:
         """Record every intent as ``pending`` and make it durable before anything is sent.
+
+        The records form one block: each carries the block's size
+        (``intents``) and its first seq (``block``), so a reader can tell a
+        block cut short by a kill from a whole one. ``run_intents``, when
+        given, is the number of intents of all the run's blocks together,
+        which also shows a kill between two blocks; pass the same number to
+        every block, and write every block before the first call.
 
         Raises :class:`LedgerWriteError` if the records cannot be written and
         synced; the run must not start then, since the ledger would miss intents.
         That error is not passed to ``on_error``, but it stops the writer all
         the same: later outcomes are kept for :meth:`close` to return.
         """
-        with self._lock:
-            if self._closed:
-                raise ValueError("write to a closed ledger")
-            first = self._seq + 1
-            self._seq += len(ids)
-        if not ids:
-            return
-        if self._error is not None:
-            raise self._write_error(self._error)
-        lines = self._pending_lines(ids, first, utc_now(), code, message)
-        failure: OSError | None = None
+        if run_intents is not None and run_intents < len(ids):
+            raise ValueError("run_intents is smaller than this block")
+        # _io_lock is held from taking the seqs until the block is on disk, so
+        # every record with a larger seq reaches the file after the whole
+        # block: WriteAheadCheck takes any such record as proof the block is whole.
         with self._io_lock:
+            with self._lock:
+                if self._closed:
+                    raise ValueError("write to a closed ledger")
+                first = self._seq + 1
+                self._seq += len(ids)
+                shape = Record(
+                    ts=utc_now(),
+                    run=self.run,
+                    seq=0,
+                    action=_own(action, self.action),
+                    id="",
+                    status="pending",
+                    region=_own(region, self.region),
+                    account=_own(account, self.account),
+                    code=code,
+                    message=message,
+                    intents=len(ids),
+                    block=first,
+                    run_intents=run_intents,
+                )
+            if not ids:
+                return
+            if self._error is not None:
+                raise self._write_error(self._error)
             try:
-                for chunk in _chunks(lines):
+                for chunk in _chunks(_pending_lines(shape, ids, first)):
                     self._write_all(chunk)
                 self._sync()
             except _ShortWrite as short:
                 failure = short.error
             except OSError as err:
                 failure = err
-        if failure is not None:
-            # The ledger no longer lists every intent: later outcomes are kept, not written.
+            else:
+                return
+            # Set under _io_lock, so the thread writes no later record after
+            # this cut block: the ledger no longer lists every intent.
             self._error = self._error or failure
-            raise self._write_error(failure) from failure
+        raise self._write_error(failure) from failure
 
     def write(
         self,
@@ -249,8 +331,20 @@ class LedgerWriter:
         http_status: int | None = None,
         attempts: int = 0,
         request_id: str | None = None,
+        reached: str | None = None,
+        region: str | WriterValue | None = OWN,
+        account: str | WriterValue | None = OWN,
+        action: str | WriterValue = OWN,
     ) -> None:
-        """Queue one outcome for the writer thread; never waits on the disk."""
+        """Queue one outcome for the writer thread; never waits on the disk.
+
+        When ``--wait`` sees an instance in the action's target state, write
+        an extra ``succeeded`` record with code :data:`REACHED_CODE` and
+        ``reached`` set to when; it merges like any other record.
+        """
+        if status not in STATUS_RANK:
+            # The reader would skip such a line as damage: the outcome would be lost.
+            raise ValueError(f"unknown status {status!r}")
         with self._lock:
             if self._closed:
                 raise ValueError("write to a closed ledger")
@@ -259,18 +353,19 @@ class LedgerWriter:
                 ts=utc_now(),
                 run=self.run,
                 seq=self._seq,
-                action=self.action,
+                action=_own(action, self.action),
                 id=instance_id,
                 status=status,
-                region=self.region,
-                account=self.account,
+                region=_own(region, self.region),
+                account=_own(account, self.account),
                 code=code,
                 message=message,
                 http_status=http_status,
                 attempts=attempts,
                 request_id=request_id,
+                reached=reached,
             )
-            # Queued under the lock, so the file holds records in sequence order.
+            # Queued under the lock, so outcomes reach the file in sequence order.
             self._queue.put(record)
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -369,6 +464,11 @@ class LedgerWriter:
             self._lost.extend(records)
             raise
         with self._io_lock:
+            # A write-ahead block may have failed while this batch waited for the
+            # lock: a record after a cut block would pass for proof it is whole.
+            if self._error is not None:
+                self._lost.extend(records)
+                return
             try:
                 self._write_all(b"".join(lines))
             except _ShortWrite as short:
@@ -429,36 +529,24 @@ class LedgerWriter:
     def _write_error(self, err: OSError) -> LedgerWriteError:
         return LedgerWriteError(f"cannot write the ledger {self.path}: {_reason(err)}")
 
-    def _pending_lines(
-        self, ids: Sequence[str], first: int, ts: str, code: str | None, message: str | None
-    ) -> Iterator[str]:
-        # Pending lines differ only in id and seq, so every other field is
-        # encoded once: a json.dumps of each whole record would be most of the
-        # time 100,000 intents take to write ahead.
-        shape = Record(
-            ts=ts,
-            run=self.run,
-            seq=0,
-            action=self.action,
-            id="",
-            status="pending",
-            region=self.region,
-            account=self.account,
-            code=code,
-            message=message,
-            intents=len(ids),
-        ).to_dict()
-        names = sorted(shape)  # the key order of Record.to_json
-        at_id, at_seq = names.index("id"), names.index("seq")
 
-        def pairs(keys: list[str]) -> str:
-            return "".join(f"{json.dumps(k)}:{json.dumps(shape[k])}," for k in keys)
+def _pending_lines(shape: Record, ids: Sequence[str], first: int) -> Iterator[str]:
+    """The lines of a write-ahead block: ``shape`` with each id and its seq from ``first``."""
+    # Pending lines differ only in id and seq, so every other field is
+    # encoded once: a json.dumps of each whole record would be most of the
+    # time 100,000 intents take to write ahead.
+    fixed = shape.to_dict()
+    names = sorted(fixed)  # the key order of Record.to_json
+    at_id, at_seq = names.index("id"), names.index("seq")
 
-        head = "{" + pairs(names[:at_id]) + '"id":'
-        middle = "," + pairs(names[at_id + 1 : at_seq]) + '"seq":'
-        tail = "," + pairs(names[at_seq + 1 :]).rstrip(",") + "}\n"
-        for offset, instance_id in enumerate(ids):
-            yield head + json.dumps(instance_id) + middle + str(first + offset) + tail
+    def pairs(keys: list[str]) -> str:
+        return "".join(f"{json.dumps(k)}:{json.dumps(fixed[k])}," for k in keys)
+
+    head = "{" + pairs(names[:at_id]) + '"id":'
+    middle = "," + pairs(names[at_id + 1 : at_seq]) + '"seq":'
+    tail = "," + pairs(names[at_seq + 1 :]).rstrip(",") + "}\n"
+    for offset, instance_id in enumerate(ids):
+        yield head + json.dumps(instance_id) + middle + str(first + offset) + tail
 
 
 def _last_byte(path: str) -> bytes | None:
@@ -506,6 +594,12 @@ def read_records(path: str, damaged: list[Damaged] | None = None) -> Iterator[Re
     only their own line. Raises :class:`LedgerError` when the file cannot be
     read, and :class:`LedgerVersionError` at a record of a newer format.
     """
+    for record, _ in _read_lines(path, damaged):
+        yield record
+
+
+def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Record, bytes]]:
+    """:func:`read_records`, with each record's line as read (for merges to copy)."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 (closed by the with below)
     except OSError as err:
@@ -530,7 +624,7 @@ def read_records(path: str, damaged: list[Damaged] | None = None) -> Iterator[Re
                 if damaged is not None:
                     damaged.append(Damaged(path, number, str(err)))
                 continue
-            yield record
+            yield record, raw
 
 
 def _decode(raw: bytes) -> object:
@@ -617,14 +711,33 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
-    """The state of each (action, instance) intent: the largest of its records."""
+    """The state of each (action, instance) intent: the largest of its records.
+
+    The key is (action, instance id), not (action, account, region, id).
+    EC2 instance IDs do not repeat across regions or accounts, and ledgers of
+    older swarms hold ``account`` None where a newer run of the same intent
+    names the account: keyed by account, the old ``pending`` record would
+    stay an intent of its own, listed as left to do forever. The account and
+    region of an intent are those of its state, the winning record
+    (``record.account``, ``record.region``).
+    """
     state: dict[tuple[str, str], Record] = {}
     for record in records:
         key = (record.action, record.id)
         current = state.get(key)
-        if current is None or record.order() > current.order():
+        if current is None or _beats(record, current):
             state[key] = record
     return state
+
+
+def _beats(record: Record, current: Record) -> bool:
+    mine, theirs = record.order(), current.order()
+    if mine != theirs:
+        return mine > theirs
+    # Equal orders mean the same run and seq: the same record, read twice, in
+    # any sane ledger. Comparing the rest keeps the merge a semilattice even
+    # for ledgers that are not (a reused run id), so input order never matters.
+    return record.to_json() > current.to_json()
 
 
 def fold_files(
@@ -634,13 +747,110 @@ def fold_files(
 ) -> dict[tuple[str, str], Record]:
     """Merge the ledgers of any number of runs or shards, in any order.
 
-    Runs whose write-ahead block is incomplete go to ``cut_short``.
+    Runs whose write-ahead is incomplete go to ``cut_short``.
     """
     watch = WriteAheadCheck()
     state = fold(watch(r) for path in paths for r in read_records(path, damaged))
     if cut_short is not None:
         cut_short.extend(watch.cut_short())
     return state
+
+
+def merge_files(
+    paths: Sequence[str],
+    out: str,
+    damaged: list[Damaged] | None = None,
+    cut_short: list[CutShort] | None = None,
+) -> int:
+    """Write the merged state of ``paths`` to ``out`` as a ledger; return its record count.
+
+    One line per intent: the line of its winning record as read, so every
+    field (run, seq, ts, and fields a later swarm of this format added) is
+    kept, sorted by (action, instance id). Folding ``out`` gives the state
+    folding ``paths`` gives. ``out`` is replaced atomically (a file beside it,
+    synced, then renamed over it), so it may be one of ``paths``, and a
+    failure leaves it as it was. Runs whose write-ahead is incomplete in
+    ``paths`` go to ``cut_short``: the merged ledger may no longer show it,
+    since it keeps one record per intent.
+
+    Raises :class:`LedgerError` when an input cannot be read or ``out``
+    cannot be written, and :class:`LedgerVersionError` at a record of a newer
+    format (dropping it would lose outcomes).
+    """
+    watch = WriteAheadCheck()
+    best: dict[tuple[str, str], tuple[Record, bytes]] = {}
+    for path in paths:
+        for record, raw in _read_lines(path, damaged):
+            watch(record)
+            key = (record.action, record.id)
+            current = best.get(key)
+            if (
+                current is None
+                or _beats(record, current[0])
+                # The same record with other unknown fields: either line, but always the same one.
+                or (record == current[0] and raw > current[1])
+            ):
+                best[key] = (record, raw)
+    lines = (best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best))
+    _replace(out, lines)
+    if cut_short is not None:
+        cut_short.extend(watch.cut_short())
+    return len(best)
+
+
+def _replace(path: str, lines: Iterable[bytes]) -> None:
+    """Make ``path`` hold ``lines``, all or nothing, and durably."""
+    folder = os.path.dirname(path) or "."
+    base = os.path.basename(path)
+    try:
+        # A name no other merge picks; O_EXCL never opens someone else's file.
+        temp = os.path.join(folder, f".{base}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
+    try:
+        # A ledger someone made private stays private once merged into.
+        with contextlib.suppress(FileNotFoundError):
+            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
+        block: list[bytes] = []
+        size = 0
+        for line in lines:
+            block.append(line)
+            size += len(line)
+            if size >= _CHUNK_BYTES:
+                _write_fd(fd, b"".join(block))
+                block, size = [], 0
+        _write_fd(fd, b"".join(block))
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(temp, path)
+    except OSError as err:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
+    # The rename is durable only once the folder is synced.
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as err:
+        raise LedgerError(
+            f"wrote the ledger {path} but cannot sync its folder: {_reason(err)}"
+        ) from None
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        count = os.write(fd, view)
+        if count == 0:
+            raise OSError(errno.EIO, "the file took no more bytes")
+        view = view[count:]
 
 
 @dataclass(frozen=True)
@@ -659,23 +869,67 @@ class CutShort:
 
 
 class WriteAheadCheck:
-    """Counts each run's write-ahead records as they stream past."""
+    """Finds, among records streaming past, the runs whose write-ahead was cut short.
+
+    A run writes one block of ``pending`` records per call of
+    :meth:`LedgerWriter.write_ahead`, each record carrying the block's first
+    seq (``block``) and size (``intents``). A kill leaves a prefix of the
+    file, so a cut block lacks its last seq, and no record of its run with a
+    larger seq exists (the writer puts those on disk only after the whole
+    block). A block is whole when any of these shows: all of its records,
+    its last one, or a later record of its run. Asking for more than the
+    count is what keeps merged ledgers (one record per intent, so a whole
+    block with some intents decided by other runs) from being reported.
+
+    A run that declared ``run_intents`` is also cut short when its blocks
+    hold fewer intents than that and nothing of the run follows its last
+    block: it was killed between two blocks.
+
+    Records of older swarms carry no ``block``: their run wrote one block,
+    taken to start at the smallest seq seen. Records seen twice (the same
+    ledger passed twice) count once.
+    """
 
     def __init__(self) -> None:
-        self._seen: dict[str, set[int]] = {}
-        self._declared: dict[str, int] = {}
+        # (run, block) -> declared size, and the seqs of it seen.
+        self._declared: dict[tuple[str, int | None], int] = {}
+        self._seen: dict[tuple[str, int | None], set[int]] = {}
+        self._run_intents: dict[str, int] = {}
+        self._last_seq: dict[str, int] = {}
 
     def __call__(self, record: Record) -> Record:
+        run = record.run
+        if record.seq > self._last_seq.get(run, -1):
+            self._last_seq[run] = record.seq
         if record.intents is not None and record.status == "pending":
-            self._declared[record.run] = record.intents
-            self._seen.setdefault(record.run, set()).add(record.seq)
+            key = (run, record.block)
+            self._declared[key] = max(record.intents, self._declared.get(key, 0))
+            self._seen.setdefault(key, set()).add(record.seq)
+            if record.run_intents is not None:
+                self._run_intents[run] = max(record.run_intents, self._run_intents.get(run, 0))
         return record
 
     def cut_short(self) -> list[CutShort]:
+        recorded: dict[str, int] = {}
+        declared: dict[str, int] = {}
+        block_end: dict[str, int] = {}
+        cut: set[str] = set()
+        for (run, block), size in self._declared.items():
+            seen = self._seen[(run, block)]
+            last = (min(seen) if block is None else block) + size - 1
+            recorded[run] = recorded.get(run, 0) + len(seen)
+            declared[run] = declared.get(run, 0) + size
+            block_end[run] = max(last, block_end.get(run, last))
+            whole = len(seen) >= size or last in seen or self._last_seq[run] > last
+            if not whole:
+                cut.add(run)
+        for run, total in self._run_intents.items():
+            if declared[run] < total and self._last_seq[run] <= block_end[run]:
+                cut.add(run)
         return [
-            CutShort(run, len(self._seen[run]), n)
-            for run, n in self._declared.items()
-            if len(self._seen[run]) < n
+            CutShort(run, recorded[run], max(declared[run], self._run_intents.get(run, 0)))
+            for run in recorded
+            if run in cut
         ]
 
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, replace
 
 from rich.console import Console
 
+from .actions import ACTIONS
 from .ec2 import InstanceCall, classify_exception, make_client
 from .report import Pair, Report
 from .run import Job, RunOptions, run_job
@@ -75,6 +76,9 @@ def rehearse(job: Job, console: Console) -> Report:
     return report
 
 
+DEMO_REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-2", "us-west-2", "sa-east-1")
+
+
 def run_demo(
     config: SandboxConfig,
     count: int,
@@ -83,23 +87,32 @@ def run_demo(
     *,
     protected: int = 0,
     missing: int = 0,
+    regions: int = 1,
 ) -> Report:
-    """Start the fake EC2, launch ``count`` instances, and terminate them all."""
+    """Start the fake EC2, launch ``count`` instances in each region, and terminate them all."""
     r = config.requests
+    where = config.region if regions == 1 else f"{regions} regions, each with buckets of its own"
     console.print(
         f"[bold]swarm demo[/]: a local fake EC2 (moto behind EC2-style token buckets: "
         f"{r.burst:g} calls burst, refilling {r.rate:g}/s; latency {config.latency * 1000:.0f} ms; "
-        f"{config.error_rate:.0%} server errors). No AWS account is used; nothing leaves this "
-        "machine."
+        f"{config.error_rate:.0%} server errors; {where}). No AWS account is used; nothing "
+        "leaves this machine."
     )
+    names = (config.region, *(n for n in DEMO_REGIONS if n != config.region))[:regions]
     with Sandbox(config) as box:
-        console.print(f"launching {count} instances…")
-        ids = box.launch(count, protected=min(protected, count))
-        ids += fake_ids(missing, random.Random(config.seed))
-        job = Job.single(ids, config.region, options)
-        report = run_in_sandbox(box, replace(job, title="demo"), console)
-    bound = bound_seconds(config, len(ids), options.batch_size)
-    report.extra["demo"] = {"instances": count, "bound_seconds": round(bound, 2)}
+        console.print(f"launching {count} instances in each of {len(names)} region(s)…")
+        groups: dict[Pair, list[str]] = {}
+        for region in names:
+            ids = box.launch(count, protected=min(protected, count), region=region)
+            groups[Pair(None, region)] = ids + fake_ids(missing, random.Random(config.seed))
+        job = Job(ACTIONS["terminate"], groups, options, "demo")
+        report = run_in_sandbox(box, job, console)
+    bound = bound_seconds(config, count + missing, options.batch_size)
+    report.extra["demo"] = {
+        "instances": count * len(names),
+        "regions": list(names),
+        "bound_seconds": round(bound, 2),
+    }
     console.print(
         f"demo: the buckets alone allow it in {bound:.1f}s at best; "
         f"swarm took {report.elapsed_seconds:.1f}s"

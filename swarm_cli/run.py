@@ -46,6 +46,7 @@ class RunOptions:
     # Stop sending once this many intents have failed (--max-errors); None: no budget.
     max_errors: int | None = None
     endpoint: str | None = None  # for the report, any password already replaced
+    poll_interval: float = 2.0  # between asks of an instance not there yet (--wait)
 
 
 @dataclass(frozen=True)
@@ -241,9 +242,7 @@ def run_job(
         try:
             action = make_action(pair)
         except Exception as err:  # that pair's set-up failed: it sends nothing
-            action = _Unavailable(
-                classify(err) if classify else Outcome(Kind.FATAL, type(err).__name__, str(err))
-            )
+            action = _Unavailable(_setup_failure(err, classify))
         stats = Stats()
         window = Window(o.window)
         engine = Engine(
@@ -255,6 +254,7 @@ def run_job(
             timeouts=Rto() if o.call_timeout is None else FixedTimeout(o.call_timeout),
             outage=Outage(max_outage=o.max_outage),
             drain_timeout=o.drain_timeout,
+            poll_interval=o.poll_interval,
         )
         lanes.append(_Lane(pair, ids, engine, stats))
 
@@ -333,6 +333,14 @@ def run_job(
     )
     report.exit_code = exit_code(report, missing_ok=o.missing_ok)
     return report
+
+
+def _setup_failure(err: Exception, classify: Classify | None) -> Outcome:
+    """Why a pair could not be set up; what nobody can classify stops that pair as fatal."""
+    if classify is not None:
+        with contextlib.suppress(Exception):
+            return classify(err)
+    return Outcome(Kind.FATAL, type(err).__name__, str(err))
 
 
 def _pair_report(lane: _Lane) -> PairReport:

@@ -1024,3 +1024,20 @@ def environment(
     if "aws_session_token" in credentials:
         out["AWS_SESSION_TOKEN"] = credentials["aws_session_token"]
     return out
+
+
+SANDBOX_EXTRA = "pip install 'swarm-cli[sandbox]'"
+
+
+def missing_extra() -> str | None:
+    """What to install for the fake EC2 (a test server production installs need not carry)."""
+    import importlib.util
+
+    absent = [
+        name
+        for name in ("moto", "flask", "flask_cors", "werkzeug")
+        if importlib.util.find_spec(name) is None
+    ]
+    if not absent:
+        return None
+    return f"the fake EC2 needs {', '.join(absent)}, which this install lacks: {SANDBOX_EXTRA}"

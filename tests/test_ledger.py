@@ -4,10 +4,13 @@ import errno
 import itertools
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +20,21 @@ from hypothesis import strategies as st
 
 from swarm_cli.ledger import (
     FORMAT_VERSION,
+    REACHED_CODE,
     STATUSES,
+    CutShort,
     Damaged,
     LedgerError,
     LedgerVersionError,
     LedgerWriteError,
     LedgerWriter,
     Record,
+    WriteAheadCheck,
     check_ledger_path,
     describe_damage,
     fold,
     fold_files,
+    merge_files,
     read_records,
     succeeded_ids,
 )
@@ -66,6 +73,9 @@ def test_writer_appends_flushed_records_with_every_field(tmp_path: Path) -> None
         "attempts": 2,
         "request_id": "req-1",
         "intents": None,
+        "block": None,
+        "run_intents": None,
+        "reached": None,
     }
     assert line["ts"].endswith("Z")
     assert writer.close() == []
@@ -455,29 +465,109 @@ def test_a_character_device_is_accepted_as_a_ledger() -> None:
 # Merging
 
 
+TIMES = [f"2026-01-0{day}T00:00:00.000000Z" for day in range(1, 4)]
+
+# Few values per field, so records of one intent collide and tie often.
 records = st.builds(
     Record,
-    ts=st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"]),
-    run=st.sampled_from(["a", "b"]),
-    seq=st.integers(1, 3),
-    action=st.just("terminate"),
-    id=st.sampled_from(["i-00000001", "i-00000002"]),
+    ts=st.sampled_from(TIMES),
+    run=st.sampled_from(["a", "b", "c"]),
+    seq=st.integers(1, 4),
+    action=st.sampled_from(["terminate", "stop"]),
+    id=st.sampled_from(["i-00000001", "i-00000002", "i-00000003"]),
     status=st.sampled_from(STATUSES),
+    region=st.sampled_from([None, "eu-west-1", "us-east-1"]),
+    account=st.sampled_from([None, "111111111111"]),
+    code=st.sampled_from([None, "Boom", REACHED_CODE]),
+    reached=st.sampled_from([None, TIMES[0]]),
 )
+record_sets = st.lists(records, max_size=12)
+State = dict[tuple[str, str], Record]
 
 
-@given(st.lists(records, max_size=8), st.lists(records, max_size=8), st.lists(records, max_size=8))
+def merge(*parts: Iterable[Record]) -> State:
+    return fold(itertools.chain(*parts))
+
+
+@settings(max_examples=200, deadline=None)
+@given(record_sets, record_sets, record_sets, st.randoms(use_true_random=False))
 def test_merge_is_commutative_associative_and_idempotent(
-    a: list[Record], b: list[Record], c: list[Record]
+    a: list[Record], b: list[Record], c: list[Record], rng: random.Random
 ) -> None:
-    def merge(*parts: list[Record]) -> dict[tuple[str, str], Record]:
-        return fold(itertools.chain(*parts))
-
     assert merge(a, b) == merge(b, a)
-    left = list(merge(a, b).values())
-    right = list(merge(b, c).values())
-    assert merge(left, c) == merge(a, right)
-    assert merge(a, a) == merge(a)
+    shuffled = list(a)
+    rng.shuffle(shuffled)
+    assert merge(shuffled) == merge(a)
+    assert merge(merge(a, b).values(), c) == merge(a, merge(b, c).values())
+    assert merge(merge(a).values(), c) == merge(a, merge(c).values()) == merge(a, c)
+    assert merge(a, a) == merge(a) == merge(merge(a).values())
+
+
+def _write_ledger(path: Path, part: Iterable[Record]) -> str:
+    path.write_text("".join(record.to_json() + "\n" for record in part))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def shard_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Module-scoped: hypothesis reuses it across examples, each writing its files anew.
+    return tmp_path_factory.mktemp("shards")
+
+
+@settings(max_examples=150, deadline=None)
+@given(record_sets, st.lists(st.integers(0, 3), max_size=12))
+def test_shard_ledgers_of_any_split_merge_to_the_whole(
+    shard_dir: Path, whole: list[Record], shard_of: list[int]
+) -> None:
+    shards: list[list[Record]] = [[] for _ in range(4)]
+    for index, record in enumerate(whole):
+        shards[shard_of[index] if index < len(shard_of) else 0].append(record)
+    paths = [_write_ledger(shard_dir / f"{n}.jsonl", part) for n, part in enumerate(shards)]
+    expected = fold(whole)
+    assert merge(*(fold(part).values() for part in shards)) == expected
+    assert fold_files(paths) == expected
+    out = shard_dir / "merged.jsonl"
+    assert merge_files(paths, str(out)) == len(expected)
+    assert fold_files([str(out)]) == expected
+    merged = list(read_records(str(out)))
+    assert merged == [expected[key] for key in sorted(expected)]  # the winners, verbatim
+    before = out.read_bytes()
+    assert merge_files([str(out)], str(out)) == len(expected)  # a merged ledger is a fixpoint
+    assert out.read_bytes() == before
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    record_sets,
+    st.lists(
+        st.builds(
+            Record,
+            ts=st.sampled_from([*TIMES, "2099-12-31T23:59:59.999999Z"]),
+            run=st.sampled_from(["a", "b", "z"]),
+            seq=st.integers(1, 1000),
+            action=st.sampled_from(["terminate", "stop"]),
+            id=st.sampled_from(["i-00000001", "i-00000002", "i-00000003"]),
+            status=st.just("pending"),
+            intents=st.sampled_from([None, 3]),
+        ),
+        max_size=12,
+    ),
+)
+def test_pending_records_never_mask_an_outcome(
+    outcomes: list[Record], pending: list[Record]
+) -> None:
+    before = fold(outcomes)
+    after = merge(outcomes, pending)
+    for key, record in before.items():
+        if record.status != "pending":
+            assert after[key] is record
+
+
+def test_a_tie_between_two_records_does_not_depend_on_input_order() -> None:
+    # Only a reused run id can tie; the merge must still be a function of the set.
+    one = Record(TIMES[0], "a", 1, "terminate", "i-00000001", "failed", code="X")
+    two = Record(TIMES[0], "a", 1, "terminate", "i-00000001", "failed", code="Y")
+    assert fold([one, two]) == fold([two, one])
 
 
 def test_succeeded_beats_a_later_failure() -> None:
@@ -498,8 +588,6 @@ def test_a_new_run_after_a_line_cut_short_starts_on_a_line_of_its_own(tmp_path: 
 
 
 def test_a_write_ahead_block_cut_short_is_reported_and_a_whole_one_is_not(tmp_path: Path) -> None:
-    from swarm_cli.ledger import CutShort
-
     whole, cut = tmp_path / "whole.jsonl", tmp_path / "cut.jsonl"
     writer = LedgerWriter(str(whole), "r1", "terminate", None)
     writer.write_ahead([f"i-{n:08x}" for n in range(5)])
@@ -511,3 +599,274 @@ def test_a_write_ahead_block_cut_short_is_reported_and_a_whole_one_is_not(tmp_pa
     fold_files([str(cut)], cut_short=found)
     assert found == [CutShort("r1", 3, 5)]
     assert "sent nothing" in found[0].describe()
+
+
+# One ledger for many accounts, regions and actions
+
+
+def test_each_record_may_name_its_own_account_region_and_action(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(path), "r", "terminate", "eu-west-1", account="111111111111")
+    writer.write_ahead(["i-1", "i-2"], region="us-east-1", account="222222222222", action="stop")
+    writer.write_ahead(["i-3"])
+    writer.write("i-1", "succeeded", region="us-east-1", account="222222222222", action="stop")
+    writer.write("i-3", "failed", region=None, account=None)  # None is a value, not "default"
+    assert writer.close() == []
+    got = [
+        (r.seq, r.action, r.id, r.status, r.region, r.account, r.block, r.intents)
+        for r in read_records(str(path))
+    ]
+    assert got == [
+        (1, "stop", "i-1", "pending", "us-east-1", "222222222222", 1, 2),
+        (2, "stop", "i-2", "pending", "us-east-1", "222222222222", 1, 2),
+        (3, "terminate", "i-3", "pending", "eu-west-1", "111111111111", 3, 1),
+        (4, "stop", "i-1", "succeeded", "us-east-1", "222222222222", None, None),
+        (5, "terminate", "i-3", "failed", None, None, None, None),
+    ]
+    state = fold_files([str(path)])
+    assert (state[("stop", "i-1")].account, state[("stop", "i-1")].region) == (
+        "222222222222",
+        "us-east-1",
+    )
+
+
+def test_a_reached_record_merges_by_the_usual_order(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(path), "r", "stop", "eu-west-1")
+    writer.write("i-1", "succeeded", attempts=1)
+    writer.write("i-1", "succeeded", code=REACHED_CODE, reached="2026-01-01T00:00:05Z")
+    writer.close()
+    done, reached = read_records(str(path))
+    assert (reached.code, reached.reached, done.reached) == (
+        REACHED_CODE,
+        "2026-01-01T00:00:05Z",
+        None,
+    )
+    assert fold([reached, done])[("stop", "i-1")] == reached  # the later of two succeeded
+    # The reached time is no part of the order: an earlier record wins nothing by it.
+    early = Record(TIMES[0], "a", 1, "stop", "i-1", "succeeded", reached=TIMES[2])
+    late = Record(TIMES[1], "a", 2, "stop", "i-1", "succeeded")
+    assert early.order() < late.order()
+    assert fold([early, late])[("stop", "i-1")] is late
+
+
+def test_an_unknown_status_is_refused_before_it_reaches_the_ledger(tmp_path: Path) -> None:
+    writer = LedgerWriter(str(tmp_path / "l.jsonl"), "r", "terminate", None)
+    with pytest.raises(ValueError, match="unknown status 'done'"):
+        writer.write("i-1", "done")
+    assert writer.close() == []
+
+
+def test_old_records_without_an_account_are_the_same_intent_as_new_ones(tmp_path: Path) -> None:
+    # Ledgers of older swarms name the region but no account.
+    old = Record(TIMES[0], "old", 1, "terminate", "i-1", "pending", region="eu-west-1")
+    path = tmp_path / "l.jsonl"
+    _write_ledger(path, [old])
+    writer = LedgerWriter(str(path), "new", "terminate", "eu-west-1", account="111111111111")
+    writer.write("i-1", "succeeded")
+    writer.close()
+    state = fold_files([str(path)])
+    assert list(state) == [("terminate", "i-1")]
+    assert (state[("terminate", "i-1")].status, state[("terminate", "i-1")].account) == (
+        "succeeded",
+        "111111111111",
+    )
+
+
+# Telling a cut-short write-ahead from a whole one, block by block
+
+BLOCKS = {"eu-west-1": ["i-a1", "i-a2"], "us-east-1": ["i-b1", "i-b2", "i-b3"]}
+BLOCKS["ap-south-1"] = ["i-c1", "i-c2", "i-c3", "i-c4"]
+BLOCK_ENDS = [2, 5, 9]  # the number of lines after each block
+
+
+def _three_blocks(path: Path, *, run_intents: int | None) -> list[bytes]:
+    writer = LedgerWriter(str(path), "r", "terminate", None)
+    for region, ids in BLOCKS.items():
+        writer.write_ahead(ids, region=region, run_intents=run_intents)
+    writer.write("i-b2", "succeeded", region="us-east-1")
+    writer.write("i-c4", "failed", region="ap-south-1")
+    writer.close()
+    return path.read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("run_intents", [None, 9])
+@pytest.mark.parametrize("torn", [False, True])
+def test_a_kill_at_any_line_of_several_blocks_is_told_from_a_whole_run(
+    tmp_path: Path, run_intents: int | None, torn: bool
+) -> None:
+    lines = _three_blocks(tmp_path / "whole.jsonl", run_intents=run_intents)
+    cut = tmp_path / "cut.jsonl"
+    for kept in range(len(lines) + 1):
+        # What a kill -9 after `kept` lines leaves, maybe with half of the next one.
+        tail = lines[kept][:20] if torn and kept < len(lines) else b""
+        cut.write_bytes(b"".join(lines[:kept]) + tail)
+        found: list[CutShort] = []
+        fold_files([str(cut)], cut_short=found)
+        if run_intents is None:
+            # Between two blocks nothing tells a kill from a run that had no more.
+            expected = 0 < kept < 9 and kept not in BLOCK_ENDS
+            declared = next((end for end in BLOCK_ENDS if end >= kept), 9)
+        else:
+            expected = 0 < kept < 9
+            declared = 9
+        assert found == ([CutShort("r", kept, declared)] if expected else []), kept
+
+
+def test_later_records_of_the_run_prove_its_blocks_whole() -> None:
+    watch = WriteAheadCheck()
+    for seq in (1, 2):  # a block of 3 with its last record missing ...
+        watch(Record(TIMES[0], "r", seq, "stop", f"i-{seq}", "pending", intents=3, block=1))
+    assert watch.cut_short() == [CutShort("r", 2, 3)]
+    watch(Record(TIMES[1], "r", 9, "stop", "i-3", "succeeded"))  # ... and a record after it
+    assert watch.cut_short() == []
+
+
+def test_a_block_with_a_hole_but_its_last_record_is_whole() -> None:
+    # A kill leaves a prefix; a hole is a merged ledger where another run
+    # decided that intent, so the block was written whole.
+    watch = WriteAheadCheck()
+    for seq in (1, 3):
+        watch(Record(TIMES[0], "r", seq, "stop", f"i-{seq}", "pending", intents=3, block=1))
+    watch(Record(TIMES[1], "r2", 1, "stop", "i-2", "succeeded"))
+    assert watch.cut_short() == []
+
+
+def test_a_block_seen_twice_counts_once_and_old_records_still_check(tmp_path: Path) -> None:
+    # Records of the previous format: `intents` but no `block`, one block per run.
+    old = [Record(TIMES[0], "old", n, "stop", f"i-{n}", "pending", intents=4) for n in (1, 2, 3)]
+    path = _write_ledger(tmp_path / "old.jsonl", old)
+    found: list[CutShort] = []
+    fold_files([path, path], cut_short=found)
+    assert found == [CutShort("old", 3, 4)]
+    whole = _write_ledger(tmp_path / "whole.jsonl", [*old, replace(old[0], seq=4, id="i-4")])
+    found.clear()
+    fold_files([whole, whole], cut_short=found)
+    assert found == []
+
+
+def test_outcomes_queued_during_a_write_ahead_reach_the_file_after_the_block(
+    tmp_path: Path,
+) -> None:
+    # WriteAheadCheck takes a later record of the run as proof a block is whole;
+    # that holds only if no such record reaches the file before the block ends.
+    path = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(path), "r", "terminate", None)
+    stop = threading.Event()
+
+    def outcomes() -> None:
+        n = 0
+        while not stop.is_set():
+            writer.write(f"i-out-{n}", "succeeded")
+            n += 1
+
+    thread = threading.Thread(target=outcomes)
+    thread.start()
+    try:
+        for block in range(5):
+            writer.write_ahead([f"i-{block}-{n}" for n in range(5000)])
+    finally:
+        stop.set()
+        thread.join()
+    assert writer.close() == []
+    position: dict[int, int] = {}
+    blocks: dict[int, int] = {}
+    for index, record in enumerate(read_records(str(path))):
+        position[record.seq] = index
+        if record.block is not None:
+            blocks[record.block] = record.block + record.intents - 1  # type: ignore[operator]
+    assert len(blocks) == 5
+    for last in blocks.values():
+        assert all(position[seq] > position[last] for seq in position if seq > last)
+
+
+def test_write_ahead_refuses_a_run_total_below_its_block(tmp_path: Path) -> None:
+    writer = LedgerWriter(str(tmp_path / "l.jsonl"), "r", "terminate", None)
+    with pytest.raises(ValueError, match="run_intents"):
+        writer.write_ahead(["i-1", "i-2"], run_intents=1)
+    writer.close()
+
+
+# Merging into one ledger
+
+
+def test_merging_a_resumed_multi_region_run_reports_no_cut_short_block(tmp_path: Path) -> None:
+    first = tmp_path / "first.jsonl"
+    lines = _three_blocks(first, run_intents=9)
+    killed = tmp_path / "killed.jsonl"
+    killed.write_bytes(b"".join(lines[:4]))  # killed inside the second block
+    resume = tmp_path / "resume.jsonl"
+    writer = LedgerWriter(str(resume), "r2", "terminate", None)
+    # The resume decides the tail of the first run's blocks, and only that.
+    writer.write_ahead(["i-a2"], region="eu-west-1")
+    writer.write_ahead(["i-c4"], region="ap-south-1")
+    writer.write("i-a2", "succeeded", region="eu-west-1")
+    writer.close()
+    out = tmp_path / "merged.jsonl"
+    found: list[CutShort] = []
+    assert merge_files([str(first), str(resume)], str(out), cut_short=found) == 9
+    assert found == []
+    fold_files([str(out)], cut_short=found)
+    assert found == []
+    # A cut-short input is reported by the merge, which still sees every record.
+    assert merge_files([str(killed), str(resume)], str(out), cut_short=found) == 5
+    assert found == [CutShort("r", 4, 9)]
+
+
+def test_a_merge_copies_winning_lines_verbatim_and_sorts_them(tmp_path: Path) -> None:
+    later = dict(_valid(id="i-2", status="succeeded"), shard=7)  # a field a later swarm added
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(
+        json.dumps(later).encode()
+        + b"\r\n"
+        + json.dumps(_valid(id="i-1", action="stop")).encode()
+        + b"\n"
+        + b'{"v":1,"ts":\n'
+    )
+    b = _write_ledger(
+        tmp_path / "b.jsonl", [Record(TIMES[0], "x", 1, "terminate", "i-2", "failed")]
+    )
+    out = tmp_path / "out.jsonl"
+    damaged: list[Damaged] = []
+    assert merge_files([str(a), b], str(out), damaged) == 2
+    assert out.read_bytes().splitlines() == [
+        json.dumps(_valid(id="i-1", action="stop")).encode(),
+        json.dumps(later).encode(),
+    ]
+    assert damaged == [Damaged(str(a), 3, "not JSON")]
+
+
+def test_a_merge_may_write_over_one_of_its_inputs(tmp_path: Path) -> None:
+    a = _write_ledger(tmp_path / "a.jsonl", [Record(TIMES[0], "x", 1, "stop", "i-1", "pending")])
+    b = _write_ledger(tmp_path / "b.jsonl", [Record(TIMES[1], "y", 1, "stop", "i-1", "succeeded")])
+    os.chmod(a, 0o600)
+    expected = fold_files([a, b])
+    assert merge_files([a, b], a) == 1
+    assert fold_files([a]) == expected
+    assert os.stat(a).st_mode & 0o777 == 0o600  # a private ledger stays private
+    assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "b.jsonl"]  # no temporary file left
+
+
+def test_a_failed_merge_leaves_the_output_as_it_was(tmp_path: Path) -> None:
+    newer = _ledger(tmp_path / "newer.jsonl", json.dumps(_valid(v=FORMAT_VERSION + 1)).encode())
+    out = tmp_path / "out.jsonl"
+    out.write_text("kept\n")
+    with pytest.raises(LedgerVersionError):
+        merge_files([newer], str(out))
+    assert out.read_text() == "kept\n"
+    with pytest.raises(LedgerError, match=r"^cannot read the ledger .*: No such file"):
+        merge_files([newer.replace("newer", "missing")], str(out))
+    (tmp_path / "folder").mkdir()
+    good = _write_ledger(
+        tmp_path / "good.jsonl", [Record(TIMES[0], "x", 1, "stop", "i-1", "failed")]
+    )
+    with pytest.raises(LedgerError, match=r"^cannot write the ledger .*folder"):
+        merge_files([good], str(tmp_path / "folder"))
+    with pytest.raises(LedgerError, match=r"^cannot write the ledger .*No such file"):
+        merge_files([good], str(tmp_path / "nope" / "out.jsonl"))
+    assert sorted(os.listdir(tmp_path)) == [
+        "folder",
+        "good.jsonl",
+        "newer.jsonl",
+        "out.jsonl",
+    ]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from . import act, ledger, sandbox
+from . import act, ledger, sandbox, shards
 from .common import app
 
 __all__ = ["app", "main"]
-_COMMANDS = (act, ledger, sandbox)  # imported for their commands
+_COMMANDS = (act, ledger, sandbox, shards)  # imported for their commands
 
 
 def main() -> None:

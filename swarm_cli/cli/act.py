@@ -54,6 +54,7 @@ from .common import (
     fail,
     finish,
     interruptible,
+    require_sandbox,
     window_profile,
 )
 
@@ -102,8 +103,9 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
             fail(err, str(exc), EXIT_USAGE)
     if flags.rollback and not spec.reversible:
         fail(err, f"{spec.name} cannot be undone: --rollback is for stop and start", EXIT_USAGE)
-    accounts = load_account_map(flags, err)
-    groups = plan_groups(targets, flags, accounts, err)
+    accounts = load_account_map(flags.accounts, flags.role_arn, err)
+    region = flags.region or session_region(flags.profile, err)
+    groups = apply_shard(plan_groups(targets, accounts, region, err), flags.shard, err)
     if flags.resume and not os.path.exists(flags.ledger):
         err.print(f"resume: no ledger at {flags.ledger} yet; every ID is to go")
     elif flags.resume:
@@ -129,6 +131,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
             out.file.write(json_text(report.to_dict()))
         raise typer.Exit(0)
     if flags.sandbox:
+        require_sandbox(err)
         from ..rehearse import rehearse
 
         with interruptible(err):
@@ -155,35 +158,79 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
 def follow_up(
     spec: ActionSpec, flags: Flags, job: Job, report: Report, reach: "Reach", err: Console
 ) -> None:
-    """What comes after the run: a rollback when the failure budget is spent, then --wait."""
-    del spec, flags, job, report, reach, err
+    """After the run: undo it when --rollback and its failure budget is spent; then --wait."""
+    if flags.rollback and report.budget_spent is not None:
+        from ..saga import SagaError, undo_report
+
+        try:
+            plan = undo_report(report)
+        except SagaError as exc:
+            err.print(f"rollback: {exc}")
+        else:
+            err.print(
+                f"rollback: the failure budget is spent; {plan.action.name} the "
+                f"{plan.total} instance(s) this run {spec.verb}"
+            )
+            undo = run_plan(plan.action, plan.groups, job.options, reach, err, "rollback")
+            report.extra["rollback"] = undo.to_dict()
+            if undo.exit_code:
+                report.exit_code = undo.exit_code
+    if flags.wait and not flags.dry_run and spec.target_state and report.done:
+        from ..wait import record_reached, wait_for
+
+        waited = wait_for(job, report.done, reach.client, err, timeout=flags.wait_timeout)
+        report.extra["wait"] = waited.extra.get("wait", {})
+        if job.options.ledger:
+            record_reached(job.options.ledger, report.run, spec.name, waited)
+        if waited.exit_code and not report.exit_code:
+            report.exit_code = waited.exit_code
 
 
-def load_account_map(flags: Flags, err: Console) -> dict[str, Account]:
+def run_plan(
+    spec: ActionSpec,
+    groups: Mapping[Pair, Sequence[str]],
+    options: RunOptions,
+    reach: "Reach",
+    err: Console,
+    title: str,
+) -> Report:
+    from ..ec2 import InstanceCall, classify_exception
+
+    def action(pair: Pair) -> InstanceCall:
+        return InstanceCall(reach.client(pair), spec, dry_run=options.dry_run)
+
+    job = Job(spec, {p: list(ids) for p, ids in groups.items()}, options, title)
+    return run_job(job, action, err, classify=classify_exception)
+
+
+def load_account_map(
+    accounts_file: str | None, role_arn: str | None, err: Console
+) -> dict[str, Account]:
     """The accounts a run may act in, by ID: from --accounts, or the one of --role-arn."""
     from ..accounts import ROLE_ARN, AccountsError, load_accounts
 
-    if flags.accounts and flags.role_arn:
+    if accounts_file and role_arn:
         fail(err, "--accounts and --role-arn cannot be used together", EXIT_USAGE)
-    if flags.role_arn:
-        match = ROLE_ARN.fullmatch(flags.role_arn)
+    if role_arn:
+        match = ROLE_ARN.fullmatch(role_arn)
         if match is None:
-            fail(err, f"--role-arn {flags.role_arn} is not an IAM role ARN", EXIT_USAGE)
-        return {match.group(2): Account(match.group(2), role_arn=flags.role_arn)}
-    if not flags.accounts:
+            fail(err, f"--role-arn {role_arn} is not an IAM role ARN", EXIT_USAGE)
+        return {match.group(2): Account(match.group(2), role_arn=role_arn)}
+    if not accounts_file:
         return {}
     try:
-        return {a.id: a for a in load_accounts(flags.accounts)}
+        return {a.id: a for a in load_accounts(accounts_file)}
     except AccountsError as exc:
         fail(err, str(exc), EXIT_USAGE)
 
 
 def plan_groups(
-    targets: Targets, flags: Flags, accounts: Mapping[str, Account], err: Console
+    targets: Targets,
+    accounts: Mapping[str, Account],
+    default_region: str | None,
+    err: Console,
 ) -> dict[Pair, list[str]]:
-    """Each (account, region) pair and its IDs: one window each. Applies --shard."""
-    from ..shards import ShardError, in_shard, parse_shard
-
+    """Each (account, region) pair and its IDs: one window each."""
     default_account = next(iter(accounts)) if len(accounts) == 1 else None
     unnamed = [t for t in targets.items if t.account is None]
     if unnamed and len(accounts) > 1:
@@ -197,32 +244,42 @@ def plan_groups(
     if strangers and accounts:
         fail(
             err,
-            f"the ID list names account(s) {', '.join(strangers)}, which "
-            f"{'--accounts' if flags.accounts else '--role-arn'} does not: nothing was sent",
+            f"the ID list names account(s) {', '.join(strangers)}, which --accounts or "
+            "--role-arn does not: nothing was sent",
             EXIT_USAGE,
         )
-    default_region = flags.region or session_region(flags.profile, err)
     groups: dict[Pair, list[str]] = {}
+    seen: set[tuple[Pair, str]] = set()
     for target in targets.items:
         account = target.account or default_account
         region = target.region or _account_region(accounts.get(account or "")) or default_region
         if region is None:
             fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
-        ids = groups.setdefault(Pair(account, region), [])
-        if target.id not in ids:
-            ids.append(target.id)
-    if flags.shard:
-        try:
-            k, n = parse_shard(flags.shard)
-        except ShardError as exc:
-            fail(err, str(exc), EXIT_USAGE)
-        kept = {p: ids for p, ids in groups.items() if in_shard(p.account, p.region, k, n)}
-        err.print(
-            f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
-            f"{sum(map(len, kept.values()))} of {sum(map(len, groups.values()))} instance(s)"
-        )
-        groups = kept
+        pair = Pair(account, region)
+        if (pair, target.id) not in seen:  # the same instance, once with defaults spelled out
+            seen.add((pair, target.id))
+            groups.setdefault(pair, []).append(target.id)
     return groups
+
+
+def apply_shard(
+    groups: dict[Pair, list[str]], shard: str | None, err: Console
+) -> dict[Pair, list[str]]:
+    """--shard K/N: keep the pairs of shard K, so that no bucket is split across machines."""
+    from ..shards import ShardError, in_shard, parse_shard
+
+    if not shard:
+        return groups
+    try:
+        k, n = parse_shard(shard)
+    except ShardError as exc:
+        fail(err, str(exc), EXIT_USAGE)
+    kept = {p: ids for p, ids in groups.items() if in_shard(p.account, p.region, k, n)}
+    err.print(
+        f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
+        f"{sum(map(len, kept.values()))} of {sum(map(len, groups.values()))} instance(s)"
+    )
+    return kept
 
 
 def _account_region(account: Account | None) -> str | None:
@@ -617,3 +674,77 @@ register(
 register(ACTIONS["stop"], "Stop EC2 instances (--force, --hibernate), as fast as the limit allows.")
 register(ACTIONS["start"], "Start stopped EC2 instances, as fast as the account's limit allows.")
 register(ACTIONS["reboot"], "Reboot EC2 instances, as fast as the account's rate limit allows.")
+
+
+@app.command()
+def rollback(
+    ledger: Annotated[str, typer.Argument(help="The ledger of the run to undo.")],
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            help="The run to undo [default: the ledger's latest stop or start run; a "
+            "rollback is itself such a run, so a second rollback redoes the first run].",
+        ),
+    ] = None,
+    endpoint_url: Annotated[
+        str | None,
+        typer.Option("--endpoint-url", envvar="AWS_ENDPOINT_URL", help="EC2 endpoint to call."),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", envvar="AWS_PROFILE", help="Named AWS profile."),
+    ] = None,
+    accounts: Annotated[
+        str | None,
+        typer.Option("--accounts", help="Accounts file, for runs that spanned accounts."),
+    ] = None,
+    role_arn: Annotated[
+        str | None,
+        typer.Option("--role-arn", help="One IAM role to assume."),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Then wait until each instance is back.")
+    ] = False,
+    output: OutputOpt = Output.text,
+    progress: ProgressOpt = ProgressChoice.auto,
+) -> None:
+    """Undo a stop or start run from its ledger: start what it stopped, stop what it started.
+
+    The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
+    """  # noqa: E501 - rich keeps a docstring's line breaks
+    from ..saga import SagaError, undo_plan
+
+    out, err = consoles()
+    try:
+        plan = undo_plan([ledger], run)
+    except (SagaError, LedgerError) as exc:
+        fail(err, str(exc), EXIT_USAGE)
+    flags = Flags(
+        ids=ledger,
+        region=None,
+        profile=profile,
+        endpoint_url=endpoint_url,
+        ledger=ledger,
+        resume=False,
+        yes=yes,
+        dry_run=False,
+        sandbox=False,
+        params={},
+        options=RunOptions(ledger=ledger, progress=progress.value),
+        output=output,
+        accounts=accounts,
+        role_arn=role_arn,
+        wait=wait,
+    )
+    reach = Reach(flags, load_account_map(accounts, role_arn, err), 500)
+    reach.connect(plan.groups, err)
+    endpoint = reach.endpoint or ""
+    if not yes:
+        confirm(plan.action, plan.groups, endpoint, profile, "", err)
+    options = replace(flags.options, endpoint=endpoint)
+    report = run_plan(plan.action, plan.groups, options, reach, err, f"rollback of {plan.run}")
+    job = Job(plan.action, plan.groups, options)
+    follow_up(plan.action, flags, job, report, reach, err)
+    finish(report, output, out, err)

@@ -173,6 +173,14 @@ MissingOk = Annotated[
 ]
 
 
+def require_sandbox(err: Console) -> None:
+    from ..sandbox import missing_extra
+
+    problem = missing_extra()
+    if problem:
+        fail(err, problem, EXIT_USAGE)
+
+
 def window_profile(
     choice: WindowChoice, min_window: int, max_window: int, err: Console
 ) -> WindowProfile:

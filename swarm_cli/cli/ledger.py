@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -16,9 +17,16 @@ from ..ledger import (
     Record,
     describe_damage,
     fold_files,
+    merge_files,
 )
 from ..run import EXIT_USAGE
 from .common import Output, OutputOpt, ledger_app
+
+
+class ListFormat(str, Enum):
+    auto = "auto"
+    ids = "ids"
+    csv = "csv"
 
 
 @ledger_app.command("failed")
@@ -32,23 +40,31 @@ def ledger_failed(
         bool,
         typer.Option("--missing", help="Also list the IDs EC2 said do not exist."),
     ] = False,
+    form: Annotated[
+        ListFormat,
+        typer.Option(
+            "--format",
+            help="ids: one ID per line; csv: instance_id,region,account; auto: csv when the "
+            "IDs span several accounts or regions, so that feeding them back keeps each "
+            "in its place.",
+        ),
+    ] = ListFormat.auto,
 ) -> None:
     """Print the IDs worth retrying (failed or pending), one per line.
 
-    Pending means not known to be done: never sent, or in flight when the run was
-    stopped or killed. Feed them back:
-    swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
-    """
+    Pending means not known to be done: never sent, or in flight when the run was stopped or killed. Feed them back: swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
+    """  # noqa: E501 - rich keeps a docstring's line breaks
     wanted = {"failed", "pending"} | ({"missing"} if missing else set())
     state = _fold_ledgers(paths)
-    typer.echo(
-        "".join(
-            f"{instance_id}\n"
-            for (act, instance_id), record in state.items()
-            if act == action and record.status in wanted
-        ),
-        nl=False,
-    )
+    left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
+    places = {(r.account, r.region) for r in left}
+    if form is ListFormat.csv or (
+        form is ListFormat.auto and (len(places) > 1 or any(a for a, _ in places))
+    ):
+        rows = "".join(f"{r.id},{r.region or ''},{r.account or ''}\n" for r in left)
+        typer.echo("instance_id,region,account\n" + rows, nl=False)
+        return
+    typer.echo("".join(f"{r.id}\n" for r in left), nl=False)
 
 
 @ledger_app.command("summary")
@@ -87,3 +103,30 @@ def _fold_ledgers(paths: list[Path]) -> dict[tuple[str, str], Record]:
     for run in cut_short:
         typer.echo(f"warning: {run.describe()}", err=True)
     return state
+
+
+@ledger_app.command("merge")
+def ledger_merge(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Ledgers to merge (shards, runs).", exists=True, dir_okay=False),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the merged ledger.")],
+) -> None:
+    """Merge ledgers (e.g. one per shard) into one: for each intent, its winning record.
+
+    Merging is order-free: any order, any grouping, and merging twice give the same
+    ledger. The output is replaced atomically, so it may be one of the inputs.
+    """
+    damaged: list[Damaged] = []
+    cut_short: list[CutShort] = []
+    try:
+        count = merge_files([str(p) for p in paths], str(out), damaged, cut_short)
+    except LedgerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    if damaged:
+        typer.echo(f"warning: {describe_damage(damaged)}", err=True)
+    for run in cut_short:
+        typer.echo(f"warning: {run.describe()}", err=True)
+    typer.echo(f"merged {len(paths)} ledger(s) into {out}: {count} intent(s)", err=True)

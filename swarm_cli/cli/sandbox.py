@@ -30,6 +30,7 @@ from .common import (
     fail,
     finish,
     interruptible,
+    require_sandbox,
     window_profile,
     write_atomic,
 )
@@ -117,8 +118,20 @@ def _sandbox_config(
 @app.command()
 def demo(
     count: Annotated[
-        int, typer.Option("--count", min=1, max=5000, help="Instances to launch and terminate.")
+        int,
+        typer.Option(
+            "--count", min=1, max=5000, help="Instances to launch and terminate (per region)."
+        ),
     ] = 300,
+    regions: Annotated[
+        int,
+        typer.Option(
+            "--regions",
+            min=1,
+            max=5,
+            help="Regions to spread over: each has buckets and a window of its own, all at once.",
+        ),
+    ] = 1,
     preset: PresetOpt = Preset.quick,
     rate: RateOpt = None,
     burst: BurstOpt = None,
@@ -147,9 +160,10 @@ def demo(
     and terminates them all through the same path as a real run. One ID per call by
     default, so the window has many calls to learn from.
     """
+    out, err = consoles()
+    require_sandbox(err)
     from ..rehearse import run_demo
 
-    out, err = consoles()
     config = _sandbox_config(
         preset,
         rate=rate,
@@ -171,7 +185,9 @@ def demo(
         progress=progress.value,
     )
     with interruptible(err):
-        report = run_demo(config, count, options, err, protected=protected, missing=missing)
+        report = run_demo(
+            config, count, options, err, protected=protected, missing=missing, regions=regions
+        )
     finish(report, output, out, err)
 
 
@@ -215,9 +231,10 @@ def sandbox_cmd(
     """
     import random
 
+    out, err = consoles()
+    require_sandbox(err)
     from ..sandbox import ACCOUNT, Sandbox, environment, fake_ids
 
-    out, err = consoles()
     config = _sandbox_config(
         preset,
         rate=rate,

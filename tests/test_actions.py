@@ -1,0 +1,288 @@
+"""Every action, every region and account, and shards, end to end through the CLI against
+the sandbox over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from test_cli import swarm, write_ids
+
+from swarm_cli.ledger import fold, read_records
+from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
+
+OPEN = SandboxConfig(BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000))
+ACCOUNTS = ("111111111111", "222222222222")
+REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-2")
+
+
+def act(box: Sandbox, action: str, ids_file: str, ledger: Path, *extra: str) -> tuple[int, dict]:
+    code, out, err = swarm(
+        action,
+        "--ids",
+        ids_file,
+        "--endpoint-url",
+        box.endpoint,
+        "--ledger",
+        str(ledger),
+        "--yes",
+        "--output",
+        "json",
+        "--progress",
+        "none",
+        *extra,
+    )
+    assert out, err
+    return code, json.loads(out)
+
+
+def states(box: Sandbox, ids: Sequence[str], region: str = "us-east-1") -> set[str]:
+    return set(box.states(ids, region=region).values())
+
+
+@pytest.mark.parametrize(
+    ("action", "before", "after"),
+    [
+        ("stop", "running", "stopped"),
+        ("start", "stopped", "running"),
+        ("reboot", "running", "running"),
+        ("terminate", "running", "terminated"),
+    ],
+)
+def test_each_action_moves_300_instances_to_its_state_and_waits_for_it(
+    tmp_path: Path, action: str, before: str, after: str
+) -> None:
+    with Sandbox(OPEN) as box:
+        ids = box.launch(300)
+        if before == "stopped":
+            box.client().stop_instances(InstanceIds=ids)
+        assert states(box, ids) == {before}
+        ledger = tmp_path / "l.jsonl"
+        code, report = act(
+            box,
+            action,
+            write_ids(tmp_path / "ids.txt", ids),
+            ledger,
+            "--batch-size",
+            "25",
+            "--wait",
+        )
+        assert states(box, ids) == {after}
+        assert box.counters.accepted_by_action.get(f"{action.capitalize()}Instances") == 300
+    assert code == 0, report
+    assert report["action"] == action and report["counts"]["succeeded"] == 300
+    assert report["wait"]["reached"] == 300
+    reached = [r for r in read_records(str(ledger)) if r.code == "Reached"]
+    assert {r.id for r in reached} == set(ids) and all(r.action == action for r in reached)
+
+
+def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: Path) -> None:
+    with Sandbox(OPEN) as box:
+        ids = box.launch(60, stop_protected=6)
+        ids = ids[6:] + ids[:6]  # the protected ones last: most are stopped before the budget goes
+        ledger = tmp_path / "l.jsonl"
+        code, report = act(
+            box,
+            "stop",
+            write_ids(tmp_path / "ids.txt", ids),
+            ledger,
+            "--batch-size",
+            "5",
+            "--max-errors",
+            "3",
+            "--rollback",
+        )
+        assert states(box, ids) == {"running"}
+    assert code == 1
+    assert report["stopped"]["code"] == "MaxErrors"
+    assert report["counts"]["failed"] >= 3
+    undone = report["rollback"]
+    assert (
+        undone["action"] == "start"
+        and undone["counts"]["succeeded"] == report["counts"]["succeeded"]
+    )
+    actions = {r.action for r in read_records(str(ledger))}
+    assert actions == {"stop", "start"}
+
+
+def test_swarm_rollback_undoes_a_stop_later_from_its_ledger(tmp_path: Path) -> None:
+    with Sandbox(OPEN) as box:
+        ids = box.launch(40)
+        ledger = tmp_path / "l.jsonl"
+        assert act(box, "stop", write_ids(tmp_path / "ids.txt", ids), ledger)[0] == 0
+        assert states(box, ids) == {"stopped"}
+        code, out, err = swarm(
+            "rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes", "--output", "json"
+        )
+        assert code == 0, err
+        assert json.loads(out)["action"] == "start"
+        assert states(box, ids) == {"running"}
+    code, _, err = swarm("rollback", str(tmp_path / "nope.jsonl"), "--yes")
+    assert code == 2 and "cannot read the ledger" in err
+
+
+def accounts_file(tmp_path: Path, *extra: str) -> Path:
+    path = tmp_path / "accounts.yml"
+    lines = ["accounts:"]
+    for account in ACCOUNTS:
+        lines += [f'  - account_id: "{account}"', f"    role: arn:aws:iam::{account}:role/swarm"]
+    path.write_text("\n".join([*lines, *extra]) + "\n")
+    return path
+
+
+def mixed_list(
+    box: Sandbox, tmp_path: Path, per_pair: int
+) -> tuple[Path, dict[tuple[str, str], list[str]]]:
+    launched: dict[tuple[str, str], list[str]] = {}
+    rows = ["instance_id,region,account"]
+    for account in ACCOUNTS:
+        for region in REGIONS:
+            ids = box.launch(per_pair, region=region, account=account)
+            launched[(account, region)] = ids
+            rows += [f"{i},{region},{account}" for i in ids]
+    path = tmp_path / "mixed.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path, launched
+
+
+@pytest.mark.slow
+def test_a_mixed_list_of_three_regions_and_two_accounts_terminates_everything(
+    tmp_path: Path,
+) -> None:
+    config = SandboxConfig(BucketSpec(5, 40), BucketSpec(100_000, 100_000), latency=0.01)
+    with Sandbox(config) as box:
+        ids_file, launched = mixed_list(box, tmp_path, per_pair=40)
+        code, report = act(
+            box,
+            "terminate",
+            str(ids_file),
+            tmp_path / "l.jsonl",
+            "--accounts",
+            str(accounts_file(tmp_path)),
+            "--batch-size",
+            "1",
+        )
+        for (account, region), ids in launched.items():
+            assert set(box.states(ids, region=region, account=account).values()) == {"terminated"}
+            # Each pair had a bucket of its own, and its own share of the calls.
+            assert box.calls_by("TerminateInstances", account=account, region=region) >= 40
+    assert code == 0
+    rows = {(p["account"], p["region"]): p for p in report["pairs"]}
+    assert set(rows) == set(launched)
+    assert all(p["counts"]["succeeded"] == 40 and p["window"]["peak"] > 1 for p in rows.values())
+    on_disk = fold(read_records(str(tmp_path / "l.jsonl")))
+    assert {(r.account, r.region) for r in on_disk.values()} == set(launched)
+
+
+def test_one_account_that_cannot_be_reached_stops_only_its_own_pairs(tmp_path: Path) -> None:
+    with Sandbox(OPEN) as box:
+        ids_file, launched = mixed_list(box, tmp_path, per_pair=3)
+        # An account with no role: the caller's own credentials are another account's.
+        path = accounts_file(tmp_path)
+        text = path.read_text().replace("    role: arn:aws:iam::222222222222:role/swarm\n", "")
+        path.write_text(text)
+        code, report = act(
+            box, "terminate", str(ids_file), tmp_path / "l.jsonl", "--accounts", str(path)
+        )
+        reached = {
+            key: set(box.states(ids, region=key[1], account=key[0]).values())
+            for key, ids in launched.items()
+        }
+    assert code == 4
+    for (account, _), seen in reached.items():
+        assert seen == ({"terminated"} if account == ACCOUNTS[0] else {"running"})
+    rows = {(p["account"], p["region"]): p for p in report["pairs"]}
+    assert all(rows[(ACCOUNTS[1], r)]["counts"]["pending"] == 3 for r in REGIONS)
+    assert all(rows[(ACCOUNTS[0], r)]["counts"]["succeeded"] == 3 for r in REGIONS)
+
+
+@pytest.mark.slow
+def test_two_shards_as_two_processes_then_merged_equal_the_whole_run(tmp_path: Path) -> None:
+    config = SandboxConfig(BucketSpec(20, 100), BucketSpec(100_000, 100_000))
+    accounts = accounts_file(tmp_path)
+    with Sandbox(config) as box:
+        ids_file, launched = mixed_list(box, tmp_path, per_pair=10)
+        code, out, _ = swarm(
+            "shards", "--accounts", str(accounts), "--ids", str(ids_file), "--n", "2"
+        )
+        assert code == 0
+        matrix = json.loads(out)["include"]
+        assert [m["shard"] for m in matrix] == ["1/2", "2/2"]
+        assert sorted(p for m in matrix for p in m["pairs"]) == sorted(
+            f"{a}/{r}" for a, r in launched
+        )
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "swarm_cli",
+                    "terminate",
+                    "--ids",
+                    str(ids_file),
+                    "--accounts",
+                    str(accounts),
+                    "--shard",
+                    shard,
+                    "--endpoint-url",
+                    box.endpoint,
+                    "--ledger",
+                    str(tmp_path / f"shard{k}.jsonl"),
+                    "--yes",
+                    "--progress",
+                    "none",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for k, shard in enumerate(("1/2", "2/2"))
+        ]
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+        merged = tmp_path / "merged.jsonl"
+        code, _, err = swarm(
+            "ledger",
+            "merge",
+            str(tmp_path / "shard0.jsonl"),
+            str(tmp_path / "shard1.jsonl"),
+            "-o",
+            str(merged),
+        )
+        assert code == 0, err
+        for (account, region), ids in launched.items():
+            assert set(box.states(ids, region=region, account=account).values()) == {"terminated"}
+    # The unsharded run, on a fresh sandbox holding the same instances, ends the same.
+    with Sandbox(config) as box:
+        for (account, region), ids in launched.items():
+            box.load_ids(ids, region=region, account=account)
+        code, _ = act(
+            box, "terminate", str(ids_file), tmp_path / "whole.jsonl", "--accounts", str(accounts)
+        )
+        assert code == 0
+
+    def final(path: Path) -> dict[str, tuple[str, str | None, str | None]]:
+        return {
+            k[1]: (r.status, r.account, r.region) for k, r in fold(read_records(str(path))).items()
+        }
+
+    assert final(merged) == final(tmp_path / "whole.jsonl")
+    assert {s for s, _, _ in final(merged).values()} == {"succeeded"}
+
+
+def test_shards_prints_a_matrix_from_an_accounts_file(tmp_path: Path) -> None:
+    path = accounts_file(tmp_path, "    regions: [us-east-1, eu-west-1]")
+    code, out, err = swarm("shards", "--accounts", str(path), "--n", "3", "--region", "us-east-1")
+    assert code == 0, err
+    include = json.loads(out)["include"]
+    assert len(include) == 3
+    pairs = sorted(p for m in include for p in m["pairs"])
+    assert pairs == sorted(
+        ["111111111111/us-east-1", "222222222222/us-east-1", "222222222222/eu-west-1"]
+    )
