@@ -276,7 +276,12 @@ def run_job(
                 )
                 # Write-ahead: every intent is on disk as pending before the first call leaves.
                 for lane in lanes:
-                    writer.write_ahead(lane.ids, region=lane.pair.region, account=lane.pair.account)
+                    writer.write_ahead(
+                        lane.ids,
+                        region=lane.pair.region,
+                        account=lane.pair.account,
+                        run_intents=job.total,
+                    )
             except LedgerError as err:
                 ledger_error = str(err)
             else:
