@@ -212,6 +212,26 @@ def sandbox_cmd(
             "--env-out", help="Write the environment to export here, once the sandbox is ready."
         ),
     ] = None,
+    regions: Annotated[
+        int,
+        typer.Option(
+            "--regions", min=1, max=5, help="Launch --count instances in each of this many regions."
+        ),
+    ] = 1,
+    accounts: Annotated[
+        int,
+        typer.Option(
+            "--accounts",
+            min=0,
+            max=9,
+            help="Launch them in this many other accounts too (111111111111, 222222222222, …), "
+            "each reached through a role; --ids-out is then a CSV with region and account.",
+        ),
+    ] = 0,
+    accounts_out: Annotated[
+        Path | None,
+        typer.Option("--accounts-out", help="Write an accounts file (YAML) for those accounts."),
+    ] = None,
     preset: PresetOpt = Preset.quick,
     rate: RateOpt = None,
     burst: BurstOpt = None,
@@ -252,12 +272,28 @@ def sandbox_cmd(
         fail(err, f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", EXIT_USAGE)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
+        places = sandbox_places(config.region, regions, accounts)
         if count:
-            err.print(f"launching {count} instances…")
-        ids = box.launch(count, protected=min(protected, count))
-        listed = ids + fake_ids(missing, random.Random(seed))
+            err.print(
+                f"launching {count} instances in each of {len(places)} account/region pair(s)…"
+            )
+        rows: list[tuple[str, str, str | None]] = []
+        ids: list[str] = []
+        for account, region in places:
+            launched = box.launch(
+                count, protected=min(protected, count), region=region, account=account
+            )
+            ids += launched
+            rows += [(i, region, account) for i in launched]
+        rows += [(i, config.region, None) for i in fake_ids(missing, random.Random(seed))]
         if ids_out is not None:
-            write_atomic(ids_out, "".join(f"{i}\n" for i in listed))
+            if len(places) == 1:
+                write_atomic(ids_out, "".join(f"{i}\n" for i, _, _ in rows))
+            else:
+                table = "".join(f"{i},{r},{a or ''}\n" for i, r, a in rows)
+                write_atomic(ids_out, "instance_id,region,account\n" + table)
+        if accounts_out is not None:
+            write_atomic(accounts_out, accounts_yaml(places))
         exports = "".join(f"export {k}={v}\n" for k, v in environment(box).items())
         if env_out is not None:
             write_atomic(env_out, exports)
@@ -285,6 +321,33 @@ def sandbox_cmd(
         err.print("sandbox stopped")
     finally:
         box.stop()
+
+
+def sandbox_places(region: str, regions: int, accounts: int) -> list[tuple[str | None, str]]:
+    """(account, region) pairs of a sandbox: the default account, then N others."""
+    from ..rehearse import DEMO_REGIONS
+
+    names = (region, *(n for n in DEMO_REGIONS if n != region))[:regions]
+    owners: list[str | None] = [None] if not accounts else []
+    owners += [str(k) * 12 for k in range(1, accounts + 1)]
+    return [(a, r) for a in owners for r in names]
+
+
+def accounts_yaml(places: list[tuple[str | None, str]]) -> str:
+    from ..sandbox import ROLE_NAME
+
+    lines = [
+        "# The sandbox's accounts, each reached through a role (moto accepts any).",
+        "accounts:",
+    ]
+    for account in dict.fromkeys(a for a, _ in places if a):
+        regions = ", ".join(r for a, r in places if a == account)
+        lines += [
+            f'  - account_id: "{account}"',
+            f"    role: arn:aws:iam::{account}:role/{ROLE_NAME}",
+            f"    regions: [{regions}]",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def _interrupt(signum: int, frame: object) -> None:
