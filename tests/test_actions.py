@@ -8,9 +8,10 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
-from test_cli import swarm, write_ids
+from test_cli import swarm, terminate_json, write_ids
 
 from swarm_cli.ledger import fold, read_records
 from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
@@ -20,24 +21,8 @@ ACCOUNTS = ("111111111111", "222222222222")
 REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-2")
 
 
-def act(box: Sandbox, action: str, ids_file: str, ledger: Path, *extra: str) -> tuple[int, dict]:
-    code, out, err = swarm(
-        action,
-        "--ids",
-        ids_file,
-        "--endpoint-url",
-        box.endpoint,
-        "--ledger",
-        str(ledger),
-        "--yes",
-        "--output",
-        "json",
-        "--progress",
-        "none",
-        *extra,
-    )
-    assert out, err
-    return code, json.loads(out)
+def act(box: Sandbox, action: str, ids_file: str, ledger: Path, *extra: str) -> tuple[int, Any]:
+    return terminate_json(box, ids_file, ledger, *extra, action=action)
 
 
 def states(box: Sandbox, ids: Sequence[str], region: str = "us-east-1") -> set[str]:

@@ -33,9 +33,11 @@ def write_ids(path: Path, ids: list[str]) -> str:
     return str(path)
 
 
-def terminate_json(box: Sandbox, ids_file: str, ledger: Path, *extra: str) -> tuple[int, Any]:
-    code, out, _ = swarm(
-        "terminate",
+def terminate_json(
+    box: Sandbox, ids_file: str, ledger: Path, *extra: str, action: str = "terminate"
+) -> tuple[int, Any]:
+    code, out, err = swarm(
+        action,
         "--ids",
         ids_file,
         "--endpoint-url",
@@ -49,6 +51,7 @@ def terminate_json(box: Sandbox, ids_file: str, ledger: Path, *extra: str) -> tu
         "none",
         *extra,
     )
+    assert out, err
     return code, json.loads(out)
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -91,10 +92,18 @@ def ledger_summary(
 
 def _fold_ledgers(paths: list[Path]) -> dict[tuple[str, str], Record]:
     """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning."""
+    return _reading(lambda damaged, cut_short: fold_files(map(str, paths), damaged, cut_short))
+
+
+T = TypeVar("T")
+
+
+def _reading(read: Callable[[list[Damaged], list[CutShort]], T]) -> T:
+    """Run ``read``; an unreadable ledger is a one-line error, damage a one-line warning."""
     damaged: list[Damaged] = []
     cut_short: list[CutShort] = []
     try:
-        state = fold_files((str(p) for p in paths), damaged, cut_short)
+        result = read(damaged, cut_short)
     except LedgerError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
@@ -102,7 +111,7 @@ def _fold_ledgers(paths: list[Path]) -> dict[tuple[str, str], Record]:
         typer.echo(f"warning: {describe_damage(damaged)}", err=True)
     for run in cut_short:
         typer.echo(f"warning: {run.describe()}", err=True)
-    return state
+    return result
 
 
 @ledger_app.command("merge")
@@ -118,15 +127,9 @@ def ledger_merge(
     Merging is order-free: any order, any grouping, and merging twice give the same
     ledger. The output is replaced atomically, so it may be one of the inputs.
     """
-    damaged: list[Damaged] = []
-    cut_short: list[CutShort] = []
-    try:
-        count = merge_files([str(p) for p in paths], str(out), damaged, cut_short)
-    except LedgerError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_USAGE) from None
-    if damaged:
-        typer.echo(f"warning: {describe_damage(damaged)}", err=True)
-    for run in cut_short:
-        typer.echo(f"warning: {run.describe()}", err=True)
+    count = _reading(
+        lambda damaged, cut_short: merge_files(
+            [str(p) for p in paths], str(out), damaged, cut_short
+        )
+    )
     typer.echo(f"merged {len(paths)} ledger(s) into {out}: {count} intent(s)", err=True)
