@@ -160,11 +160,13 @@ def follow_up(
 ) -> None:
     """After the run: undo it when --rollback and its failure budget is spent; then --wait."""
     if flags.rollback and report.budget_spent is not None:
-        from ..saga import SagaError, undo_report
+        from ..saga import SagaError, undo_plan, undo_report
 
         try:
-            plan = undo_report(report)
-        except SagaError as exc:
+            # From the ledger when there is one: what is on disk is what was done.
+            ledger = job.options.ledger
+            plan = undo_plan([ledger], report.run) if ledger else undo_report(report)
+        except (SagaError, LedgerError) as exc:
             err.print(f"rollback: {exc}")
         else:
             err.print(
