@@ -37,6 +37,7 @@ Backoff = Callable[[int], float]
 EventType = Literal[
     "queued",
     "sent",
+    "answered",
     "throttled",
     "retried",
     "timed_out",
@@ -67,6 +68,10 @@ class Event:
     ssthresh: float = 0.0
     pace: float = 0.0
     in_flight: int = 0
+    # slow-start, avoidance, recovery (answers to calls sent before the last decrease are
+    # still due), paced (under one call in flight) or outage.
+    phase: str = ""
+    latency: float = 0.0  # with "answered": how long the call took
 
 
 Subscriber = Callable[[Event], None]
@@ -359,6 +364,13 @@ class Engine:
         no_result = Outcome(Kind.TRANSIENT, "NoResult", "the call gave no result for this ID")
         results = [(intent, outcomes.get(intent.id) or no_result) for intent in call.batch]
         kinds = {o.kind for _, o in results}
+        worst = min((o for _, o in results), key=lambda o: o.kind is Kind.SUCCEEDED)
+        self._emit(
+            "answered",
+            ids=tuple(i.id for i in call.batch),
+            outcome=worst,
+            latency=now - call.sent_at,
+        )
         if Kind.UNREACHABLE in kinds:
             if self.outage.on_unreachable(call.sent_at, now):
                 self._emit("outage", outcome=results[0][1])
@@ -455,10 +467,31 @@ class Engine:
         ids: tuple[str, ...] = (),
         outcome: Outcome | None = None,
         attempts: int = 0,
+        latency: float = 0.0,
     ) -> None:
         w = self.window
         event = Event(
-            type_, self.clock(), ids, outcome, attempts, w.cwnd, w.ssthresh, w.pace, self.in_flight
+            type_,
+            self.clock(),
+            ids,
+            outcome,
+            attempts,
+            w.cwnd,
+            w.ssthresh,
+            w.pace,
+            self.in_flight,
+            self._phase(),
+            latency,
         )
         for subscriber in self.subscribers:
             subscriber(event)
+
+    def _phase(self) -> str:
+        if self.outage.down:
+            return "outage"
+        if self.window.pace:
+            return "paced"
+        oldest = next(iter(self._calls), None)  # tickets rise, and the dict keeps their order
+        if oldest is not None and oldest <= self.window.recover_point:
+            return "recovery"
+        return self.window.phase

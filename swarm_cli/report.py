@@ -58,6 +58,17 @@ class WindowReport:
     trajectory: list[tuple[float, float]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One point of a pair's run over time, for charts."""
+
+    t: float  # seconds since the pair started
+    cwnd: float
+    in_flight: int
+    done: int  # intents with a known outcome so far
+    throttled: int  # throttled calls so far
+
+
 def no_counts() -> dict[str, int]:
     return dict.fromkeys(RESOLVED, 0)
 
@@ -83,6 +94,8 @@ class PairReport:
     stopped: Reason | None = None
     gave_up: bool = False
     endpoint: str | None = None
+    # Points over time (bounded): the charts' data; left out of the JSON summary.
+    series: list[Sample] = field(default_factory=list, repr=False)
 
     @property
     def pair(self) -> Pair:
@@ -170,7 +183,7 @@ class Report:
             "window": plain(self.window),
             "errors": dict(sorted(errors.items())),
             "elapsed_seconds": round(self.elapsed_seconds, 3),
-            "pairs": [asdict(p) for p in self.pairs],
+            "pairs": [_without_series(p) for p in self.pairs],
             "problems": [asdict(p) for p in self.problems],
             "fatal": plain(self.fatal),
             "stopped": plain(self.stopped),
@@ -183,6 +196,12 @@ class Report:
             **self.extra,
             "exit_code": self.exit_code,
         }
+
+
+def _without_series(row: PairReport) -> dict[str, Any]:
+    data = asdict(row)
+    del data["series"]
+    return data
 
 
 def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:

@@ -6,7 +6,9 @@ import threading
 from dataclasses import dataclass, field
 
 from .engine import Event
-from .report import PairReport, WindowReport
+from .report import PairReport, Sample, WindowReport
+
+MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
 
 
 @dataclass
@@ -35,6 +37,9 @@ class Stats:
     # (seconds since start, cwnd) at each change: enough to draw the window.
     trajectory: list[tuple[float, float]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    phase: str = ""
+    series: list[Sample] = field(default_factory=list)
+    spacing: float = 0.05  # least seconds between two samples of answers
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -83,7 +88,21 @@ class Stats:
             self.cwnd = event.cwnd
             self.ssthresh = event.ssthresh
             self.pace = event.pace
+            self.phase = event.phase
             self.peak_cwnd = max(self.peak_cwnd, event.cwnd)
+            if event.type in ("window", "throttled", "answered", "outage", "recovered"):
+                self._sample(event, keep=event.type != "answered")
+
+    def _sample(self, event: Event, *, keep: bool) -> None:
+        """A point for the charts: every change of the window, answers at most each ``spacing``."""
+        assert self.started is not None
+        t = round(event.at - self.started, 4)
+        if not keep and self.series and t - self.series[-1].t < self.spacing:
+            return
+        self.series.append(Sample(t, event.cwnd, event.in_flight, self.done, self.throttled_calls))
+        if len(self.series) > MAX_SAMPLES:  # bounded history: halve the resolution
+            self.series = self.series[::2]
+            self.spacing *= 2
 
     def report(self, into: PairReport) -> PairReport:
         """Copy the counters into a pair's report."""
@@ -96,6 +115,7 @@ class Stats:
             into.peak_in_flight = self.peak_in_flight
             into.errors = dict(sorted(self.errors.items()))
             into.elapsed_seconds = round(self.elapsed(), 3)
+            into.series = list(self.series)
             into.window = WindowReport(
                 final=self.cwnd,
                 peak=self.peak_cwnd,

@@ -94,6 +94,11 @@ class Window:
         self._recover = 0
 
     @property
+    def recover_point(self) -> int:
+        """The last ticket sent before the last decrease (0 before any)."""
+        return self._recover
+
+    @property
     def limit(self) -> int:
         """Calls allowed in flight now."""
         return max(self.profile.min_window, int(self.cwnd))
