@@ -47,6 +47,7 @@ class RunOptions:
     max_errors: int | None = None
     endpoint: str | None = None  # for the report, any password already replaced
     poll_interval: float = 2.0  # between asks of an instance not there yet (--wait)
+    verbose: bool = False  # one line per call
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,27 @@ class Problems:
                     self.items.append(problem)
 
         return record
+
+
+class CallLog:
+    """``--verbose``: one line per call, as it is answered (or given up on)."""
+
+    def __init__(self, console: Console, action: str, pair: Pair, several: bool) -> None:
+        self.console = console
+        self.prefix = f"{action} {pair.label} " if several else f"{action} "
+
+    def __call__(self, event: Event) -> None:
+        if event.type != "answered":
+            return
+        o = event.outcome
+        what = "ok" if o is None or o.kind is Kind.SUCCEEDED else (o.code or o.kind.value)
+        ids = ",".join(event.ids[:3]) + (f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else "")
+        self.console.print(
+            f"{self.prefix}{len(event.ids)} ID(s) {ids} · {event.latency * 1000:.0f} ms · "
+            f"{what} · cwnd {event.cwnd:.1f} · {event.phase}",
+            highlight=False,
+            markup=False,
+        )
 
 
 class Budget:
@@ -256,6 +278,8 @@ def run_job(
             drain_timeout=o.drain_timeout,
             poll_interval=o.poll_interval,
         )
+        if o.verbose:
+            engine.subscribers.append(CallLog(console, job.action.name, pair, len(job.groups) > 1))
         lanes.append(_Lane(pair, ids, engine, stats))
 
     writer: LedgerWriter | None = None

@@ -415,3 +415,24 @@ def test_ledger_commands_merge_shards_and_warn_of_damage(tmp_path: Path) -> None
     }
     code, _, err = swarm("ledger", "failed", str(tmp_path / "nope.jsonl"))
     assert code == 2 and "does not exist" in err
+
+
+def test_verbose_logs_one_line_per_call_and_quiet_says_nothing_on_success(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(20)
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    base = ("--ids", ids_file, "--endpoint-url", sandbox.endpoint, "--yes", "--batch-size", "5")
+    code, out, err = swarm("terminate", *base, "--ledger", str(tmp_path / "a.jsonl"), "-v")
+    assert code == 0
+    calls = [line for line in err.splitlines() if line.startswith("terminate 5 ID(s) ")]
+    assert len(calls) == 4 and all(" ms · ok · cwnd " in line for line in calls)
+    code, out, err = swarm("terminate", *base, "--ledger", str(tmp_path / "b.jsonl"), "-q")
+    assert code == 0 and out == "" and err == ""
+
+
+def test_version_names_boto3_botocore_and_python() -> None:
+    import botocore
+
+    code, out, _ = swarm("version")
+    assert code == 0 and out.startswith("swarm ") and f"botocore {botocore.__version__}" in out

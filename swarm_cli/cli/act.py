@@ -47,6 +47,8 @@ from .common import (
     OutputOpt,
     ProgressChoice,
     ProgressOpt,
+    QuietOpt,
+    VerboseOpt,
     WindowChoice,
     WindowOpt,
     app,
@@ -88,6 +90,7 @@ class Flags:
     rollback: bool = False
     wait: bool = False
     wait_timeout: float = 600.0
+    quiet: bool = False
 
 
 def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
@@ -136,7 +139,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
 
         with interruptible(err):
             report = rehearse(Job(spec, groups, options, title), err)
-        finish(report, flags.output, out, err)
+        finish(report, flags.output, out, err, quiet=flags.quiet)
 
     from ..ec2 import InstanceCall, classify_exception
 
@@ -152,7 +155,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
 
     report = run_job(job, action, err, classify=classify_exception)
     follow_up(spec, flags, job, report, reach, err)
-    finish(report, flags.output, out, err)
+    finish(report, flags.output, out, err, quiet=flags.quiet)
 
 
 def follow_up(
@@ -480,6 +483,7 @@ def register(spec: ActionSpec, summary: str) -> None:
             str,
             typer.Option(
                 "--ids",
+                metavar="FILE",
                 help="File of instance IDs, one per line (# comments allowed); - reads stdin.",
                 show_default=False,
             ),
@@ -488,6 +492,7 @@ def register(spec: ActionSpec, summary: str) -> None:
             str | None,
             typer.Option(
                 "--region",
+                metavar="REGION",
                 envvar="AWS_REGION",
                 help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).",
             ),
@@ -495,13 +500,17 @@ def register(spec: ActionSpec, summary: str) -> None:
         profile: Annotated[
             str | None,
             typer.Option(
-                "--profile", envvar="AWS_PROFILE", help="Named AWS profile for credentials."
+                "--profile",
+                metavar="NAME",
+                envvar="AWS_PROFILE",
+                help="Named AWS profile for credentials.",
             ),
         ] = None,
         endpoint_url: Annotated[
             str | None,
             typer.Option(
                 "--endpoint-url",
+                metavar="URL",
                 envvar="AWS_ENDPOINT_URL",
                 help="EC2 endpoint to call instead of AWS's, e.g. a swarm sandbox.",
             ),
@@ -510,6 +519,7 @@ def register(spec: ActionSpec, summary: str) -> None:
             str,
             typer.Option(
                 "--ledger",
+                metavar="PATH",
                 help="JSONL file: every instance as pending before the first call, then "
                 "its outcome.",
             ),
@@ -556,18 +566,22 @@ def register(spec: ActionSpec, summary: str) -> None:
             str | None,
             typer.Option(
                 "--accounts",
+                metavar="FILE",
                 help="Accounts file (c7n-org style YAML or TOML: account_id, role, regions, "
                 "external_id): each account's role is assumed with STS.",
             ),
         ] = None,
         role_arn: Annotated[
             str | None,
-            typer.Option("--role-arn", help="One IAM role to assume for every instance."),
+            typer.Option(
+                "--role-arn", metavar="ARN", help="One IAM role to assume for every instance."
+            ),
         ] = None,
         shard: Annotated[
             str | None,
             typer.Option(
                 "--shard",
+                metavar="K/N",
                 help="K/N: keep only the account/region pairs of shard K of N (see swarm "
                 "shards), so N machines split the work without sharing a bucket.",
             ),
@@ -576,6 +590,7 @@ def register(spec: ActionSpec, summary: str) -> None:
             str | None,
             typer.Option(
                 "--max-errors",
+                metavar="N|P%",
                 help="N or P%: stop sending once that many instances have failed.",
             ),
         ] = None,
@@ -597,7 +612,9 @@ def register(spec: ActionSpec, summary: str) -> None:
         ] = False,
         wait_timeout: Annotated[
             float,
-            typer.Option("--wait-timeout", min=0, help="Seconds --wait waits at most."),
+            typer.Option(
+                "--wait-timeout", metavar="SECONDS", min=0, help="Seconds --wait waits at most."
+            ),
         ] = 600.0,
         batch_size: BatchSize = 10,
         max_window: MaxWindow = 500,
@@ -606,6 +623,8 @@ def register(spec: ActionSpec, summary: str) -> None:
         max_attempts: MaxAttempts = 5,
         output: OutputOpt = Output.text,
         progress: ProgressOpt = ProgressChoice.auto,
+        verbose: VerboseOpt = False,
+        quiet: QuietOpt = False,
         drain_timeout: DrainTimeout = 3.0,
         call_timeout: CallTimeout = None,
         max_outage: MaxOutage = 45.0,
@@ -640,12 +659,14 @@ def register(spec: ActionSpec, summary: str) -> None:
                 rollback=rollback,
                 wait=wait,
                 wait_timeout=wait_timeout,
+                quiet=quiet,
                 options=RunOptions(
                     dry_run=dry_run,
                     batch_size=batch_size,
                     max_attempts=max_attempts,
                     window=window_profile(window_profile_, min_window, max_window, err),
-                    progress=progress.value,
+                    progress="none" if quiet else progress.value,
+                    verbose=verbose,
                     drain_timeout=drain_timeout,
                     call_timeout=call_timeout,
                     max_outage=max_outage,
@@ -662,8 +683,8 @@ def register(spec: ActionSpec, summary: str) -> None:
             "trip up to 16, then grows while answers come quickly and halves on throttles.",
             "Before the first call, every instance is in the ledger as pending; SIGINT, "
             "SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in flight, and "
-            "record the rest. Retry what is left with [bold]swarm "
-            f"{spec.name} --ids <(swarm ledger failed --action {spec.name} LEDGER)[/bold].",
+            "record the rest. Retry what is left with: swarm "
+            f"{spec.name} --ids <(swarm ledger failed --action {spec.name} LEDGER)",
             EXIT_CODES,
         ]
     )
@@ -680,30 +701,35 @@ register(ACTIONS["reboot"], "Reboot EC2 instances, as fast as the account's rate
 
 @app.command()
 def rollback(
-    ledger: Annotated[str, typer.Argument(help="The ledger of the run to undo.")],
+    ledger: Annotated[str, typer.Argument(metavar="LEDGER", help="The ledger of the run to undo.")],
     run: Annotated[
         str | None,
         typer.Option(
             "--run",
+            metavar="RUN",
             help="The run to undo [default: the ledger's latest stop or start run; a "
             "rollback is itself such a run, so a second rollback redoes the first run].",
         ),
     ] = None,
     endpoint_url: Annotated[
         str | None,
-        typer.Option("--endpoint-url", envvar="AWS_ENDPOINT_URL", help="EC2 endpoint to call."),
+        typer.Option(
+            "--endpoint-url", metavar="URL", envvar="AWS_ENDPOINT_URL", help="EC2 endpoint to call."
+        ),
     ] = None,
     profile: Annotated[
         str | None,
-        typer.Option("--profile", envvar="AWS_PROFILE", help="Named AWS profile."),
+        typer.Option("--profile", metavar="NAME", envvar="AWS_PROFILE", help="Named AWS profile."),
     ] = None,
     accounts: Annotated[
         str | None,
-        typer.Option("--accounts", help="Accounts file, for runs that spanned accounts."),
+        typer.Option(
+            "--accounts", metavar="FILE", help="Accounts file, for runs that spanned accounts."
+        ),
     ] = None,
     role_arn: Annotated[
         str | None,
-        typer.Option("--role-arn", help="One IAM role to assume."),
+        typer.Option("--role-arn", metavar="ARN", help="One IAM role to assume."),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     wait: Annotated[

@@ -22,10 +22,10 @@ from ..window import PROFILES, WindowProfile
 app = typer.Typer(
     name="swarm",
     help="Bulk cloud mutations as fast as the API allows, without losing an intent.\n\n"
-    "Start with [bold]swarm demo[/bold]: it runs against a local fake EC2, no AWS account needed.",
+    "Start with swarm demo: it runs against a local fake EC2, no AWS account needed.",
     no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode="rich",
+    add_completion=True,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 ledger_app = typer.Typer(
@@ -69,10 +69,28 @@ def fail(err: Console, message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
+def version_text() -> str:
+    import platform
+
+    import boto3
+    import botocore
+
+    return (
+        f"swarm {__version__} (boto3 {boto3.__version__}, botocore {botocore.__version__}, "
+        f"Python {platform.python_version()})"
+    )
+
+
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"swarm {__version__}")
+        typer.echo(version_text())
         raise typer.Exit()
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print swarm's version and the boto3, botocore and Python it runs on."""
+    typer.echo(version_text())
 
 
 @app.callback()
@@ -92,18 +110,26 @@ BatchSize = Annotated[
     int,
     typer.Option(
         "--batch-size",
+        metavar="N",
         min=1,
         max=1000,
         help="Instance IDs per call (EC2 takes up to 1000).",
     ),
 ]
 MaxWindow = Annotated[
-    int, typer.Option("--max-window", min=1, max=1000, help="Most calls ever in flight at once.")
+    int,
+    typer.Option(
+        "--max-window", metavar="N", min=1, max=1000, help="Most calls ever in flight at once."
+    ),
 ]
 MinWindow = Annotated[
     int,
     typer.Option(
-        "--min-window", min=1, max=1000, help="Fewest calls in flight allowed after throttles."
+        "--min-window",
+        metavar="N",
+        min=1,
+        max=1000,
+        help="Fewest calls in flight allowed after throttles.",
     ),
 ]
 WindowOpt = Annotated[
@@ -117,6 +143,7 @@ MaxAttempts = Annotated[
     int,
     typer.Option(
         "--max-attempts",
+        metavar="N",
         min=1,
         max=100,
         help="Tries per instance on server errors and timeouts (throttles never count).",
@@ -126,6 +153,20 @@ OutputOpt = Annotated[
     Output,
     typer.Option(
         "--output", "-o", help="text: a summary for people; json: one summary object on stdout."
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="One line per call on stderr: action, IDs, latency, outcome, window.",
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", help="No progress, and no summary unless something is left to do."
     ),
 ]
 ProgressOpt = Annotated[
@@ -139,6 +180,7 @@ DrainTimeout = Annotated[
     float,
     typer.Option(
         "--drain-timeout",
+        metavar="SECONDS",
         min=0,
         help="On SIGINT/SIGTERM/SIGHUP: seconds to wait for calls in flight before recording "
         "the rest pending and exiting (a second signal stops the wait).",
@@ -148,6 +190,7 @@ CallTimeout = Annotated[
     float | None,
     typer.Option(
         "--call-timeout",
+        metavar="SECONDS",
         min=0.1,
         help="Seconds to wait for one call's answer [default: follows the endpoint's measured "
         "round trips, 2-30 s].",
@@ -158,6 +201,7 @@ MaxOutage = Annotated[
     float,
     typer.Option(
         "--max-outage",
+        metavar="SECONDS",
         min=0,
         help="Seconds to keep probing an endpoint that gives no answer at all before "
         "recording the rest pending and exiting 1.",
@@ -190,12 +234,16 @@ def window_profile(
         fail(err, str(exc), EXIT_USAGE)
 
 
-def finish(report: Report, output: Output, out: Console, err: Console) -> NoReturn:
+def finish(
+    report: Report, output: Output, out: Console, err: Console, *, quiet: bool = False
+) -> NoReturn:
+    speak = not quiet or report.exit_code != 0
     if output is Output.json:
-        render_summary(report, err)
+        if speak:
+            render_summary(report, err)
         out.file.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
         out.file.flush()
-    else:
+    elif speak:
         render_summary(report, out)
     raise typer.Exit(report.exit_code)
 

@@ -34,12 +34,19 @@ class ListFormat(str, Enum):
 def ledger_failed(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Ledger files; several are merged.", exists=True, dir_okay=False),
+        typer.Argument(
+            metavar="LEDGER...",
+            help="Ledger files; several are merged.",
+            exists=True,
+            dir_okay=False,
+        ),
     ],
-    action: Annotated[str, typer.Option("--action", help="Which action's intents.")] = "terminate",
+    action: Annotated[
+        str, typer.Option("--action", metavar="ACTION", help="Which action's intents.")
+    ] = "terminate",
     missing: Annotated[
         bool,
-        typer.Option("--missing", help="Also list the IDs EC2 said do not exist."),
+        typer.Option("--missing", metavar="N", help="Also list the IDs EC2 said do not exist."),
     ] = False,
     form: Annotated[
         ListFormat,
@@ -72,7 +79,12 @@ def ledger_failed(
 def ledger_summary(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Ledger files; several are merged.", exists=True, dir_okay=False),
+        typer.Argument(
+            metavar="LEDGER...",
+            help="Ledger files; several are merged.",
+            exists=True,
+            dir_okay=False,
+        ),
     ],
     output: OutputOpt = Output.text,
 ) -> None:
@@ -118,9 +130,16 @@ def _reading(read: Callable[[list[Damaged], list[CutShort]], T]) -> T:
 def ledger_merge(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Ledgers to merge (shards, runs).", exists=True, dir_okay=False),
+        typer.Argument(
+            metavar="LEDGER...",
+            help="Ledgers to merge (shards, runs).",
+            exists=True,
+            dir_okay=False,
+        ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the merged ledger.")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", metavar="FILE", help="Where to write the merged ledger.")
+    ],
 ) -> None:
     """Merge ledgers (e.g. one per shard) into one: for each intent, its winning record.
 

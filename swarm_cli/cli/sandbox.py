@@ -44,17 +44,23 @@ PresetOpt = Annotated[
 RateOpt = Annotated[
     float | None,
     typer.Option(
-        "--rate", min=0.1, help="Calls per second the request bucket refills [default: preset's]."
+        "--rate",
+        metavar="PER_S",
+        min=0.1,
+        help="Calls per second the request bucket refills [default: preset's].",
     ),
 ]
 BurstOpt = Annotated[
     float | None,
-    typer.Option("--burst", min=1, help="Calls the request bucket holds [default: preset's]."),
+    typer.Option(
+        "--burst", metavar="N", min=1, help="Calls the request bucket holds [default: preset's]."
+    ),
 ]
 ResourceRateOpt = Annotated[
     float | None,
     typer.Option(
         "--resource-rate",
+        metavar="PER_S",
         min=0.1,
         help="Instances per second the resource bucket refills [default: preset's].",
     ),
@@ -62,28 +68,49 @@ ResourceRateOpt = Annotated[
 ResourceBurstOpt = Annotated[
     float | None,
     typer.Option(
-        "--resource-burst", min=1, help="Instances the resource bucket holds [default: preset's]."
+        "--resource-burst",
+        metavar="N",
+        min=1,
+        help="Instances the resource bucket holds [default: preset's].",
     ),
 ]
 LatencyOpt = Annotated[
     float | None,
-    typer.Option("--latency", min=0, help="Seconds each mutating call takes [default: preset's]."),
+    typer.Option(
+        "--latency",
+        metavar="SECONDS",
+        min=0,
+        help="Seconds each mutating call takes [default: preset's].",
+    ),
 ]
 ErrorRateOpt = Annotated[
     float,
     typer.Option(
-        "--error-rate", min=0, max=1, help="Share of calls answered HTTP 500 InternalError."
+        "--error-rate",
+        metavar="SHARE",
+        min=0,
+        max=1,
+        help="Share of calls answered HTTP 500 InternalError.",
     ),
 ]
 ProtectedOpt = Annotated[
     int,
-    typer.Option("--protected", min=0, help="Instances with termination protection (they fail)."),
+    typer.Option(
+        "--protected", metavar="N", min=0, help="Instances with termination protection (they fail)."
+    ),
 ]
 MissingOpt = Annotated[
     int,
-    typer.Option("--missing", min=0, help="IDs that do not exist, added to the list (they fail)."),
+    typer.Option(
+        "--missing",
+        metavar="N",
+        min=0,
+        help="IDs that do not exist, added to the list (they fail).",
+    ),
 ]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed for latency and faults.")]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", metavar="N", help="Random seed for latency and faults.")
+]
 
 
 def _sandbox_config(
@@ -120,13 +147,18 @@ def demo(
     count: Annotated[
         int,
         typer.Option(
-            "--count", min=1, max=5000, help="Instances to launch and terminate (per region)."
+            "--count",
+            metavar="N",
+            min=1,
+            max=5000,
+            help="Instances to launch and terminate (per region).",
         ),
     ] = 300,
     regions: Annotated[
         int,
         typer.Option(
             "--regions",
+            metavar="N",
             min=1,
             max=5,
             help="Regions to spread over: each has buckets and a window of its own, all at once.",
@@ -149,7 +181,9 @@ def demo(
     max_attempts: MaxAttempts = 5,
     ledger: Annotated[
         str | None,
-        typer.Option("--ledger", help="Ledger file [default: a new file in the temp folder]."),
+        typer.Option(
+            "--ledger", metavar="PATH", help="Ledger file [default: a new file in the temp folder]."
+        ),
     ] = None,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
@@ -195,33 +229,49 @@ def demo(
 def sandbox_cmd(
     port: Annotated[
         int,
-        typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one)."),
+        typer.Option(
+            "--port",
+            metavar="PORT",
+            min=0,
+            max=65535,
+            help="Port on 127.0.0.1 (0 picks a free one).",
+        ),
     ] = 8577,
     count: Annotated[
-        int, typer.Option("--count", min=0, help="Running instances to launch at start.")
+        int,
+        typer.Option("--count", metavar="N", min=0, help="Running instances to launch at start."),
     ] = 0,
     ids_out: Annotated[
         Path | None,
         typer.Option(
-            "--ids-out", help="Write the launched IDs (and --missing ones) here, one per line."
+            "--ids-out",
+            metavar="FILE",
+            help="Write the launched IDs (and --missing ones) here, one per line.",
         ),
     ] = None,
     env_out: Annotated[
         Path | None,
         typer.Option(
-            "--env-out", help="Write the environment to export here, once the sandbox is ready."
+            "--env-out",
+            metavar="FILE",
+            help="Write the environment to export here, once the sandbox is ready.",
         ),
     ] = None,
     regions: Annotated[
         int,
         typer.Option(
-            "--regions", min=1, max=5, help="Launch --count instances in each of this many regions."
+            "--regions",
+            metavar="N",
+            min=1,
+            max=5,
+            help="Launch --count instances in each of this many regions.",
         ),
     ] = 1,
     accounts: Annotated[
         int,
         typer.Option(
             "--accounts",
+            metavar="FILE",
             min=0,
             max=9,
             help="Launch them in this many other accounts too (111111111111, 222222222222, …), "
@@ -230,7 +280,11 @@ def sandbox_cmd(
     ] = 0,
     accounts_out: Annotated[
         Path | None,
-        typer.Option("--accounts-out", help="Write an accounts file (YAML) for those accounts."),
+        typer.Option(
+            "--accounts-out",
+            metavar="FILE",
+            help="Write an accounts file (YAML) for those accounts.",
+        ),
     ] = None,
     preset: PresetOpt = Preset.quick,
     rate: RateOpt = None,

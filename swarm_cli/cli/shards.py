@@ -15,18 +15,31 @@ from .common import app, consoles, fail
 
 @app.command()
 def shards(
-    n: Annotated[int, typer.Option("--n", min=1, help="How many shards (matrix jobs).")],
+    n: Annotated[
+        int, typer.Option("--n", metavar="N", min=1, help="How many shards (matrix jobs).")
+    ],
     accounts: Annotated[
         str | None,
-        typer.Option("--accounts", help="Accounts file: each account's regions are its pairs."),
+        typer.Option(
+            "--accounts",
+            metavar="FILE",
+            help="Accounts file: each account's regions are its pairs.",
+        ),
     ] = None,
     ids: Annotated[
         str | None,
-        typer.Option("--ids", help="ID list (with region/account columns): its pairs."),
+        typer.Option(
+            "--ids", metavar="FILE", help="ID list (with region/account columns): its pairs."
+        ),
     ] = None,
     region: Annotated[
         str | None,
-        typer.Option("--region", envvar="AWS_REGION", help="Region of entries that name none."),
+        typer.Option(
+            "--region",
+            metavar="REGION",
+            envvar="AWS_REGION",
+            help="Region of entries that name none.",
+        ),
     ] = None,
 ) -> None:
     """Print the matrix for strategy.matrix (fromJSON): which pairs each shard K/N runs.
