@@ -135,14 +135,19 @@ _MESSAGE_LIMIT = 300
 
 
 def redact_url(url: str | None) -> str | None:
-    """The URL with any user name and password in it replaced by ``***``."""
+    """The URL with any user info and every query value replaced by ``***``.
+
+    Both are where a secret rides in a URL (``user:pass@``, ``?token=``).
+    """
     if not url:
         return url
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])
+    if parts.query:
+        hidden = "&".join(f"{key.partition('=')[0]}=***" for key in parts.query.split("&"))
+        parts = parts._replace(query=hidden)
+    return urlunsplit(parts)
 
 
 def scrub(text: str) -> str:

@@ -525,6 +525,9 @@ class LedgerWriter:
     def _sync(self) -> None:
         if self._syncable:
             os.fsync(self._fd)
+            # Synced into a file nobody can open any more: as good as not written.
+            if os.fstat(self._fd).st_nlink == 0:
+                raise OSError(errno.ENOENT, "the ledger file was deleted during the run")
 
     def _write_error(self, err: OSError) -> LedgerWriteError:
         return LedgerWriteError(f"cannot write the ledger {self.path}: {_reason(err)}")
@@ -680,7 +683,8 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
         mode = os.stat(path).st_mode
         if stat.S_ISDIR(mode):
             raise LedgerError(f"ledger {path} is a folder: pass a file path to --ledger")
-        if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+        # A device keeps nothing (/dev/null) or refuses all (/dev/full): only a file will do.
+        if not stat.S_ISREG(mode):
             raise LedgerError(f"ledger {path} is not a regular file: pass a file path to --ledger")
     if ids_path is not None and ids_path != "-" and _same_file(path, ids_path):
         raise LedgerError(f"ledger {path} is the ID list {ids_path}: pass another --ledger")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 Phase = Literal["slow-start", "avoidance"]
+MIN_LATENCY_WINDOW = 10.0  # seconds a lowest latency stays the reference
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Window:
         self.ssthresh = self._clamp(profile.ssthresh)
         self.phase: Phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"
         self.min_latency = math.inf
+        self._min_latency_at = -math.inf
         self.throttled = False
         self.pace = 0.0
         self._next_send = -math.inf
@@ -130,7 +132,7 @@ class Window:
         ``in_flight`` counts the calls outstanding when the answer came, this one included.
         """
         p = self.profile
-        self.min_latency = min(self.min_latency, latency)
+        self._see_latency(latency, now)
         if self.pace:
             self.pace *= p.pace_relief
             if self.pace < self._round_trip() / 2:
@@ -150,6 +152,12 @@ class Window:
         if self.throttled and p.increase_after_throttle is not None:
             step = p.increase_after_throttle
         return self._set(self.cwnd + step, now)
+
+    def _see_latency(self, latency: float, now: float) -> None:
+        # The lowest latency of the last MIN_LATENCY_WINDOW seconds, as BBR keeps its min
+        # RTT: a lowest-ever value would hold the gate shut for good once the API slows down.
+        if latency <= self.min_latency or now - self._min_latency_at > MIN_LATENCY_WINDOW:
+            self.min_latency, self._min_latency_at = latency, now
 
     def on_throttle(self, ticket: int, now: float) -> bool:
         """The API said slow down. Returns True if cwnd changed."""
@@ -193,6 +201,7 @@ class Window:
     def restart(self, now: float) -> None:
         """After an outage: slow start again from the initial window, pacing dropped."""
         self.pace = 0.0
+        self.min_latency, self._min_latency_at = math.inf, -math.inf  # it may answer slower now
         self._recover = self._sent
         self._set(self.profile.initial, now)
         self.phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"

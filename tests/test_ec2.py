@@ -139,7 +139,7 @@ def test_client_sends_exactly_one_request_per_call() -> None:
         ("https://ec2.us-east-1.amazonaws.com", "https://ec2.us-east-1.amazonaws.com"),
         (
             "http://user:s3cr%40t@proxy.example:8080/ec2?x=1",
-            "http://***@proxy.example:8080/ec2?x=1",
+            "http://***@proxy.example:8080/ec2?x=***",
         ),
         ("https://token@host/", "https://***@host/"),
         ("http://u:p@ss@127.0.0.1:5000", "http://***@127.0.0.1:5000"),
@@ -356,3 +356,14 @@ def test_bisection_advantage_grows_with_the_number_of_bad_ids() -> None:
     old_sends = bisection_cost(1000, bad, bisect=False)[1]
     new_sends = bisection_cost(1000, bad, bisect=True)[1]
     assert new_sends < 0.3 * old_sends
+
+
+def test_a_query_string_secret_in_the_endpoint_is_redacted_too() -> None:
+    from swarm_cli.ec2 import redact_url
+
+    assert redact_url("http://u:p@127.0.0.1:9/x?token=s3cret&a=1") == (
+        "http://***@127.0.0.1:9/x?token=***&a=***"
+    )
+    assert redact_url("https://ec2.us-east-1.amazonaws.com") == (
+        "https://ec2.us-east-1.amazonaws.com"
+    )

@@ -133,10 +133,11 @@ def test_kill_9_at_random_points_then_retrying_ledger_failed_terminates_everythi
             wait_until(lambda t=target: lines(ledger) >= t, proc)  # type: ignore[misc]
             proc.kill()
             proc.communicate(timeout=10)
-            _code, out, err = swarm("ledger", "failed", str(ledger))
+            code, out, err = swarm("ledger", "failed", str(ledger))
             listed = set(out.split())
             left = running(box, ids)
             if "sent nothing" in err:  # killed while writing ahead: the run never began
+                assert code == 1, "a list known to be short must not pass for the whole"
                 assert box.counters.accepted + box.counters.throttled == sent
                 assert left == set(todo)
                 continue
@@ -150,25 +151,26 @@ def test_kill_9_at_random_points_then_retrying_ledger_failed_terminates_everythi
         assert box.counters.repeats <= kills * 32
 
 
-def test_a_ledger_on_a_full_disk_stops_before_anything_is_sent(
+def test_a_device_as_ledger_is_refused_and_a_full_disk_stops_before_anything_is_sent(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
     ids = sandbox.launch(5)
-    code, _out, err = swarm(
-        "terminate",
-        "--ids",
-        write_ids(tmp_path / "ids.txt", ids),
-        "--ledger",
-        "/dev/full",
-        "--endpoint-url",
-        sandbox.endpoint,
-        "--yes",
-        "--progress",
-        "none",
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    base = ["terminate", "--ids", ids_file, "--endpoint-url", sandbox.endpoint, "--yes"]
+    for device in ("/dev/full", "/dev/null"):
+        code, _, err = swarm(*base, "--ledger", device)
+        assert code == 2 and "is not a regular file" in err
+    # No room at all for the write-ahead block: nothing may be sent.
+    proc = start(
+        sandbox,
+        ids_file,
+        tmp_path / "l.jsonl",
+        preexec=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0)),
     )
-    assert code == 74
-    assert "cannot write the ledger /dev/full: No space left on device" in err
-    assert "nothing was sent" in err
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 74, err
+    assert "cannot write the ledger" in err and "nothing was sent" in err
+    assert json.loads(out)["counts"]["pending"] == 5
     assert sandbox.counters.accepted + sandbox.counters.throttled == 0
 
 

@@ -458,8 +458,23 @@ def test_a_fifo_is_refused_as_a_ledger(tmp_path: Path) -> None:
         check_ledger_path(str(fifo))
 
 
-def test_a_character_device_is_accepted_as_a_ledger() -> None:
-    check_ledger_path("/dev/full")
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/full", "/dev/zero"])
+def test_a_device_that_keeps_nothing_is_refused_as_a_ledger(device: str) -> None:
+    with pytest.raises(LedgerError, match="is not a regular file"):
+        check_ledger_path(device)
+
+
+def test_a_ledger_deleted_during_the_run_stops_it(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    errors: list[OSError] = []
+    writer = LedgerWriter(str(path), "r", "terminate", None, on_error=errors.append)
+    writer.write_ahead(["i-00000001", "i-00000002"])
+    path.unlink()
+    writer.write("i-00000001", "succeeded")
+    lost = writer.close()
+    assert len(errors) == 1 and "deleted" in str(errors[0])
+    assert writer.error is not None
+    assert [r.id for r in lost] == ["i-00000001"]
 
 
 # Merging

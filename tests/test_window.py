@@ -324,3 +324,17 @@ def test_restart_after_an_outage_slow_starts_without_pacing() -> None:
     assert w.pace > 0
     w.restart(clock.advance(1.0))
     assert w.pace == 0 and w.cwnd == 1 and w.phase == "slow-start"
+
+
+def test_adaptive_gate_follows_an_api_that_slows_down_for_good() -> None:
+    clock = FakeClock()
+    w = Window(ADAPTIVE)
+    for _ in range(5):
+        round_trip(w, clock, latency=0.04)
+    assert w.gate() == ADAPTIVE.latency_gate  # twice 40 ms is under the 100 ms floor
+    grown_at_fast = w.cwnd
+    # The API now answers in 500 ms: for a while nothing grows, then the gate follows.
+    for _ in range(30):
+        round_trip(w, clock, latency=0.5)
+    assert w.min_latency == 0.5 and w.gate() == 1.0
+    assert w.cwnd > grown_at_fast

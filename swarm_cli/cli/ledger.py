@@ -20,7 +20,7 @@ from ..ledger import (
     fold_files,
     merge_files,
 )
-from ..run import EXIT_USAGE
+from ..run import EXIT_FAILED, EXIT_USAGE
 from .common import Output, OutputOpt, ledger_app
 
 
@@ -63,7 +63,8 @@ def ledger_failed(
     Pending means not known to be done: never sent, or in flight when the run was stopped or killed. Feed them back: swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
     """  # noqa: E501 - rich keeps a docstring's line breaks
     wanted = {"failed", "pending"} | ({"missing"} if missing else set())
-    state = _fold_ledgers(paths)
+    cut_short: list[CutShort] = []
+    state = _fold_ledgers(paths, cut_short)
     left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
     places = {(r.account, r.region) for r in left}
     if form is ListFormat.csv or (
@@ -71,8 +72,11 @@ def ledger_failed(
     ):
         rows = "".join(f"{r.id},{r.region or ''},{r.account or ''}\n" for r in left)
         typer.echo("instance_id,region,account\n" + rows, nl=False)
-        return
-    typer.echo("".join(f"{r.id}\n" for r in left), nl=False)
+    else:
+        typer.echo("".join(f"{r.id}\n" for r in left), nl=False)
+    if cut_short:
+        # Some intents of a run never reached the ledger: this list is not the whole.
+        raise typer.Exit(EXIT_FAILED)
 
 
 @ledger_app.command("summary")
@@ -102,9 +106,21 @@ def ledger_summary(
         typer.echo(f"{act}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
 
 
-def _fold_ledgers(paths: list[Path]) -> dict[tuple[str, str], Record]:
-    """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning."""
-    return _reading(lambda damaged, cut_short: fold_files(map(str, paths), damaged, cut_short))
+def _fold_ledgers(
+    paths: list[Path], cut_short: list[CutShort] | None = None
+) -> dict[tuple[str, str], Record]:
+    """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning.
+
+    Runs whose intents were not all written ahead go to ``cut_short`` as well.
+    """
+
+    def read(damaged: list[Damaged], short: list[CutShort]) -> dict[tuple[str, str], Record]:
+        state = fold_files(map(str, paths), damaged, short)
+        if cut_short is not None:
+            cut_short.extend(short)
+        return state
+
+    return _reading(read)
 
 
 T = TypeVar("T")
