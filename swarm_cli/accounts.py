@@ -9,13 +9,15 @@ An accounts file follows c7n-org's layout, in YAML or TOML (by extension)::
         regions: [us-east-1, eu-west-1]
         external_id: shared-secret
 
-``role_arn`` may stand for ``role``; other keys (tags, vars) are ignored. An
+``role_arn`` may stand for ``role``; c7n-org's other keys (email, tags, vars) are
+ignored, and any other key is refused as a likely typo. An
 account without a role is acted on with the caller's own credentials, which
 must then be that account's.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import random
 import re
@@ -300,9 +302,26 @@ def _load_yaml(path: str, text: str) -> tuple[Any, Callable[[int, str | None], i
     return data, lines
 
 
+# The keys of a c7n-org account entry. Anything else is more likely a typo ("rol:",
+# "region:") that would silently drop a role or a region than a field to ignore.
+KNOWN_KEYS = frozenset(
+    {"account_id", "name", "role", "role_arn", "regions", "external_id", "email", "tags", "vars"}
+)
+
+
 def _account(entry: object, where: Callable[[str | None], str]) -> Account:
     if not isinstance(entry, dict):
         raise AccountsError(f"{where(None)}: expected a table of keys such as account_id")
+    unknown = sorted(str(k) for k in entry if k not in KNOWN_KEYS)
+    if unknown:
+        near = {k: difflib.get_close_matches(k, KNOWN_KEYS, n=1) for k in unknown}
+        hints = [
+            f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown
+        ]
+        raise AccountsError(
+            f"{where(unknown[0])}: unknown key {', '.join(hints)}; the keys are "
+            f"{', '.join(sorted(KNOWN_KEYS))}"
+        )
     raw_id = entry.get("account_id")
     if raw_id is None:
         raise AccountsError(f"{where(None)}: no account_id")

@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
+import math
+import os
 import threading
 import time
-from typing import Any, Literal, Protocol
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from typing import Literal, NamedTuple, Protocol
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
 from rich.text import Text
 
-from .report import Report
-from .stats import Stats
+from .report import Report, Sample
+from .stats import Snapshot, Stats
 
 ProgressMode = Literal["auto", "live", "plain", "none"]
 SPARKS = "▁▂▃▄▅▆▇█"
+PLAIN_INTERVAL = 2.0  # seconds between plain lines when neither flag nor env says
+INTERVAL_ENV = "SWARM_PROGRESS_INTERVAL"
+MAX_PAIRS = 8  # blocks shown at once; the rest are summed on one line
+RATE_SPAN = 5.0  # seconds of history behind the rate: long enough to smooth a sawtooth
+GUTTER = 6  # the chart's left margin, where its scale is written
+PHASE_STYLES = {
+    "slow-start": "green",
+    "avoidance": "cyan",
+    "recovery": "yellow",
+    "paced": "magenta",
+    "outage": "bold red",
+}
+# One style for the whole chart: the line and the area read by their shapes, and a
+# style per cell would cost rich more than everything else on the screen.
+CHART_STYLE = "cyan"
 
 
 class Progress(Protocol):
@@ -39,62 +56,394 @@ def sparkline(points: list[tuple[float, float]], width: int = 40) -> str:
     return "".join(SPARKS[min(len(SPARKS) - 1, int(v / top * (len(SPARKS) - 1)))] for v in values)
 
 
-def window_text(stats: Stats) -> str:
+def _snap(stats: Stats | Snapshot) -> Snapshot:
+    return stats.snapshot() if isinstance(stats, Stats) else stats
+
+
+def window_text(stats: Stats | Snapshot) -> str:
     """The window as a person reads it: a paced window is under one call in flight."""
     if stats.pace:
         return f"cwnd {stats.cwnd:.0f}, one call per {stats.pace:.2f}s"
     return f"cwnd {stats.cwnd:.0f}"
 
 
-def status_line(stats: Stats, now: float | None = None) -> str:
-    elapsed = stats.elapsed() if now is None or stats.started is None else now - stats.started
+def status_line(stats: Stats | Snapshot, now: float | None = None) -> str:
+    s = _snap(stats)
+    elapsed = s.elapsed() if now is None or s.started is None else now - s.started
     line = (
-        f"{stats.done}/{stats.total} done · {window_text(stats)} · in flight {stats.in_flight}"
-        f" · calls {stats.calls} · throttled {stats.throttled_calls}"
-        f" · failed {stats.failed + stats.missing}"
+        f"{s.done}/{s.total} done · {window_text(s)} · in flight {s.in_flight}"
+        f" · calls {s.calls} · throttled {s.throttled_calls}"
+        f" · failed {s.failed + s.missing}"
     )
-    if stats.timeouts:
-        line += f" · timed out {stats.timeouts}"
+    if s.timeouts:
+        line += f" · timed out {s.timeouts}"
     line += f" · {elapsed:.1f}s"
-    if stats.outage_since is not None:
-        down = (now if now is not None else stats.last) - stats.outage_since
+    if s.outage_since is not None:
+        down = (now if now is not None else s.last) - s.outage_since
         line += f" · OUTAGE: no answer from the endpoint, probing ({down:.0f}s)"
-    if stats.stopping:
-        line += f" · stopping: {stats.stopping}"
+    if s.stopping:
+        line += f" · stopping: {s.stopping}"
     return line
+
+
+def duration(seconds: float) -> str:
+    """A span as a person reads it: 42s, 3m07s, 1h05m."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def recent_rate(snap: Snapshot, t_now: float, span: float = RATE_SPAN) -> float | None:
+    """Intents done per second over the last ``span`` seconds; None before a second has passed.
+
+    What was done before the span is read at the first point inside it: a point is taken
+    as an answer arrives, before the answer's outcomes count. With no point in the span,
+    nothing was answered in it, and the rate is nil.
+    """
+    if t_now < 1.0:
+        return None
+    since = max(0.0, t_now - span)
+    before = 0
+    if since > 0.0:
+        i = bisect_right(snap.series, since, key=lambda p: p.t)
+        before = snap.series[i].done if i < len(snap.series) else snap.done
+    return max(0, snap.done - before) / (t_now - since)
+
+
+def _cell_bits(dots: tuple[int, int, int, int]) -> list[int]:
+    """Braille bits for each 4-bit column pattern (bit i: the i-th dot from the bottom)."""
+    return [sum(dots[3 - i] for i in range(4) if pattern >> i & 1) for pattern in range(16)]
+
+
+# A braille cell is 2 dots wide and 4 high; these are its dots' bits, top row first.
+LEFT_BITS = _cell_bits((0x01, 0x02, 0x04, 0x40))
+RIGHT_BITS = _cell_bits((0x08, 0x10, 0x20, 0x80))
+# The cell for each pair of 4-dot columns (left << 4 | right); a blank is a space.
+CELLS = [
+    chr(0x2800 | LEFT_BITS[pair >> 4] | RIGHT_BITS[pair & 15]) if pair else " "
+    for pair in range(256)
+]
+
+
+class Chart(NamedTuple):
+    rows: list[str]  # braille, top row first
+    marks: str  # one character per column: "^" where a call was throttled
+    top: float  # the value of the top dot row
+
+
+class SeriesArrays:
+    """A series as parallel lists, extended in place as it grows.
+
+    A view charts up to 2000 points per pair eight times a second; rebuilding these
+    lists at each refresh would cost more than drawing the chart.
+    """
+
+    def __init__(self, series: Sequence[Sample] = ()) -> None:
+        self.t: list[float] = []
+        self.cwnd: list[float] = []
+        self.in_flight: list[int] = []
+        self.throttled: list[int] = []
+        self._last: Sample | None = None
+        self.update(series)
+
+    def update(self, series: Sequence[Sample]) -> SeriesArrays:
+        n = len(self.t)
+        # Stats only appends, or halves the whole series: then the old last point has moved.
+        if not n or len(series) < n or series[n - 1] is not self._last:
+            self.t, self.cwnd, self.in_flight, self.throttled = [], [], [], []
+            n = 0
+        tail = series[n:]
+        self.t += [p.t for p in tail]
+        self.cwnd += [p.cwnd for p in tail]
+        self.in_flight += [p.in_flight for p in tail]
+        self.throttled += [p.throttled for p in tail]
+        self._last = series[-1] if series else None
+        return self
+
+
+def window_chart(
+    series: Sequence[Sample] | SeriesArrays, t_end: float, width: int, height: int = 3
+) -> Chart:
+    """cwnd (a line) over in-flight calls (a filled area), braille, ``width`` x ``height``.
+
+    Each dot column spans a slice of the run; the line covers the lowest to the highest
+    window in it, so a halving shows as a drop and the sawtooth survives resampling.
+    """
+    arrays = series if isinstance(series, SeriesArrays) else SeriesArrays(series)
+    ts, cw, fl, thr = arrays.t, arrays.cwnd, arrays.in_flight, arrays.throttled
+    cols = width * 2
+    dots = height * 4
+    top = max(max(cw, default=0.0), max(fl, default=0), 1.0)
+    scale = dots / top
+    line_masks = [0] * cols
+    fill_masks = [0] * cols
+    throttles = [0] * width
+    step = max(t_end, 1e-9) / cols
+    i = 0  # first sample not yet in a column; the one before it carries into the next
+    for x in range(cols):
+        j = bisect_right(ts, (x + 1) * step, i)
+        if j == 0:
+            continue  # nothing sampled yet
+        start = i - 1 if i else 0
+        if j - start == 1:  # one value over the whole column: the common case when zoomed in
+            lo = hi = int(cw[start] * scale + 0.5)
+            fill = int(fl[start] * scale + 0.5)
+        else:
+            lo = int(min(cw[start:j]) * scale + 0.5)
+            hi = int(max(cw[start:j]) * scale + 0.5)
+            fill = int(max(fl[start:j]) * scale + 0.5)
+        if j > i:
+            throttles[x >> 1] += thr[j - 1] - (thr[i - 1] if i else 0)
+        lo = lo - 1 if lo else 0
+        hi = hi - 1 if hi else 0
+        line_masks[x] = ((2 << (hi - lo)) - 1) << lo
+        fill_masks[x] = (1 << fill) - 1
+        i = j
+    dots_of = [line | fill for line, fill in zip(line_masks, fill_masks, strict=True)]
+    left, right = dots_of[0::2], dots_of[1::2]
+    rows = []
+    for r in range(height):
+        shift = (height - 1 - r) * 4
+        rows.append(
+            "".join(
+                [
+                    CELLS[(a >> shift & 15) << 4 | b >> shift & 15]
+                    for a, b in zip(left, right, strict=True)
+                ]
+            )
+        )
+    marks = "".join("^" if n else " " for n in throttles)
+    return Chart(rows, marks, top)
+
+
+def _pack(parts: Sequence[Text], width: int, indent: str = "  ") -> list[Text]:
+    """Parts joined by " · ", wrapped between parts (never inside one) to fit ``width``."""
+    lines: list[Text] = []
+    line = Text(indent)
+    for part in parts:
+        fresh = line.plain == indent
+        if not fresh and line.cell_len + 3 + part.cell_len > width:
+            lines.append(line)
+            line, fresh = Text(indent), True
+        if not fresh:
+            line.append(" · ")
+        line.append_text(part)
+    if line.plain != indent:
+        lines.append(line)
+    return lines
+
+
+def _bar(done: int, total: int, width: int) -> Text:
+    # Two glyphs, not two colours: the bar still reads without colour.
+    filled = width * done // total if total else 0
+    return Text.assemble(("━" * filled, "green"), ("─" * (width - filled), "bright_black"))
 
 
 Rows = list[tuple[str, Stats]]  # (pair label, its counters), one per window
 
 
 class LiveView:
-    """A rich Live view that reads the stats at each refresh: one block per window."""
+    """A rich Live view that reads the stats at each refresh: one block per window.
 
-    def __init__(self, console: Console, rows: Rows, title: str) -> None:
+    Each refresh takes a snapshot of every pair's stats under its lock and draws
+    from the copies only, so the workers are held up for a copy and no longer.
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        rows: Rows,
+        title: str,
+        *,
+        endpoint: str | None = None,
+        badges: Sequence[str] = (),
+        batch: int | None = None,
+        bound_rate: float | None = None,
+        already_done: int = 0,
+        refresh_per_second: float = 8,
+    ) -> None:
+        self.console = console
         self.rows = rows
         self.title = title
+        self.endpoint = endpoint
+        self.badges = tuple(badges)
+        self.batch = batch
+        self.bound_rate = bound_rate
+        self.already_done = already_done
+        # Kept from one refresh to the next; rich's Live renders under its lock, one at a time.
+        self._arrays = [SeriesArrays() for _ in rows]
+        self._charts: dict[int, tuple[tuple[object, ...], Chart]] = {}
         self._live = Live(
-            get_renderable=self._render, console=console, refresh_per_second=8, transient=False
+            get_renderable=self._render,
+            console=console,
+            refresh_per_second=refresh_per_second,
+            transient=False,
         )
 
-    def _render(self) -> Any:
-        now = time.monotonic()
-        blocks: list[Any] = []
-        for label, s in self.rows:
-            grid = Table.grid(padding=(0, 1))
-            name = self.title if len(self.rows) == 1 else f"{self.title} {label}"
-            grid.add_row(
-                Text(name, style="bold"),
-                ProgressBar(total=max(1, s.total), completed=s.done, width=40),
-                Text(f"{s.done}/{s.total}"),
+    def _render(self) -> RenderableType:
+        return self.render()
+
+    def render(self, now: float | None = None, width: int | None = None) -> RenderableType:
+        """The whole view at ``now`` (the engine's clock; default: the monotonic clock)."""
+        now = time.monotonic() if now is None else now
+        width = max(40, width or self.console.width)
+        snaps = [(label, s.snapshot()) for label, s in self.rows]
+        lines = self._header(snaps, now, width)
+        several = len(snaps) > 1
+        # Several pairs get compact blocks, as many as the screen holds (at most 8), the
+        # ones still moving first; the screen keeps their order.
+        room = self.console.height - len(lines) - 1
+        blocks: dict[int, list[Text]] = {}
+        for k in sorted(range(len(snaps)), key=lambda k: (_settled(snaps[k][1]), k)):
+            label, snap = snaps[k]
+            arrays = self._arrays[k].update(snap.series)
+            block = self._block(label, snap, arrays, now, width, height=2 if several else 3)
+            if blocks and (len(blocks) == MAX_PAIRS or len(block) > room):
+                break
+            blocks[k] = block
+            room -= len(block)
+        for k in sorted(blocks):
+            lines += blocks[k]
+        rest = [snap for k, (_, snap) in enumerate(snaps) if k not in blocks]
+        if rest:
+            lines.append(
+                Text(
+                    f"… and {len(rest)} more: {sum(s.done for s in rest)}/"
+                    f"{sum(s.total for s in rest)} done · throttled "
+                    f"{sum(s.throttled_calls for s in rest)} · failed "
+                    f"{sum(s.failed + s.missing for s in rest)}",
+                    style="dim",
+                )
             )
-            grid.add_row(
-                Text("window", style="cyan"),
-                Text(sparkline(s.trajectory), style="cyan"),
-                Text(f"{window_text(s)} · peak {s.peak_cwnd:.0f}"),
+        for line in lines:
+            line.no_wrap, line.overflow = True, "ellipsis"
+        return Group(*lines)
+
+    def _header(self, snaps: list[tuple[str, Snapshot]], now: float, width: int) -> list[Text]:
+        head = Text()
+        head.append(f"swarm {self.title}", "bold")
+        if len(snaps) == 1:
+            head.append(f" · {snaps[0][0]}")
+        else:
+            regions = list(dict.fromkeys(label.rsplit("/", 1)[-1] for label, _ in snaps))
+            listed = ", ".join(regions[:4]) + (f" +{len(regions) - 4}" if len(regions) > 4 else "")
+            head.append(f" · {len(snaps)} pairs in {listed}")
+        if self.endpoint:
+            head.append(f" · {self.endpoint}", "dim")
+        for badge in self.badges:
+            head.append(" ")
+            head.append(f" {badge} ", "bold reverse yellow")
+        done = sum(s.done for _, s in snaps)
+        total = sum(s.total for _, s in snaps)
+        starts = [s.started for _, s in snaps if s.started is not None]
+        parts = [Text(f"{done}/{total} done" + (f" ({100 * done // total}%)" if total else ""))]
+        if self.already_done:
+            parts.append(Text(f"{self.already_done} already done per the ledger"))
+        if starts:
+            # Once every pair is through, the clock stops at the last outcome.
+            end = max(s.last for _, s in snaps) if all(_settled(s) for _, s in snaps) else now
+            parts.append(Text(duration(end - min(starts))))
+        parts.append(
+            Text.assemble(
+                ("⠉", CHART_STYLE),
+                " cwnd  ",
+                ("⣿", CHART_STYLE),
+                " in flight  ",
+                ("^", "yellow"),
+                " throttled",
             )
-            blocks += [grid, Text(status_line(s, now), style="dim")]
-        return Group(*blocks)
+        )
+        return [head, *_pack(parts, width, indent="")]
+
+    def _block(
+        self, label: str, s: Snapshot, arrays: SeriesArrays, now: float, width: int, height: int
+    ) -> list[Text]:
+        settled = _settled(s)
+        # A finished pair's clock stops with it.
+        t_now = s.elapsed() if settled or s.started is None else max(0.0, now - s.started)
+        if s.series:
+            t_now = max(t_now, s.series[-1].t)
+        bar_width = max(10, min(40, width - len(label) - 24))
+        title = Text.assemble((label, "bold"), " ", _bar(s.done, s.total, bar_width))
+        title.append(f" {s.done}/{s.total} done")
+        if s.total:
+            title.append(f" {100 * s.done // s.total}%")
+
+        state = [Text(s.phase or "starting", PHASE_STYLES.get(s.phase, ""))]
+        state.append(Text(window_text(s)))
+        state.append(Text(f"ssthresh {s.ssthresh:.0f}"))
+        state.append(Text(f"in flight {s.in_flight}"))
+        if self.batch is not None:
+            state.append(Text(f"batch {self.batch}"))
+        state.append(Text(f"peak {s.peak_cwnd:.0f}"))
+
+        speed: list[Text] = []
+        rate = (s.done / t_now if t_now else None) if settled else recent_rate(s, t_now)
+        bound = f" of {self.bound_rate:g}/s bound" if self.bound_rate else ""
+        overall = " overall" if settled else ""  # once done, the whole run's average
+        speed.append(Text("rate —" if rate is None else f"rate {rate:.1f}/s{overall}{bound}"))
+        left = s.total - s.done - s.pending
+        if left and not s.stopping:
+            eta = duration(left / rate) if rate else "—"
+            speed.append(Text(f"ETA {eta}"))
+        if s.outage_since is not None:
+            down = duration(now - s.outage_since)
+            speed.append(Text(f"OUTAGE: no answer from the endpoint, probing ({down})", "bold red"))
+        if s.stopping:
+            speed.append(Text(f"stopping: {s.stopping}", "yellow"))
+
+        counts = [
+            Text(f"succeeded {s.succeeded}", "green" if s.succeeded else ""),
+            Text(f"failed {s.failed}", "red" if s.failed else ""),
+            Text(f"missing {s.missing}", "red" if s.missing else ""),
+        ]
+        if s.pending:
+            counts.append(Text(f"pending {s.pending}", "yellow"))
+        counts += [
+            Text(f"calls {s.calls}"),
+            Text(f"throttled {s.throttled_calls}", "yellow" if s.throttled_calls else ""),
+            Text(f"retries {s.retries}"),
+            Text(f"timed out {s.timeouts}", "red" if s.timeouts else ""),
+        ]
+        if height < 3:  # compact: a count that stayed nil is left out to save a line
+            counts = [c for c in counts if not c.plain.endswith(" 0") or "succeeded" in c.plain]
+
+        chart_width = max(10, width - GUTTER - 1 - 7)
+        chart = self._chart(arrays, t_now, chart_width, height)
+        lines = [title]
+        if height < 3:  # compact: state and speed share lines
+            lines += _pack(state + speed, width)
+        else:
+            lines += _pack(state, width) + _pack(speed, width)
+        for r, row in enumerate(chart.rows):
+            scale = f"{chart.top:>{GUTTER - 1}.0f}┤" if r == 0 else " " * (GUTTER - 1) + "│"
+            lines.append(Text.assemble((scale, "dim"), (row, CHART_STYLE)))
+        lines.append(
+            Text.assemble(
+                (" " * (GUTTER - 1) + "└", "dim"),
+                (chart.marks, "bold yellow"),
+                (f"{duration(t_now):>7}", "dim"),
+            )
+        )
+        lines += _pack(counts, width)
+        if s.codes:
+            top3 = sorted(s.codes.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+            ranked = [Text(f"{c} {n}") for c, n in top3]
+            ranked[0] = Text("errors: ") + ranked[0]
+            lines += _pack(ranked, width)
+        return lines
+
+    def _chart(self, arrays: SeriesArrays, t_end: float, width: int, height: int) -> Chart:
+        """The chart, drawn again only when its data or its shape changed (not so, once done)."""
+        key = (len(arrays.t), arrays.t[-1] if arrays.t else None, t_end, width, height)
+        cached = self._charts.get(id(arrays))
+        if cached is None or cached[0] != key:
+            cached = (key, window_chart(arrays, t_end, width, height))
+            self._charts[id(arrays)] = cached
+        return cached[1]
 
     def __enter__(self) -> LiveView:
         self._live.__enter__()
@@ -104,10 +453,28 @@ class LiveView:
         self._live.__exit__(None, None, None)
 
 
+def _settled(s: Snapshot) -> bool:
+    """Every intent has an outcome (pending included): nothing more will move."""
+    return s.total > 0 and s.done + s.pending >= s.total
+
+
+def progress_interval(interval: float | None = None, env: Mapping[str, str] = os.environ) -> float:
+    """Seconds between plain lines: the flag, else SWARM_PROGRESS_INTERVAL, else 2."""
+    if interval is not None and interval > 0:
+        return interval
+    try:
+        value = float(env.get(INTERVAL_ENV, ""))
+    except ValueError:
+        return PLAIN_INTERVAL
+    return value if 0 < value < math.inf else PLAIN_INTERVAL
+
+
 class PlainLines:
     """One line per window every ``interval`` seconds, for logs and CI."""
 
-    def __init__(self, console: Console, rows: Rows, title: str, interval: float = 2.0) -> None:
+    def __init__(
+        self, console: Console, rows: Rows, title: str, interval: float = PLAIN_INTERVAL
+    ) -> None:
         self.console = console
         self.rows = rows
         self.title = title
@@ -120,7 +487,11 @@ class PlainLines:
             now = time.monotonic()
             for label, stats in self.rows:
                 name = self.title if len(self.rows) == 1 else f"{self.title} {label}"
-                self.console.print(f"{name}: {status_line(stats, now)}")
+                # No markup, no highlighting: a stop reason may hold brackets, and a log
+                # line must be the same bytes whatever the terminal.
+                self.console.print(
+                    f"{name}: {status_line(stats, now)}", markup=False, highlight=False
+                )
 
     def __enter__(self) -> PlainLines:
         self._thread.start()
@@ -139,14 +510,36 @@ class NoProgress:
         return None
 
 
-def choose_progress(mode: ProgressMode, console: Console, rows: Rows, title: str) -> Progress:
+def choose_progress(
+    mode: ProgressMode,
+    console: Console,
+    rows: Rows,
+    title: str,
+    *,
+    endpoint: str | None = None,
+    badges: Sequence[str] = (),
+    batch: int | None = None,
+    bound_rate: float | None = None,
+    already_done: int = 0,
+    interval: float | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Progress:
     """Chosen once: the run loop does not care which."""
     if mode == "auto":
         mode = "live" if console.is_terminal and not console.is_dumb_terminal else "plain"
     if mode == "live":
-        return LiveView(console, rows, title)
+        return LiveView(
+            console,
+            rows,
+            title,
+            endpoint=endpoint,
+            badges=badges,
+            batch=batch,
+            bound_rate=bound_rate,
+            already_done=already_done,
+        )
     if mode == "plain":
-        return PlainLines(console, rows, title)
+        return PlainLines(console, rows, title, interval=progress_interval(interval, env))
     return NoProgress()
 
 
@@ -198,6 +591,24 @@ def render_summary(report: Report, console: Console) -> None:
     timeouts = report.total_of("timeouts")
     if timeouts:
         console.print(f"  calls given up for want of an answer: {timeouts}")
+    waited = report.extra.get("wait")
+    if waited:
+        console.print(
+            f"  wait for {waited.get('target')}: {waited.get('reached', 0)} reached"
+            + "".join(
+                f", {waited[k]} {k.replace('_', ' ')}"
+                for k in ("timed_out", "wrong_state")
+                if waited.get(k)
+            )
+        )
+    undone = report.extra.get("rollback")
+    if undone:
+        u = undone["counts"]
+        console.print(
+            f"  rollback ({undone['action']}): {u['succeeded']} of {undone['total']} undone"
+            + "".join(f", {u[k]} {k}" for k in ("failed", "missing", "pending") if u[k]),
+            style="green" if u["succeeded"] == undone["total"] else "bold red",
+        )
     if report.ledger_error:
         console.print(f"  ledger NOT fully written: {report.ledger_error}", style="bold red")
     if report.ledger:

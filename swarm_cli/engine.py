@@ -221,6 +221,13 @@ class Engine:
         if self._stop_cause is None:
             self._stop_cause = cause or Outcome(Kind.UNREACHABLE, "Stopped", "the run was stopped")
 
+    def refuse(self, outcome: Outcome) -> None:
+        """Send nothing at all (e.g. no credentials for this account): every intent will be
+        recorded pending with this reason, and a fatal one is the run's fatal."""
+        if outcome.kind is Kind.FATAL and self._result.fatal is None:
+            self._result.fatal = outcome
+        self.stop(outcome)
+
     def interrupt(self, signum: int) -> None:
         """A signal: stop as :meth:`stop` does; a second one ends the wait for calls in flight."""
         self._signals.append(signum)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 
 from rich.console import Console
@@ -26,12 +28,22 @@ def run_in_sandbox(box: Sandbox, job: Job, console: Console) -> Report:
         )
         return InstanceCall(client, job.action, dry_run=job.options.dry_run)
 
-    job = replace(job, options=replace(job.options, endpoint=box.endpoint))
+    c = box.config
+    rate = c.requests.rate * job.options.batch_size
+    job = replace(
+        job,
+        options=replace(
+            job.options,
+            endpoint=box.endpoint,
+            badges=("SANDBOX",),
+            bound_rate=min(rate, c.resources.rate) if job.action.name == "terminate" else None,
+        ),
+    )
     report = run_job(job, action, console, classify=classify_exception)
     states = {
         i: state
         for pair, ids in job.groups.items()
-        for i, state in box.states(ids, region=pair.region, account=pair.account).items()
+        for i, state in box.held_states(ids, region=pair.region, account=pair.account).items()
     }
     report.extra["sandbox"] = {
         **asdict(box.counters),
@@ -50,29 +62,97 @@ def bound_seconds(config: SandboxConfig, instances: int, batch_size: int) -> flo
     return max(by_requests, by_resources)
 
 
+# How often a load long enough to notice says how far it has got.
+LOAD_REPORT_EVERY = 2.0
+
+
+class LoadReporter:
+    """Prints how far loading the IDs has got, at most every ``every`` seconds.
+
+    ``load_ids`` reports per (account, region) pair; this counts over all pairs,
+    so the lines read as one load of the whole list.
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        total: int,
+        *,
+        every: float = LOAD_REPORT_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.console = console
+        self.total = total
+        self.every = every
+        self.clock = clock
+        self.started = clock()
+        self._last = self.started
+        self._before = 0  # IDs loaded into the pairs already done
+
+    def pair(self) -> Callable[[int, int], None]:
+        """A ``progress`` callback for loading the next pair."""
+        before = self._before
+
+        def report(done: int, total: int) -> None:
+            self._before = before + done
+            now = self.clock()
+            if done and now - self._last >= self.every:
+                self._last = now
+                self.console.print(
+                    f"loading {self.total:,} IDs into the fake EC2: {self._before:,} done"
+                )
+
+        return report
+
+    def finish(self) -> None:
+        self.console.print(
+            f"loaded {self._before:,} IDs as running instances in "
+            f"{self.clock() - self.started:.1f}s; the rehearsal starts"
+        )
+
+
 def rehearse(job: Job, console: Console) -> Report:
-    """Load exactly the job's IDs into a fake EC2 with EC2's default limits and run it."""
+    """Load exactly the job's IDs into a fake EC2 with EC2's default limits and run it.
+
+    A rehearsal acts on nothing real, so it writes no ledger (the report's
+    ``ledger`` is None) and says so first.
+    """
     ids = [i for group in job.groups.values() for i in group]
     config = PRESETS["ec2"]
     bound = max(
         bound_seconds(config, len(group), job.options.batch_size) for group in job.groups.values()
     )
+    console.print("rehearsal: no ledger is written")
     console.print(
-        f"[bold]rehearsal[/]: {len(ids)} IDs loaded as running instances into a local fake EC2 "
-        f"with EC2's default limits ({config.requests.burst:g} calls burst, "
+        f"[bold]rehearsal[/]: {len(ids):,} IDs are loaded as running instances into a local fake "
+        f"EC2 with EC2's default limits ({config.requests.burst:g} calls burst, "
         f"{config.requests.rate:g}/s; {config.resources.burst:g} instances burst, "
         f"{config.resources.rate:g}/s, per account and region). Nothing leaves this machine. "
         f"The limits alone need at least {bound:.1f}s."
     )
     with Sandbox(config) as box:
+        loading = LoadReporter(console, len(ids))
         for pair, group in job.groups.items():
-            box.load_ids(list(group), region=pair.region, account=pair.account)
-        report = run_in_sandbox(box, job, console)
+            box.load_ids(
+                list(group), region=pair.region, account=pair.account, progress=loading.pair()
+            )
+        loading.finish()
+        report = run_in_sandbox(
+            box, replace(job, options=replace(job.options, ledger=None)), console
+        )
     report.extra["rehearsal"] = {"bound_seconds": round(bound, 2)}
-    console.print(
-        f"rehearsal: at EC2's default limits the real run would take about "
-        f"{report.elapsed_seconds:.1f}s (bound {bound:.1f}s)"
-    )
+    if report.counts["pending"]:
+        # A run cut short says nothing of how long the whole list would take.
+        console.print(
+            f"rehearsal: stopped after {report.elapsed_seconds:.1f}s with "
+            f"{report.counts['pending']:,} IDs not done; at EC2's default limits the whole "
+            f"list needs at least {bound:.1f}s"
+        )
+    else:
+        console.print(
+            f"rehearsal: at EC2's default limits the real run would take about "
+            f"{report.elapsed_seconds:.1f}s (bound {bound:.1f}s)"
+        )
     return report
 
 

@@ -48,6 +48,9 @@ class RunOptions:
     endpoint: str | None = None  # for the report, any password already replaced
     poll_interval: float = 2.0  # between asks of an instance not there yet (--wait)
     verbose: bool = False  # one line per call
+    badges: tuple[str, ...] = ()  # shown in the live view's header: "DRY RUN", "SANDBOX"
+    bound_rate: float | None = None  # instances/s one pair's buckets allow, where known
+    already_done: int = 0  # intents a resume skipped, for the view
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,8 @@ class CallLog:
 
 
 class Budget:
-    """``--max-errors``: once that many intents have failed, every pair stops sending."""
+    """``--max-errors``: once more intents than that have failed (or are missing), every
+    pair stops sending."""
 
     def __init__(self, limit: int, stop: Callable[[Outcome], None]) -> None:
         self.limit = limit
@@ -165,12 +169,14 @@ class Budget:
             return
         with self._lock:
             self._failed += 1
-            if self._failed < self.limit or self.spent is not None:
+            # As SSM's MaxErrors: stop once failures exceed the budget (0 stops at the first).
+            if self._failed <= self.limit or self.spent is not None:
                 return
             self.spent = Outcome(
                 Kind.UNREACHABLE,
                 "MaxErrors",
-                f"the failure budget is spent: {self._failed} failed (--max-errors {self.limit})",
+                f"the failure budget is spent: {self._failed} failed or missing, over "
+                f"--max-errors {self.limit}",
             )
         self._stop(self.spent)
 
@@ -228,14 +234,8 @@ class _Lane:
         self.result = self.engine.run(self.ids)
 
 
-class _Unavailable:
-    """The action of a pair that could not be set up (e.g. its role cannot be assumed)."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-
-    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
-        return dict.fromkeys(ids, self.outcome)
+def _no_action(ids: Sequence[str]) -> Mapping[str, Outcome]:
+    raise AssertionError("a refused pair sends nothing")
 
 
 def run_job(
@@ -259,12 +259,13 @@ def run_job(
         for lane in lanes:
             lane.engine.interrupt(signum)
 
-    budget = Budget(o.max_errors, stop_all) if o.max_errors else None
+    budget = Budget(o.max_errors, stop_all) if o.max_errors is not None else None
     for pair, ids in job.groups.items():
+        refused: Outcome | None = None
         try:
             action = make_action(pair)
         except Exception as err:  # that pair's set-up failed: it sends nothing
-            action = _Unavailable(_setup_failure(err, classify))
+            action, refused = _no_action, _setup_failure(err, classify)
         stats = Stats()
         window = Window(o.window)
         engine = Engine(
@@ -278,6 +279,8 @@ def run_job(
             drain_timeout=o.drain_timeout,
             poll_interval=o.poll_interval,
         )
+        if refused is not None:
+            engine.refuse(refused)
         if o.verbose:
             engine.subscribers.append(CallLog(console, job.action.name, pair, len(job.groups) > 1))
         lanes.append(_Lane(pair, ids, engine, stats))
@@ -313,7 +316,18 @@ def run_job(
                     lane.engine.subscribers.append(LedgerSubscriber(writer, lane.pair))
         if ledger_error is None:
             rows = [(lane.pair.label, lane.stats) for lane in lanes]
-            with choose_progress(o.progress, console, rows, job.title or job.action.name):
+            view = choose_progress(
+                o.progress,
+                console,
+                rows,
+                job.title or job.action.name,
+                endpoint=o.endpoint,
+                badges=o.badges + (("DRY RUN",) if o.dry_run else ()),
+                batch=o.batch_size,
+                bound_rate=o.bound_rate,
+                already_done=o.already_done,
+            )
+            with view:
                 for lane in lanes:
                     lane.thread.start()
                 for lane in lanes:

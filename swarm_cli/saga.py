@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .actions import ACTIONS, ActionSpec
-from .ledger import REACHED_CODE, Record, read_records
+from .ledger import Record, read_records
 from .report import Pair, Report
 
 _COUNT = re.compile(r"\d+")
@@ -29,25 +29,20 @@ def parse_budget(text: str, total: int) -> int:
     """``--max-errors``: a count ("10") or a share of ``total`` intents ("5%", rounded up).
 
     A share of a small run still allows one failure, so "5%" of 10 intents is 1.
-    Raises ``ValueError`` with a one-line message for anything else, zero included
-    (a budget of nothing would stop the run before its first failure could count).
+    As SSM's MaxErrors, the run stops when failures exceed the budget, so "0" stops
+    at the first one. Raises ``ValueError`` with a one-line message for anything else.
     """
     value = text.strip()
-    usage = (
-        f"expected a count of at least 1 or a percentage up to 100%, e.g. 10 or 5%; got {text!r}"
-    )
+    usage = f"expected a count (0 or more) or a percentage up to 100%, e.g. 10 or 5%; got {text!r}"
     if _COUNT.fullmatch(value):
-        count = int(value)
-        if count < 1:
-            raise ValueError(usage)
-        return count
+        return int(value)
     match = _PERCENT.fullmatch(value)
     if match is None:
         raise ValueError(usage)
     share = Fraction(match.group(1))  # exact: "5%" of 200 is 10, not 10.000000000000002
-    if not 0 < share <= 100:
+    if not 0 <= share <= 100:
         raise ValueError(usage)
-    return max(1, math.ceil(share * total / 100))
+    return math.ceil(share * total / 100)
 
 
 @dataclass(frozen=True)
@@ -70,48 +65,68 @@ def _undo_spec(run: str, action: str) -> ActionSpec:
     return ACTIONS[spec.undo]
 
 
-def undo_plan(paths: Sequence[str], run: str | None = None) -> UndoPlan:
-    """The plan that undoes ``run`` (or the latest reversible run) of the ledgers ``paths``.
+def undo_plan(paths: Sequence[str], run: str | Sequence[str] | None = None) -> UndoPlan:
+    """The plan that undoes ``run`` (one ID or several) of the ledgers ``paths``.
 
-    The latest run is the one whose last record is newest, among runs of a
-    reversible action (stop, start). The instances are those the run itself got
-    done: its ``succeeded`` records, less the ``Reached`` ones a wait appended,
-    grouped by the account and region of their records, in ledger order.
-    Raises :class:`SagaError` when there is no such run, its action cannot be
-    undone, or it got nothing done; ``LedgerError`` when a ledger cannot be read.
+    Without ``run``, the ledgers must hold exactly one run of a reversible action
+    (stop, start): with several (a merge of shards, or a ledger used by many runs)
+    the choice is the user's, and the error lists them. Several runs are undone
+    together only if they ran the same action. The instances are those the runs
+    got done (their ``succeeded`` records, ``Reached`` ones included: a wait only
+    confirms what the run did), grouped by the account and region of their
+    records, in ledger order. Raises :class:`SagaError` when there is no such
+    run, its action cannot be undone, or it got nothing done; ``LedgerError`` when
+    a ledger cannot be read.
     """
     by_run: dict[str, list[Record]] = {}
-    last_ts: dict[str, str] = {}
     for path in paths:
         for record in read_records(path):
             by_run.setdefault(record.run, []).append(record)
-            last_ts[record.run] = max(record.ts, last_ts.get(record.run, record.ts))
     where = ", ".join(paths) or "no ledger"
     if run is None:
-        reversible = [r for r in by_run if _reversible(_actions(by_run[r]))]
+        reversible = sorted(
+            (r for r in by_run if _reversible(_actions(by_run[r]))),
+            key=lambda r: max(x.ts for x in by_run[r]),
+        )
         if not reversible:
             raise SagaError(f"no run of a reversible action (stop, start) in {where}")
-        run = max(reversible, key=lambda r: (last_ts[r], r))
-    records = by_run.get(run)
-    if records is None:
-        raise SagaError(f"no run {run} in {where}")
+        if len(reversible) > 1:
+            listed = ", ".join(_describe_run(r, by_run[r]) for r in reversible)
+            raise SagaError(
+                f"{len(reversible)} runs in {where} can be undone: {listed}; pass --run ID "
+                "(repeat it for several, e.g. the shards of one job)"
+            )
+        runs = reversible
+    else:
+        runs = [run] if isinstance(run, str) else list(run)
+    missing = [r for r in runs if r not in by_run]
+    if missing:
+        raise SagaError(f"no run {', '.join(missing)} in {where}")
+    records = [record for r in runs for record in by_run[r]]
     actions = _actions(records)
+    label = ", ".join(runs)
     if len(actions) != 1:
-        raise SagaError(f"run {run} holds several actions ({', '.join(sorted(actions))})")
+        raise SagaError(f"run {label} holds several actions ({', '.join(sorted(actions))})")
     (action,) = actions
-    undo = _undo_spec(run, action)
+    undo = _undo_spec(label, action)
     groups: dict[Pair, list[str]] = {}
     seen: set[str] = set()
     for record in records:
-        if record.status != "succeeded" or record.code == REACHED_CODE or record.id in seen:
+        if record.status != "succeeded" or record.id in seen:
             continue  # the same record twice when ledgers overlap (e.g. a merge and its input)
         if record.region is None:
-            raise SagaError(f"run {run}: the ledger names no region for {record.id}")
+            raise SagaError(f"run {record.run}: the ledger names no region for {record.id}")
         seen.add(record.id)
         groups.setdefault(Pair(record.account, record.region), []).append(record.id)
     if not groups:
-        raise SagaError(f"run {run} ({action}) got nothing done: nothing to undo")
-    return UndoPlan(run, undo, groups)
+        raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
+    return UndoPlan(label, undo, groups)
+
+
+def _describe_run(run: str, records: Sequence[Record]) -> str:
+    done = len({r.id for r in records if r.status == "succeeded"})
+    last = max(r.ts for r in records)
+    return f"{run} ({records[0].action}, {done} done, last at {last})"
 
 
 def undo_report(report: Report) -> UndoPlan:

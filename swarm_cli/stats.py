@@ -3,12 +3,52 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .engine import Event
 from .report import PairReport, Sample, WindowReport
 
 MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The counters at one moment, copied under the lock: what a view may read at leisure."""
+
+    total: int
+    calls: int
+    throttled_calls: int
+    retries: int
+    timeouts: int
+    outages: int
+    outage_since: float | None
+    stopping: str | None
+    succeeded: int
+    failed: int
+    missing: int
+    pending: int
+    cwnd: float
+    ssthresh: float
+    peak_cwnd: float
+    pace: float
+    in_flight: int
+    peak_in_flight: int
+    window_decreases: int
+    started: float | None
+    last: float
+    phase: str
+    errors: Mapping[str, int]
+    codes: Mapping[str, int]
+    series: tuple[Sample, ...]
+
+    @property
+    def done(self) -> int:
+        """Intents with a known outcome (pending ones are not: nobody knows)."""
+        return self.succeeded + self.failed + self.missing
+
+    def elapsed(self) -> float:
+        return 0.0 if self.started is None else self.last - self.started
 
 
 @dataclass
@@ -37,6 +77,8 @@ class Stats:
     # (seconds since start, cwnd) at each change: enough to draw the window.
     trajectory: list[tuple[float, float]] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    # Every error code seen, throttles, retries and time-outs included: what the view ranks.
+    codes: dict[str, int] = field(default_factory=dict)
     phase: str = ""
     series: list[Sample] = field(default_factory=list)
     spacing: float = 0.05  # least seconds between two samples of answers
@@ -49,6 +91,37 @@ class Stats:
 
     def elapsed(self) -> float:
         return 0.0 if self.started is None else self.last - self.started
+
+    def snapshot(self) -> Snapshot:
+        """A frozen copy, so a view never reads a field while a worker changes it."""
+        with self.lock:
+            return Snapshot(
+                total=self.total,
+                calls=self.calls,
+                throttled_calls=self.throttled_calls,
+                retries=self.retries,
+                timeouts=self.timeouts,
+                outages=self.outages,
+                outage_since=self.outage_since,
+                stopping=self.stopping,
+                succeeded=self.succeeded,
+                failed=self.failed,
+                missing=self.missing,
+                pending=self.pending,
+                cwnd=self.cwnd,
+                ssthresh=self.ssthresh,
+                peak_cwnd=self.peak_cwnd,
+                pace=self.pace,
+                in_flight=self.in_flight,
+                peak_in_flight=self.peak_in_flight,
+                window_decreases=self.window_decreases,
+                started=self.started,
+                last=self.last,
+                phase=self.phase,
+                errors=dict(self.errors),
+                codes=dict(self.codes),
+                series=tuple(self.series),  # bounded at MAX_SAMPLES: a cheap copy
+            )
 
     def __call__(self, event: Event) -> None:
         with self.lock:
@@ -85,6 +158,13 @@ class Stats:
                 outcome = event.outcome
                 if event.type != "succeeded" and outcome is not None and outcome.code:
                     self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
+            if (
+                event.type in ("throttled", "retried", "timed_out", "failed", "missing", "pending")
+                and event.outcome is not None
+                and event.outcome.code
+            ):
+                code = event.outcome.code
+                self.codes[code] = self.codes.get(code, 0) + 1
             self.cwnd = event.cwnd
             self.ssthresh = event.ssthresh
             self.pace = event.pace

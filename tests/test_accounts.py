@@ -296,3 +296,12 @@ def test_a_value_sts_would_refuse_is_an_accounts_error() -> None:
     session.stub().add_response("assume_role", ISSUED)  # never sent: botocore refuses it first
     with pytest.raises(AccountsError, match="RoleSessionName"):
         assume(ROLE, region="us-east-1", session=session, session_name="x")
+
+
+def test_a_misspelt_key_is_refused_with_a_hint(tmp_path: Path) -> None:
+    path = tmp_path / "accounts.yml"
+    path.write_text(
+        'accounts:\n  - account_id: "111111111111"\n    rol: arn:aws:iam::111111111111:role/x\n'
+    )
+    with pytest.raises(AccountsError, match=r"unknown key 'rol' \(did you mean 'role'\?\)"):
+        load_accounts(str(path))

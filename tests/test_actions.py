@@ -182,6 +182,7 @@ def test_one_account_that_cannot_be_reached_stops_only_its_own_pairs(tmp_path: P
         assert seen == ({"terminated"} if account == ACCOUNTS[0] else {"running"})
     rows = {(p["account"], p["region"]): p for p in report["pairs"]}
     assert all(rows[(ACCOUNTS[1], r)]["counts"]["pending"] == 3 for r in REGIONS)
+    assert all(rows[(ACCOUNTS[1], r)]["calls"] == 0 for r in REGIONS), "they sent nothing"
     assert all(rows[(ACCOUNTS[0], r)]["counts"]["succeeded"] == 3 for r in REGIONS)
 
 

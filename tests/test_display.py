@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import io
+import re
+import threading
 import time
 
+import pytest
 from rich.console import Console
 
 from swarm_cli.display import (
@@ -10,14 +13,16 @@ from swarm_cli.display import (
     NoProgress,
     PlainLines,
     choose_progress,
+    recent_rate,
     render_summary,
     sparkline,
     status_line,
+    window_chart,
 )
 from swarm_cli.engine import Event
 from swarm_cli.outcome import Kind, Outcome
-from swarm_cli.report import PairReport, Problem, Report, WindowReport
-from swarm_cli.stats import Stats
+from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
+from swarm_cli.stats import MAX_SAMPLES, Stats
 
 
 def console(terminal: bool = False) -> Console:
@@ -80,10 +85,218 @@ def test_status_line_shows_a_paced_window() -> None:
 def test_live_view_renders_progress_and_window() -> None:
     out = console(terminal=True)
     view = LiveView(out, [("us-east-1", fed_stats())], "terminate")
-    out.print(view._render())
+    out.print(view.render(now=13.0))
     screen = out.file.getvalue()  # type: ignore[attr-defined]
-    assert "terminate" in screen and "2/3" in screen
-    assert "one call per 0.25s · peak 2" in screen
+    assert "terminate" in screen and "2/3 done" in screen
+    assert "cwnd 1, one call per 0.25s" in screen and "peak 2" in screen
+
+
+# A recorded run, one call every half second: (second, cwnd, what the call did).
+# Slow start to 8, a throttle halves it, avoidance back to 8, a second throttle.
+SCRIPT = [
+    *((k / 2, float(k), "succeeded") for k in range(1, 9)),
+    (4.5, 8.0, "throttled"),
+    (5.0, 4.0, "succeeded"),
+    (5.5, 4.0, "succeeded"),
+    (6.0, 5.0, "failed"),
+    (6.5, 5.0, "succeeded"),
+    (7.0, 6.0, "retried"),
+    (7.5, 6.0, "succeeded"),
+    (8.0, 7.0, "timed_out"),
+    (8.5, 7.0, "succeeded"),
+    (9.0, 8.0, "throttled"),
+    (9.5, 4.0, "succeeded"),
+]
+CODES = {
+    "throttled": "RequestLimitExceeded",
+    "failed": "IncorrectInstanceState",
+    "retried": "InternalError",
+    "timed_out": "CallTimeout",
+}
+
+
+def recorded_run() -> Stats:
+    stats = Stats()
+    ids = iter(f"i-{n:08d}" for n in range(20))
+    stats(Event("queued", 0.0, ids=tuple(f"i-{n:08d}" for n in range(20)), cwnd=1, ssthresh=8))
+    for at, cwnd, what in SCRIPT:
+        phase = "slow-start" if at < 4 else "avoidance"
+        i = (next(ids),)
+        shared = {"cwnd": cwnd, "ssthresh": 8.0 if at < 4.5 else 4.0, "phase": phase}
+        outcome = Outcome(Kind.TRANSIENT, CODES[what]) if what in CODES else None
+        stats(Event("sent", at, ids=i, in_flight=int(cwnd), **shared))  # type: ignore[arg-type]
+        stats(Event("answered", at, ids=i, in_flight=int(cwnd) - 1, latency=0.4, **shared))  # type: ignore[arg-type]
+        if what == "throttled":
+            stats(Event("throttled", at, ids=i, outcome=outcome, in_flight=3, **shared))  # type: ignore[arg-type]
+            stats(Event("window", at, cwnd=4.0, ssthresh=4.0, in_flight=3, phase="recovery"))
+        elif what in ("succeeded", "failed"):
+            stats(Event(what, at, ids=i, outcome=outcome, in_flight=3, **shared))  # type: ignore[arg-type]
+        else:
+            stats(Event(what, at, ids=i, outcome=outcome, in_flight=3, **shared))  # type: ignore[arg-type]
+    return stats
+
+
+def screen_of(view: LiveView, now: float, out: Console) -> list[str]:
+    out.print(view.render(now=now))
+    return out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+
+
+def test_live_view_of_a_recorded_run_at_a_fixed_width() -> None:
+    out = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
+    view = LiveView(
+        out,
+        [("us-east-1", recorded_run())],
+        "terminate",
+        endpoint="http://127.0.0.1:4566",
+        badges=("DRY RUN", "SANDBOX"),
+        batch=10,
+        bound_rate=20,
+    )
+    lines = screen_of(view, 10.0, out)
+    assert lines[0].startswith("swarm terminate · us-east-1 · http://127.0.0.1:4566")
+    assert " DRY RUN " in lines[0] and " SANDBOX " in lines[0]
+    assert lines[1].startswith("15/20 done (75%) · 10s")
+    assert "15/20 done 75%" in lines[2]
+    assert "avoidance · cwnd 4 · ssthresh 4 · in flight 3 · batch 10 · peak 8" in lines[3]
+    # 6 done in the last 5 s (9 then, 15 now); 5 left at that pace.
+    assert lines[4] == "  rate 1.2/s of 20/s bound · ETA 4s"
+    chart = lines[5:8]
+    assert chart[0].startswith("    8┤") and all(row[5] == "│" for row in chart[1:])
+    assert {c for row in chart for c in row[6:]} - {" "} <= {chr(c) for c in range(0x2801, 0x2900)}
+    marks = lines[8]
+    # 86 columns over 10 s: the throttles at 4.5 s and 9 s fall in columns 38 and 77.
+    assert marks.startswith("     └") and marks.endswith("10s")
+    assert marks.count("^") == 2
+    assert (marks.index("^") - 6, marks.rindex("^") - 6) == (38, 77)
+    counters = " ".join(lines[9:11])
+    for counter in (
+        "succeeded 14",
+        "failed 1",
+        "missing 0",
+        "calls 19",
+        "throttled 2",
+        "retries 1",
+        "timed out 1",
+    ):
+        assert counter in counters
+    assert (
+        lines[-1] == "  errors: RequestLimitExceeded 2 · CallTimeout 1 · IncorrectInstanceState 1"
+    )
+
+
+def test_live_view_fits_width_80() -> None:
+    out = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
+    lines = screen_of(LiveView(out, [("us-east-1", recorded_run())], "terminate"), 10.0, out)
+    assert all(len(line) <= 80 for line in lines)
+    assert sum("^" in line and "└" in line for line in lines) == 1
+
+
+def test_interrupted_view_shows_what_was_done_not_all() -> None:
+    stats = Stats()
+    stats(Event("queued", 0.0, ids=("i-1", "i-2", "i-3", "i-4"), cwnd=1))
+    stats(Event("succeeded", 1.0, ids=("i-1",), cwnd=2))
+    stopped = Outcome(Kind.UNREACHABLE, "Interrupted", "stopped by SIGINT before an answer")
+    stats(Event("stopping", 1.5, outcome=stopped, cwnd=2))
+    for i in ("i-2", "i-3", "i-4"):
+        stats(Event("pending", 2.0, ids=(i,), outcome=stopped, cwnd=2))
+    out = console(terminal=True)
+    screen = "\n".join(screen_of(LiveView(out, [("us-east-1", stats)], "stop"), 60.0, out))
+    assert "1/4 done 25%" in screen and "100%" not in screen
+    assert "pending 3" in screen and "stopping: stopped by SIGINT" in screen
+    assert "ETA" not in screen
+
+
+def test_several_pairs_are_capped_with_the_rest_summed() -> None:
+    rows = [(f"11111111111{n % 10}/region-{n}", recorded_run()) for n in range(10)]
+    out = Console(file=io.StringIO(), width=100, height=200, force_terminal=True, color_system=None)
+    screen = "\n".join(screen_of(LiveView(out, rows, "stop", already_done=7), 10.0, out))
+    assert "swarm stop · 10 pairs in region-0, region-1, region-2, region-3 +6" in screen
+    assert "150/200 done (75%)" in screen and "7 already done per the ledger" in screen
+    assert screen.count("done 75%") == 8
+    assert "… and 2 more: 30/40 done · throttled 4 · failed 2" in screen
+
+
+def test_chart_draws_the_window_as_a_line_over_the_calls_in_flight() -> None:
+    flat = [Sample(0.0, 4.0, 0, 0, 0)]
+    assert window_chart(flat, 1.0, width=2, height=1).rows == ["⠉⠉"]  # top dots only
+    full = [Sample(0.0, 4.0, 4, 0, 0)]
+    assert window_chart(full, 1.0, width=2, height=1).rows == ["⣿⣿"]
+    # A halving inside a column shows as a drop from the top dot to the second from the bottom.
+    drop = [Sample(0.0, 4.0, 0, 0, 0), Sample(1.0, 2.0, 0, 0, 0)]
+    assert window_chart(drop, 2.0, width=2, height=1).rows == ["⠹⠤"]
+
+
+def test_chart_marks_throttles_in_their_columns() -> None:
+    series = [
+        Sample(0.0, 1.0, 1, 0, 0),
+        Sample(3.0, 4.0, 4, 3, 1),
+        Sample(3.0, 2.0, 2, 3, 1),
+        Sample(7.0, 5.0, 5, 8, 3),
+    ]
+    chart = window_chart(series, 10.0, width=10, height=2)
+    assert chart.marks == "  ^   ^   "
+    assert chart.top == 5.0 and len(chart.rows) == 2
+
+
+def test_rate_is_what_was_done_over_the_last_seconds() -> None:
+    stats = Stats()
+    stats(Event("queued", 100.0, ids=tuple(f"i-{n}" for n in range(50)), cwnd=1))
+    for n in range(40):  # one a quarter second for ten seconds
+        at = 100.0 + (n + 1) / 4
+        stats(Event("answered", at, cwnd=1))
+        stats(Event("succeeded", at, ids=(f"i-{n}",), cwnd=1))
+    snap = stats.snapshot()
+    assert recent_rate(snap, 10.0) == pytest.approx(4.0)
+    assert recent_rate(snap, 20.0) == pytest.approx(0.0)  # stalled: nothing for 10 s
+    assert recent_rate(snap, 0.5) is None
+
+
+def test_snapshot_is_a_frozen_copy() -> None:
+    stats = recorded_run()
+    snap = stats.snapshot()
+    stats(Event("succeeded", 11.0, ids=("i-00000019",), cwnd=5))
+    assert snap.done == 15 and stats.done == 16
+    assert snap.codes == {
+        "RequestLimitExceeded": 2,
+        "IncorrectInstanceState": 1,
+        "InternalError": 1,
+        "CallTimeout": 1,
+    }
+    assert snap.errors == {"IncorrectInstanceState": 1}  # the report's errors: outcomes only
+
+
+def test_rendering_while_a_worker_feeds_events_is_safe() -> None:
+    stats = Stats()
+    total = 6000
+    stats(Event("queued", 0.0, ids=tuple(f"i-{n}" for n in range(total)), cwnd=1))
+    errors: list[BaseException] = []
+
+    def feed() -> None:
+        try:
+            for n in range(total):
+                at = n * 0.01
+                cwnd = float(n % 37 + 1)
+                stats(Event("answered", at, cwnd=cwnd, in_flight=n % 37))
+                if n % 37 == 36:
+                    throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded")
+                    stats(Event("throttled", at, outcome=throttle, cwnd=cwnd))
+                    stats(Event("window", at, cwnd=cwnd / 2, ssthresh=cwnd / 2))
+                stats(Event("succeeded", at, ids=(f"i-{n}",), cwnd=cwnd))
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    worker = threading.Thread(target=feed)
+    out = Console(file=io.StringIO(), width=100, force_terminal=True)
+    view = LiveView(out, [("us-east-1", stats)], "terminate")
+    worker.start()
+    for k in range(200):
+        snap = stats.snapshot()
+        assert snap.done <= snap.total and len(snap.series) <= MAX_SAMPLES
+        out.print(view.render(now=k * 0.3))
+    worker.join()
+    assert not errors
+    out.print(view.render(now=61.0))
+    assert f"{total}/{total} done" in out.file.getvalue()  # type: ignore[attr-defined]
 
 
 def test_progress_is_chosen_once_by_the_console() -> None:
@@ -91,6 +304,68 @@ def test_progress_is_chosen_once_by_the_console() -> None:
     assert isinstance(choose_progress("auto", console(terminal=True), rows, "t"), LiveView)
     assert isinstance(choose_progress("auto", console(), rows, "t"), PlainLines)
     assert isinstance(choose_progress("none", console(terminal=True), rows, "t"), NoProgress)
+
+
+def test_plain_line_interval_comes_from_the_flag_then_the_environment() -> None:
+    rows = [("us-east-1", Stats())]
+
+    def interval(**kw: object) -> float:
+        progress = choose_progress("plain", console(), rows, "t", **kw)  # type: ignore[arg-type]
+        assert isinstance(progress, PlainLines)
+        return progress.interval
+
+    assert interval(env={}) == 2.0
+    assert interval(env={"SWARM_PROGRESS_INTERVAL": "30"}) == 30.0
+    assert interval(interval=0.5, env={"SWARM_PROGRESS_INTERVAL": "30"}) == 0.5
+    assert interval(env={"SWARM_PROGRESS_INTERVAL": "soon"}) == 2.0
+    assert interval(env={"SWARM_PROGRESS_INTERVAL": "-1"}) == 2.0
+    assert interval(env={"SWARM_PROGRESS_INTERVAL": "inf"}) == 2.0
+
+
+def lines_from(progress: PlainLines, out: Console, count: int) -> list[str]:
+    with progress:
+        deadline = time.monotonic() + 10
+        while (
+            len(out.file.getvalue().splitlines()) < count  # type: ignore[attr-defined]
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)
+    return out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+
+
+def test_plain_lines_are_one_per_pair_each_interval() -> None:
+    out = console()
+    rows = [("111111111111/us-east-1", fed_stats()), ("222222222222/eu-west-1", fed_stats())]
+    lines = lines_from(PlainLines(out, rows, "stop", interval=0.01), out, 4)
+    assert len(lines) >= 4 and len(lines) % 2 == 0  # each tick prints both pairs
+    assert lines[0].startswith("stop 111111111111/us-east-1: 2/3 done · cwnd 1")
+    assert lines[1].startswith("stop 222222222222/eu-west-1: 2/3 done · cwnd 1")
+
+
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+
+def colour_codes(text: str) -> list[str]:
+    """The colour parameters of the SGR escapes in ``text`` (bold and the like are not)."""
+    params = [p for match in SGR.findall(text) for p in match.split(";") if p]
+    return [p for p in params if len(p) > 1 and p[0] in "349"]
+
+
+def test_no_color_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    assert plain.no_color
+    lines = lines_from(
+        PlainLines(plain, [("us-east-1", fed_stats())], "t", interval=0.01), plain, 1
+    )
+    assert lines and "\x1b" not in "\n".join(lines)
+    live = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="truecolor")
+    view = LiveView(live, [("us-east-1", recorded_run())], "terminate", badges=("SANDBOX",))
+    screen = "\n".join(screen_of(view, 10.0, live))
+    assert "SANDBOX" in screen and colour_codes(screen) == []
+    monkeypatch.delenv("NO_COLOR")
+    coloured = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="truecolor")
+    assert colour_codes("\n".join(screen_of(view, 10.0, coloured))) != []  # the check can fail
 
 
 def test_plain_lines_print_until_closed() -> None:

@@ -532,3 +532,106 @@ def test_describe_spends_its_own_bucket_and_states_spend_none() -> None:
         client = user_client(box)
         assert not any(throttled(client.describe_instances) for _ in range(4))
         assert box.calls_by("DescribeInstances") == 0
+
+
+def backend_of(region: str = "us-east-1", account: str = ACCOUNT) -> Any:
+    from moto.ec2.models import ec2_backends
+
+    return ec2_backends[account][region]
+
+
+def test_load_ids_loads_thousands_in_big_reservations_and_reports_progress(
+    sandbox: Sandbox,
+) -> None:
+    wanted = fake_ids(2_000)
+    heard: list[tuple[int, int]] = []
+    sandbox.load_ids(wanted, progress=lambda done, total: heard.append((done, total)))
+    assert heard == [(0, 2_000), (1_000, 2_000), (2_000, 2_000)]
+    assert sandbox.states() == dict.fromkeys(wanted, "running")
+    reservations = sandbox.client().describe_instances()["Reservations"]
+    assert sorted(len(r["Instances"]) for r in reservations) == [1_000, 1_000]
+    assert sandbox.held_states(wanted[:5]) == dict.fromkeys(wanted[:5], "running")
+
+
+def test_loaded_ids_answer_as_moto_does(sandbox: Sandbox) -> None:
+    wanted = fake_ids(30)
+    sandbox.load_ids(wanted)
+    client = user_client(sandbox)
+    ghost = fake_ids(1)[0]
+    assert error_code(lambda: client.terminate_instances(InstanceIds=[wanted[0], ghost])) == (
+        "InvalidInstanceID.NotFound"
+    )
+    asked = [wanted[7], wanted[3], wanted[20]]
+    reply = client.describe_instances(InstanceIds=asked)
+    shown = [i["InstanceId"] for r in reply["Reservations"] for i in r["Instances"]]
+    assert shown == [wanted[3], wanted[7], wanted[20]], "moto's order: as launched"
+    terminated = client.terminate_instances(InstanceIds=wanted[:10])["TerminatingInstances"]
+    assert [t["InstanceId"] for t in terminated] == wanted[:10]
+    states = sandbox.states(wanted)
+    assert [states[i] for i in wanted] == ["terminated"] * 10 + ["running"] * 20
+    assert sandbox.held_states([*wanted[8:12], ghost]) == {
+        wanted[8]: "terminated",
+        wanted[9]: "terminated",
+        wanted[10]: "running",
+        wanted[11]: "running",
+    }
+    # Volumes go with their instances, as for launched ones.
+    assert len(sandbox.client().describe_volumes()["Volumes"]) == 20
+
+
+def test_the_id_index_agrees_with_moto_on_every_lookup(sandbox: Sandbox) -> None:
+    from moto.ec2.exceptions import InvalidInstanceIdError
+    from moto.ec2.models.instances import InstanceBackend
+
+    sandbox.load_ids(fake_ids(12))
+    launched = sandbox.launch(3)  # over HTTP, after the index was made
+    backend = backend_of()
+    everything = [i.id for i in backend.all_instances()]
+    cases = [everything, everything[::-3], launched, everything[:2] + launched[:1]]
+    for ids in cases:
+        fast = backend.get_reservations_by_instance_ids(ids, filters={})
+        slow = InstanceBackend.get_reservations_by_instance_ids(backend, ids, filters={})
+        assert [(r.id, [i.id for i in r.instances]) for r in fast] == [
+            (r.id, [i.id for i in r.instances]) for r in slow
+        ]
+        multi = backend.get_multi_instances_by_id(ids)
+        assert multi == InstanceBackend.get_multi_instances_by_id(backend, ids)
+        assert all(backend.get_instance(i).id == i for i in ids)
+    ghost = fake_ids(1)[0]
+    for lookup in (backend.get_instance, backend.get_multi_instances_by_id):
+        with pytest.raises(InvalidInstanceIdError):
+            lookup(ghost if lookup is backend.get_instance else [everything[0], ghost])
+    assert backend.get_instance_by_id(ghost) is None
+    # An instance renamed behind the index's back is found by its new ID only.
+    moved = backend.get_instance(launched[0])
+    moved.id = "i-0000000000000dead"
+    assert backend.get_instance("i-0000000000000dead") is moved
+    with pytest.raises(InvalidInstanceIdError):
+        backend.get_instance(launched[0])
+
+
+def test_load_ids_makes_each_id_once(sandbox: Sandbox) -> None:
+    first, second = fake_ids(2)
+    sandbox.load_ids([first, first])
+    heard: list[tuple[int, int]] = []
+    sandbox.load_ids([first, second], progress=lambda d, t: heard.append((d, t)))
+    assert heard == [(0, 1), (1, 1)], "an ID already held is not made again"
+    assert sandbox.states() == {first: "running", second: "running"}
+
+
+def test_load_speedups_stay_on_the_sandboxs_own_backends() -> None:
+    from moto.ec2.models.instances import InstanceBackend
+
+    moto_lookup = InstanceBackend.get_instance
+    with Sandbox(OPEN) as box:
+        box.load_ids(fake_ids(3), region="eu-west-1")
+        loaded, other = backend_of("eu-west-1"), backend_of("us-east-1")
+        assert "get_instance" in vars(loaded) and "get_instance" not in vars(other)
+        # The image and volume shortcuts last only while loading.
+        assert "describe_images" not in vars(loaded)
+        assert "describe_volumes" not in vars(loaded)
+        assert InstanceBackend.get_instance is moto_lookup
+    with Sandbox(OPEN) as box:  # moto's reset makes new backends
+        fresh = backend_of("eu-west-1")
+        assert fresh is not loaded and "get_instance" not in vars(fresh)
+        assert box.states(region="eu-west-1") == {}

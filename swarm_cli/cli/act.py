@@ -91,24 +91,27 @@ class Flags:
     wait: bool = False
     wait_timeout: float = 600.0
     quiet: bool = False
+    report: str | None = None
 
 
 def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     from ..ec2 import redact_url
 
     out, err = consoles()
+    if flags.rollback and not spec.reversible:
+        fail(err, f"{spec.name} cannot be undone: --rollback is for stop and start", EXIT_USAGE)
     targets = load_targets(flags.ids, err)
+    accounts = load_account_map(flags.accounts, flags.role_arn, err)
+    region = flags.region or session_region(flags.profile, err)
+    groups = apply_shard(plan_groups(targets, accounts, region, err), flags.shard, err)
+    # Last of the checks of the command line: it creates the ledger (proving it writable).
     writes_ledger = not (flags.sandbox or flags.dry_run)
     if writes_ledger:
         try:
             check_ledger_path(flags.ledger, ids_path=flags.ids)
         except LedgerError as exc:
             fail(err, str(exc), EXIT_USAGE)
-    if flags.rollback and not spec.reversible:
-        fail(err, f"{spec.name} cannot be undone: --rollback is for stop and start", EXIT_USAGE)
-    accounts = load_account_map(flags.accounts, flags.role_arn, err)
-    region = flags.region or session_region(flags.profile, err)
-    groups = apply_shard(plan_groups(targets, accounts, region, err), flags.shard, err)
+    resumed = 0
     if flags.resume and not os.path.exists(flags.ledger):
         err.print(f"resume: no ledger at {flags.ledger} yet; every ID is to go")
     elif flags.resume:
@@ -116,16 +119,20 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         before = sum(len(ids) for ids in groups.values())
         groups = {p: [i for i in ids if i not in done] for p, ids in groups.items()}
         left = sum(len(ids) for ids in groups.values())
+        resumed = before - left
         err.print(f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} to go")
     groups = {p: ids for p, ids in groups.items() if ids}
     total = sum(len(ids) for ids in groups.values())
     options = replace(
         flags.options,
+        already_done=resumed,
         endpoint=redact_url(flags.endpoint_url),
         ledger=flags.ledger if writes_ledger else None,
         max_errors=budget(flags.max_errors, total, err),
     )
     title = f"{spec.name} (dry run)" if flags.dry_run else spec.name
+    if flags.shard and not groups:
+        err.print(f"shard {flags.shard} holds no account/region pair of this list: nothing to do")
     if not groups:
         err.print(f"nothing to do: no instance IDs to {spec.name}")
         if flags.output is Output.json:
@@ -139,6 +146,8 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
 
         with interruptible(err):
             report = rehearse(Job(spec, groups, options, title), err)
+        if flags.report:
+            save_report(report, flags.report, err)
         finish(report, flags.output, out, err, quiet=flags.quiet)
 
     from ..ec2 import InstanceCall, classify_exception
@@ -155,6 +164,9 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
 
     report = run_job(job, action, err, classify=classify_exception)
     follow_up(spec, flags, job, report, reach, err)
+    step_summary(report, err)
+    if flags.report:
+        save_report(report, flags.report, err)
     finish(report, flags.output, out, err, quiet=flags.quiet)
 
 
@@ -206,6 +218,29 @@ def run_plan(
 
     job = Job(spec, {p: list(ids) for p, ids in groups.items()}, options, title)
     return run_job(job, action, err, classify=classify_exception)
+
+
+def save_report(report: Report, path: str, err: Console) -> None:
+    """--report: one self-contained HTML page of the run; failing to write it loses nothing."""
+    from ..html_report import write_html
+
+    try:
+        write_html(report, path)
+    except OSError as exc:
+        err.print(f"[yellow]warning:[/] could not write the report {path}: {exc.strerror or exc}")
+    else:
+        err.print(f"report: {path}")
+
+
+def step_summary(report: Report, err: Console) -> None:
+    """In a GitHub Actions job, the run's summary on the job's page too."""
+    import os
+
+    from ..summary_md import append_step_summary
+
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path and append_step_summary(report) is None:
+        err.print(f"[yellow]warning:[/] could not append the summary to {path}")
 
 
 def load_account_map(
@@ -264,7 +299,22 @@ def plan_groups(
         if (pair, target.id) not in seen:  # the same instance, once with defaults spelled out
             seen.add((pair, target.id))
             groups.setdefault(pair, []).append(target.id)
+    warn_unknown_regions({p.region for p in groups}, err)
     return groups
+
+
+def warn_unknown_regions(regions: set[str], err: Console) -> None:
+    """A region botocore does not know is more likely a typo than a new region."""
+    import boto3
+
+    session = boto3.session.Session()
+    known = {
+        r
+        for partition in session.get_available_partitions()
+        for r in session.get_available_regions("ec2", partition_name=partition)
+    }
+    for region in sorted(regions - known):
+        err.print(f"[yellow]warning:[/] region {region} is not one botocore knows: a typo?")
 
 
 def apply_shard(
@@ -353,7 +403,7 @@ class Reach:
                 )
             except (AccountsError, BotoCoreError, ClientError) as exc:
                 self._errors[account] = exc
-                err.print(f"[bold red]error:[/] account {account}: {exc}; its pairs send nothing")
+                err.print(f"[bold red]error:[/] {exc}; its pairs send nothing")
                 continue
             credentials[account] = got.session_kwargs()
         for pair in groups:
@@ -374,6 +424,10 @@ class Reach:
                 continue
             self._clients[pair] = client
             self.endpoint = self.endpoint or redact_url(client.meta.endpoint_url)
+
+    @property
+    def unreachable(self) -> list[str]:
+        return [a or "(default)" for a in self._errors]
 
     def client(self, pair: Pair) -> Any:
         if pair.account in self._errors:
@@ -484,7 +538,8 @@ def register(spec: ActionSpec, summary: str) -> None:
             typer.Option(
                 "--ids",
                 metavar="FILE",
-                help="File of instance IDs, one per line (# comments allowed); - reads stdin.",
+                help="Instance IDs: one or more per line (# comments allowed), or a CSV/TSV "
+                "with instance_id[,region][,account] columns, or JSON lines; - reads stdin.",
                 show_default=False,
             ),
         ],
@@ -625,6 +680,15 @@ def register(spec: ActionSpec, summary: str) -> None:
         progress: ProgressOpt = ProgressChoice.auto,
         verbose: VerboseOpt = False,
         quiet: QuietOpt = False,
+        report: Annotated[
+            str | None,
+            typer.Option(
+                "--report",
+                metavar="PATH.html",
+                help="Also write one self-contained HTML page: summary, the window over time "
+                "with throttles marked, rows per pair, what did not succeed.",
+            ),
+        ] = None,
         drain_timeout: DrainTimeout = 3.0,
         call_timeout: CallTimeout = None,
         max_outage: MaxOutage = 45.0,
@@ -660,6 +724,7 @@ def register(spec: ActionSpec, summary: str) -> None:
                 wait=wait,
                 wait_timeout=wait_timeout,
                 quiet=quiet,
+                report=report,
                 options=RunOptions(
                     dry_run=dry_run,
                     batch_size=batch_size,
@@ -703,12 +768,13 @@ register(ACTIONS["reboot"], "Reboot EC2 instances, as fast as the account's rate
 def rollback(
     ledger: Annotated[str, typer.Argument(metavar="LEDGER", help="The ledger of the run to undo.")],
     run: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--run",
             metavar="RUN",
-            help="The run to undo [default: the ledger's latest stop or start run; a "
-            "rollback is itself such a run, so a second rollback redoes the first run].",
+            help="A run to undo; repeat it to undo several together (the shards of one job). "
+            "Without it, the ledger must hold one stop or start run; if it holds more, they "
+            "are listed.",
         ),
     ] = None,
     endpoint_url: Annotated[
@@ -746,7 +812,7 @@ def rollback(
 
     out, err = consoles()
     try:
-        plan = undo_plan([ledger], run)
+        plan = undo_plan([ledger], run or None)
     except (SagaError, LedgerError) as exc:
         fail(err, str(exc), EXIT_USAGE)
     flags = Flags(
@@ -768,6 +834,14 @@ def rollback(
     )
     reach = Reach(flags, load_account_map(accounts, role_arn, err), 500)
     reach.connect(plan.groups, err)
+    if reach.unreachable:
+        # An undo is all or nothing: nothing is written or sent until every account is in reach.
+        fail(
+            err,
+            f"cannot reach account(s) {', '.join(sorted(reach.unreachable))}: pass --accounts "
+            "FILE or --role-arn ARN to reach them; nothing was sent",
+            EXIT_AUTH,
+        )
     endpoint = reach.endpoint or ""
     if not yes:
         confirm(plan.action, plan.groups, endpoint, profile, "", err)

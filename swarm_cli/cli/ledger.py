@@ -42,8 +42,13 @@ def ledger_failed(
         ),
     ],
     action: Annotated[
-        str, typer.Option("--action", metavar="ACTION", help="Which action's intents.")
-    ] = "terminate",
+        str | None,
+        typer.Option(
+            "--action",
+            metavar="ACTION",
+            help="Which action's intents [default: the ledger's only action].",
+        ),
+    ] = None,
     missing: Annotated[
         bool,
         typer.Option("--missing", metavar="N", help="Also list the IDs EC2 said do not exist."),
@@ -65,6 +70,15 @@ def ledger_failed(
     wanted = {"failed", "pending"} | ({"missing"} if missing else set())
     cut_short: list[CutShort] = []
     state = _fold_ledgers(paths, cut_short)
+    if action is None:
+        actions = sorted({act for act, _ in state})
+        if len(actions) > 1:
+            typer.echo(
+                f"error: the ledger holds {', '.join(actions)}: pass --action to say which",
+                err=True,
+            )
+            raise typer.Exit(EXIT_USAGE)
+        action = actions[0] if actions else "terminate"
     left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
     places = {(r.account, r.region) for r in left}
     if form is ListFormat.csv or (

@@ -324,9 +324,14 @@ def sandbox_cmd(
         box.start()
     except OSError as exc:
         fail(err, f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", EXIT_USAGE)
-    signal.signal(signal.SIGTERM, _interrupt)
+    # SIGINT too: a shell starts background jobs with it ignored, and then Ctrl-C's
+    # "kill -INT" would do nothing.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
         places = sandbox_places(config.region, regions, accounts)
+        if not count and (ids_out or regions > 1 or accounts):
+            err.print("[yellow]warning:[/] --count is 0: no instances are launched")
         if count:
             err.print(
                 f"launching {count} instances in each of {len(places)} account/region pair(s)…"

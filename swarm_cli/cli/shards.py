@@ -9,7 +9,13 @@ import typer
 
 from ..run import EXIT_USAGE
 from ..shards import ShardError, matrix
-from .act import load_account_map, load_targets, plan_groups, session_region
+from .act import (
+    load_account_map,
+    load_targets,
+    plan_groups,
+    session_region,
+    warn_unknown_regions,
+)
 from .common import app, consoles, fail
 
 
@@ -67,6 +73,7 @@ def shards(
             if not regions:
                 fail(err, f"account {account.id} lists no regions: pass --region", EXIT_USAGE)
             pairs |= {(account.id, r) for r in regions}
+    warn_unknown_regions({region for _, region in pairs}, err)
     try:
         typer.echo(json.dumps(matrix(sorted(pairs, key=str), n), separators=(",", ":")))
     except ShardError as exc:

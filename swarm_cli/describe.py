@@ -1,0 +1,294 @@
+"""What EC2 knows of a list of instances, read through the engine like any action.
+
+A plan (``swarm plan``, ``--dry-run``) needs each instance's state, type, tags and
+protection before it can say what an action would do. Those reads are jobs of
+their own, run by :func:`run_job` with a window per (account, region) pair, so
+that a list of many thousands is read as fast as the Describe buckets allow and
+no faster: DescribeInstances (many IDs per call) and DescribeInstanceAttribute
+(one instance per call, the only way to learn an instance's protection).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+
+from .actions import DESCRIBE_LIMITS, ActionSpec
+from .ec2 import MISSING_CODES, _split_batch, classify_exception
+from .outcome import Kind, Outcome
+from .report import Pair, Report
+from .run import Job, RunOptions, run_job
+
+# DescribeInstances has no instance bucket, so a large batch costs one call token
+# whatever its size; 200 keeps one answer (a few KB per instance) quick to parse.
+MAX_DESCRIBE_BATCH = 200
+NOT_LISTED_CODE = "NotListed"
+# The errors whose message names the IDs at fault; the rest of the batch is asked again.
+BAD_ID_CODES = MISSING_CODES | {"InvalidInstanceID.Malformed"}
+# DescribeInstanceAttribute's attribute names and the key its answer holds each under.
+ATTRIBUTES = {
+    "disableApiTermination": "DisableApiTermination",
+    "disableApiStop": "DisableApiStop",
+}
+
+DESCRIBE_SPEC = ActionSpec(
+    name="describe",
+    api="DescribeInstances",
+    method="describe_instances",
+    verb="described",
+    limits=DESCRIBE_LIMITS,
+)
+# EC2 keeps DescribeInstanceAttribute among the Describe* actions, on their limits.
+ATTRIBUTE_SPEC = ActionSpec(
+    name="describe-attribute",
+    api="DescribeInstanceAttribute",
+    method="describe_instance_attribute",
+    verb="read",
+    limits=DESCRIBE_LIMITS,
+)
+
+MakeClient = Callable[[Pair], Any]
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """One instance as DescribeInstances showed it."""
+
+    id: str
+    state: str
+    type: str
+    launch_time: datetime | None
+    tags: dict[str, str]
+    name: str | None  # the Name tag
+
+    @classmethod
+    def of(cls, instance: Mapping[str, Any]) -> InstanceInfo:
+        """From one item of DescribeInstances' ``Reservations[].Instances[]``."""
+        tags = {t["Key"]: t.get("Value", "") for t in instance.get("Tags") or []}
+        launched = instance.get("LaunchTime")
+        return cls(
+            id=instance["InstanceId"],
+            state=instance.get("State", {}).get("Name", "unknown"),
+            type=instance.get("InstanceType", ""),
+            launch_time=launched if isinstance(launched, datetime) else None,
+            tags=tags,
+            name=tags.get("Name"),
+        )
+
+
+def classify_setup(err: Exception) -> Outcome:
+    """Why a pair's client could not be made; run_job records it for that pair's IDs."""
+    try:
+        return classify_exception(err)
+    except Exception:  # not botocore's: as run_job itself treats set-up failures
+        return Outcome(Kind.FATAL, type(err).__name__, str(err))
+
+
+def _bad_ids(ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
+    """One unknown or malformed ID fails the whole call: those it names are missing.
+
+    The others were not answered; they go back to be asked in halves (see
+    ``ec2._split_batch``), so a batch with several bad IDs costs a few calls, not
+    one per ID.
+    """
+    split = _split_batch(ids, outcome)
+    return {
+        i: replace(o, kind=Kind.MISSING) if o.kind is not Kind.REQUEUE else o
+        for i, o in split.items()
+    }
+
+
+class DescribeBatch:
+    """An engine action: one DescribeInstances call for a batch of IDs.
+
+    Each listed instance succeeds and is kept in :attr:`found`; an ID EC2 does
+    not list, or names as unknown or malformed, is missing.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._lock = threading.Lock()  # the engine calls from several worker threads
+        self._found: dict[str, InstanceInfo] = {}
+
+    @property
+    def found(self) -> dict[str, InstanceInfo]:
+        with self._lock:
+            return dict(self._found)
+
+    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
+        try:
+            response = self.client.describe_instances(InstanceIds=list(ids))
+        except Exception as err:
+            outcome = classify_exception(err)
+            if outcome.code in BAD_ID_CODES:
+                return _bad_ids(ids, outcome)
+            return dict.fromkeys(ids, outcome)
+        meta = response.get("ResponseMetadata", {})
+        status, request_id = meta.get("HTTPStatusCode"), meta.get("RequestId")
+        listed = {
+            info.id: info
+            for reservation in response.get("Reservations", [])
+            for info in map(InstanceInfo.of, reservation.get("Instances", []))
+        }
+        with self._lock:
+            self._found.update(listed)
+        found = Outcome(Kind.SUCCEEDED, None, None, status, request_id)
+        gone = Outcome(
+            Kind.MISSING, NOT_LISTED_CODE, "not listed by DescribeInstances", status, request_id
+        )
+        return {i: found if i in listed else gone for i in ids}
+
+
+class AttributeCheck:
+    """An engine action: DescribeInstanceAttribute for one instance, kept in :attr:`values`.
+
+    EC2 answers for one instance per call, so the engine must send batches of
+    one; a larger batch is sent back to travel alone rather than cost several
+    calls inside one engine call, which the window could not see.
+    """
+
+    def __init__(self, client: Any, attribute: str) -> None:
+        if attribute not in ATTRIBUTES:
+            raise ValueError(f"no such instance attribute {attribute!r}; known: {list(ATTRIBUTES)}")
+        self.client = client
+        self.attribute = attribute
+        self._key = ATTRIBUTES[attribute]
+        self._lock = threading.Lock()
+        self._values: dict[str, bool] = {}
+
+    @property
+    def values(self) -> dict[str, bool]:
+        """Instance ID -> the attribute's value."""
+        with self._lock:
+            return dict(self._values)
+
+    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
+        if len(ids) != 1:
+            alone = Outcome(Kind.REQUEUE, "OneAtATime", "one instance per call", batch_limit=1)
+            return dict.fromkeys(ids, alone)
+        instance_id = ids[0]
+        try:
+            response = self.client.describe_instance_attribute(
+                InstanceId=instance_id, Attribute=self.attribute
+            )
+        except Exception as err:
+            outcome = classify_exception(err)
+            if outcome.code in BAD_ID_CODES:
+                outcome = replace(outcome, kind=Kind.MISSING)
+            return {instance_id: outcome}
+        meta = response.get("ResponseMetadata", {})
+        value = bool(response.get(self._key, {}).get("Value", False))
+        with self._lock:
+            self._values[instance_id] = value
+        return {
+            instance_id: Outcome(
+                Kind.SUCCEEDED, None, None, meta.get("HTTPStatusCode"), meta.get("RequestId")
+            )
+        }
+
+
+def _read_options(options: RunOptions, batch_size: int) -> RunOptions:
+    # Reads change nothing: no ledger, no failure budget, and never a dry run.
+    return replace(options, dry_run=False, ledger=None, max_errors=None, batch_size=batch_size)
+
+
+def describe_job(
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+    batch_size: int = MAX_DESCRIBE_BATCH,
+) -> tuple[dict[Pair, dict[str, InstanceInfo | None]], Report]:
+    """As :func:`describe`, with the run's report (its calls, and why an ID is absent)."""
+    if not 1 <= batch_size <= MAX_DESCRIBE_BATCH:
+        raise ValueError(f"a DescribeInstances batch holds 1 to {MAX_DESCRIBE_BATCH} IDs")
+    actions: dict[Pair, DescribeBatch] = {}
+
+    def make_action(pair: Pair) -> DescribeBatch:
+        actions[pair] = DescribeBatch(make_client(pair))
+        return actions[pair]
+
+    groups = {pair: list(ids) for pair, ids in groups.items() if ids}
+    job = Job(DESCRIBE_SPEC, groups, _read_options(options, batch_size), title="describe")
+    report = run_job(job, make_action, console, classify=classify_setup)
+    missing = {(p.region, p.account, p.id) for p in report.problems if p.status == "missing"}
+    out: dict[Pair, dict[str, InstanceInfo | None]] = {}
+    for pair, ids in groups.items():
+        found = actions[pair].found if pair in actions else {}
+        known: dict[str, InstanceInfo | None] = {}
+        for i in ids:
+            if i in found:
+                known[i] = found[i]
+            elif (pair.region, pair.account, i) in missing:
+                known[i] = None
+        out[pair] = known
+    return out, report
+
+
+def describe(
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+    batch_size: int = MAX_DESCRIBE_BATCH,
+) -> dict[Pair, dict[str, InstanceInfo | None]]:
+    """Every pair's instances, all pairs at once, each through a window on its own bucket.
+
+    An ID maps to its :class:`InstanceInfo`, or to None when EC2 says it does
+    not exist in that account and region. An ID that could not be read at all
+    (credentials, permission, an endpoint that stayed down) is left out, so
+    that "does not exist" is never said of an instance nobody could ask about.
+    The options' window, attempts, timeouts and progress are kept; there is no
+    ledger.
+    """
+    found, _ = describe_job(groups, make_client, console, options=options, batch_size=batch_size)
+    return found
+
+
+def read_attribute_job(
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    attribute: str,
+    options: RunOptions,
+) -> tuple[dict[Pair, dict[str, bool]], Report]:
+    """As :func:`read_attribute`, with the run's report."""
+    if attribute not in ATTRIBUTES:
+        raise ValueError(f"no such instance attribute {attribute!r}; known: {list(ATTRIBUTES)}")
+    actions: dict[Pair, AttributeCheck] = {}
+
+    def make_action(pair: Pair) -> AttributeCheck:
+        actions[pair] = AttributeCheck(make_client(pair), attribute)
+        return actions[pair]
+
+    groups = {pair: list(ids) for pair, ids in groups.items() if ids}
+    job = Job(ATTRIBUTE_SPEC, groups, _read_options(options, 1), title=attribute)
+    report = run_job(job, make_action, console, classify=classify_setup)
+    return {pair: (actions[pair].values if pair in actions else {}) for pair in groups}, report
+
+
+def read_attribute(
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    attribute: str,
+    options: RunOptions,
+) -> dict[Pair, dict[str, bool]]:
+    """``disableApiTermination`` or ``disableApiStop`` of each instance, one call each.
+
+    An instance whose attribute could not be read (it vanished, or the call
+    failed) is left out.
+    """
+    values, _ = read_attribute_job(
+        groups, make_client, console, attribute=attribute, options=options
+    )
+    return values

@@ -1,0 +1,634 @@
+"""A dry run that predicts: what an action would do to each instance, and how long it takes.
+
+EC2's own ``DryRun=True`` checks IAM permission only: it says nothing of whether
+an instance exists, is in a state the action applies to, or is protected. A plan
+reads those (DescribeInstances, then DescribeInstanceAttribute for the instances
+that would be acted on), predicts each instance's outcome as EC2 would answer
+it, checks permission once per (account, region) pair with one real DryRun call,
+and estimates the run's time from EC2's documented limits for the action.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import io
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .actions import ActionSpec, Bucket
+from .describe import (
+    MAX_DESCRIBE_BATCH,
+    InstanceInfo,
+    classify_setup,
+    describe_job,
+    read_attribute_job,
+)
+from .ec2 import InstanceCall
+from .report import Pair, Problem, Report
+from .run import Job, RunOptions, run_job
+
+MakeClient = Callable[[Pair], Any]
+
+# swarm's wall time as a multiple of the bound the buckets set: README's benchmark
+# table (benchmarks/compare.py) measures 1.02-1.04x for the adaptive profile when
+# round trips are short next to the refill interval, so 1.05 errs a little long.
+OVERHEAD = 1.05
+# Rows a person is shown; the JSON and the ID file hold them all.
+SAMPLE_ROWS = 50
+# The attribute that refuses each action, as DescribeInstanceAttribute names it.
+PROTECTION_ATTRIBUTES = {"terminate": "disableApiTermination", "stop": "disableApiStop"}
+# Codes of a DryRun answer that mean the caller may not call the action.
+NOT_PERMITTED_CODES = frozenset({"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"})
+
+
+class Prediction(str, enum.Enum):
+    WOULD_ACT = "would act"
+    # EC2 answers these as success: stopping a stopped instance, terminating a terminated one.
+    ALREADY = "already in target state"
+    # EC2 answers success and does nothing ("Requests to reboot terminated instances are
+    # ignored", RebootInstances' API reference); not the target state, so not ALREADY.
+    IGNORED = "ignored"
+    DOES_NOT_EXIST = "does not exist"
+    WRONG_STATE = "wrong state"
+    PROTECTED = "protected"
+    NOT_PERMITTED = "not permitted"
+    # The instance could not be read (credentials, an endpoint that stayed down).
+    UNKNOWN = "unknown"
+
+
+WOULD_FAIL = frozenset(
+    {
+        Prediction.DOES_NOT_EXIST,
+        Prediction.WRONG_STATE,
+        Prediction.PROTECTED,
+        Prediction.NOT_PERMITTED,
+    }
+)
+# The predictions EC2 refuses inside a batch: each fails its call and splits the rest.
+_REFUSED_IN_BATCH = frozenset(
+    {Prediction.DOES_NOT_EXIST, Prediction.WRONG_STATE, Prediction.PROTECTED}
+)
+
+_A, _D, _I, _W = (
+    Prediction.WOULD_ACT,
+    Prediction.ALREADY,
+    Prediction.IGNORED,
+    Prediction.WRONG_STATE,
+)
+# What EC2 answers each action in each instance state. The refusals (IncorrectInstanceState)
+# are those the sandbox reproduces in front of moto, which does not refuse them itself.
+STATE_RULES: dict[str, dict[str, Prediction]] = {
+    "terminate": {
+        "pending": _A,
+        "running": _A,
+        "stopping": _A,
+        "stopped": _A,
+        "shutting-down": _D,
+        "terminated": _D,
+    },
+    "stop": {
+        "pending": _A,
+        "running": _A,
+        "stopping": _D,
+        "stopped": _D,
+        "shutting-down": _W,
+        "terminated": _W,
+    },
+    "start": {
+        "pending": _D,
+        "running": _D,
+        "stopping": _W,
+        "stopped": _A,
+        "shutting-down": _W,
+        "terminated": _W,
+    },
+    "reboot": {
+        "pending": _A,
+        "running": _A,
+        "stopping": _W,
+        "stopped": _W,
+        # Shutting down can only end terminated, so it is ignored as a terminated one is.
+        "shutting-down": _I,
+        "terminated": _I,
+    },
+}
+
+
+def _judge(
+    spec: ActionSpec, info: InstanceInfo | None, protected: bool | None
+) -> tuple[Prediction, str]:
+    """The prediction and, for people, why."""
+    if info is None:
+        return Prediction.DOES_NOT_EXIST, "not in this account and region"
+    rules = STATE_RULES.get(spec.name)
+    if rules is None:  # an action added without rules: only its target state is known
+        rules = {spec.target_state: Prediction.ALREADY} if spec.target_state else {}
+        prediction = rules.get(info.state, Prediction.WOULD_ACT)
+    elif info.state in rules:
+        prediction = rules[info.state]
+    else:
+        return Prediction.UNKNOWN, f"{info.state}: a state swarm does not know"
+    if prediction is Prediction.WOULD_ACT and protected:
+        attribute = PROTECTION_ATTRIBUTES.get(spec.name, "protection")
+        return Prediction.PROTECTED, f"{info.state}, {attribute}: OperationNotPermitted"
+    if prediction is Prediction.WOULD_ACT:
+        return prediction, f"{info.state} -> {spec.target_state or spec.verb}"
+    if prediction is Prediction.ALREADY:
+        return prediction, f"{info.state}: EC2 answers success"
+    if prediction is Prediction.IGNORED:
+        return prediction, f"{info.state}: EC2 answers success and does nothing"
+    return prediction, f"{info.state}: IncorrectInstanceState"
+
+
+def predict(spec: ActionSpec, info: InstanceInfo | None, protected: bool | None) -> Prediction:
+    """What EC2 would answer ``spec`` for this instance.
+
+    ``info`` None means DescribeInstances says the ID does not exist in its
+    account and region; ``protected`` is the attribute that refuses the action
+    (termination protection for terminate, stop protection for stop), None when
+    it was not read. Permission is not the instance's: see :func:`make_plan`.
+    """
+    return _judge(spec, info, protected)[0]
+
+
+@dataclass(frozen=True)
+class Row:
+    pair: Pair
+    id: str
+    info: InstanceInfo | None
+    prediction: Prediction
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One pair's DryRun call: ``allowed`` None when it could not say."""
+
+    allowed: bool | None
+    checked_id: str | None = None
+    code: str | None = None
+    message: str | None = None
+
+
+@dataclass
+class Plan:
+    action: ActionSpec
+    rows: list[Row]
+    # API action -> calls the plan sent (throttled ones included): what the plan cost.
+    calls: dict[str, int] = field(default_factory=dict)
+    permission: dict[Pair, Permission] = field(default_factory=dict)
+    protection_checked: bool = False
+
+    @property
+    def total(self) -> int:
+        return len(self.rows)
+
+    @property
+    def pairs(self) -> list[Pair]:
+        return list(dict.fromkeys(r.pair for r in self.rows))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Prediction -> rows, every prediction present."""
+        out = dict.fromkeys((p.value for p in Prediction), 0)
+        for row in self.rows:
+            out[row.prediction.value] += 1
+        return out
+
+    @property
+    def would_fail(self) -> list[Row]:
+        """The rows the run would record failed or missing ("already" is a success)."""
+        return [r for r in self.rows if r.prediction in WOULD_FAIL]
+
+    @property
+    def unknown(self) -> list[Row]:
+        return [r for r in self.rows if r.prediction is Prediction.UNKNOWN]
+
+    def acting_ids(self) -> dict[Pair, list[str]]:
+        """The IDs that would be acted on, by pair (pairs with none left out)."""
+        out: dict[Pair, list[str]] = {}
+        for row in self.rows:
+            if row.prediction is Prediction.WOULD_ACT:
+                out.setdefault(row.pair, []).append(row.id)
+        return out
+
+
+def _unread(report: Report) -> dict[tuple[Pair, str], str]:
+    """(pair, ID) -> why a read left it unresolved (anything but succeeded or missing)."""
+    return {
+        (Pair(p.account, p.region or ""), p.id): ": ".join(x for x in (p.code, p.message) if x)
+        or p.status
+        for p in report.problems
+        if p.status not in ("succeeded", "missing")
+    }
+
+
+def check_permission(
+    spec: ActionSpec,
+    first: Mapping[Pair, str],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+    params: Mapping[str, Any] | None = None,
+) -> tuple[dict[Pair, Permission], Report]:
+    """One real ``DryRun=True`` call of the action per pair, on the ID given for it.
+
+    EC2 answers ``DryRunOperation`` when the caller may make the call and
+    ``UnauthorizedOperation`` when not. A policy that depends on the instance
+    (its tags, say) may allow one instance and refuse another: one call per
+    pair checks the caller's right to the action, not to every instance.
+    """
+    job = Job(
+        spec,
+        {pair: [i] for pair, i in first.items()},
+        replace(options, dry_run=True, ledger=None, max_errors=None, batch_size=1),
+        title=f"{spec.name} (DryRun)",
+    )
+
+    def make_action(pair: Pair) -> InstanceCall:
+        return InstanceCall(make_client(pair), spec, dry_run=True, params=params)
+
+    report = run_job(job, make_action, console, classify=classify_setup)
+    problems: dict[tuple[Pair, str], Problem] = {
+        (Pair(p.account, p.region or ""), p.id): p for p in report.problems
+    }
+    out: dict[Pair, Permission] = {}
+    for pair, i in first.items():
+        if i in report.done.get(pair, []):
+            out[pair] = Permission(True, i, "DryRunOperation")
+            continue
+        problem = problems.get((pair, i))
+        code = problem.code if problem else None
+        message = problem.message if problem else None
+        allowed = False if code in NOT_PERMITTED_CODES else None
+        out[pair] = Permission(allowed, i, code, message)
+    return out, report
+
+
+def make_plan(
+    spec: ActionSpec,
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+    check_protection: bool = True,
+    params: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Predict what ``spec`` would do to each instance of ``groups``; change nothing.
+
+    Three reads, each a job through a window per pair: DescribeInstances in
+    batches of up to 200; DescribeInstanceAttribute (one instance a call) for
+    the instances that would be acted on, for terminate and stop unless
+    ``check_protection`` is False; and one ``DryRun=True`` call of the action per
+    pair, on its first instance that would be acted on. ``params`` are the
+    action's extra request parameters (stop's Force, Hibernate) for that call.
+    """
+    groups = {pair: list(dict.fromkeys(ids)) for pair, ids in groups.items() if ids}
+    found, described = describe_job(
+        groups, make_client, console, options=options, batch_size=MAX_DESCRIBE_BATCH
+    )
+    calls = {"DescribeInstances": described.total_of("calls")}
+    unread = _unread(described)
+
+    attribute = PROTECTION_ATTRIBUTES.get(spec.name) if check_protection else None
+    protected: dict[Pair, dict[str, bool]] = {}
+    if attribute is not None:
+        to_check = {
+            pair: [
+                i
+                for i in ids
+                if i in found[pair] and predict(spec, found[pair][i], None) is Prediction.WOULD_ACT
+            ]
+            for pair, ids in groups.items()
+        }
+        protected, checked = read_attribute_job(
+            to_check, make_client, console, attribute=attribute, options=options
+        )
+        calls["DescribeInstanceAttribute"] = checked.total_of("calls")
+        gone = {
+            (Pair(p.account, p.region or ""), p.id)
+            for p in checked.problems
+            if p.status == "missing"
+        }
+        for key, why in _unread(checked).items():
+            unread.setdefault(key, f"{attribute} not read: {why}")
+    else:
+        gone = set()
+
+    rows: list[Row] = []
+    for pair, ids in groups.items():
+        for i in ids:
+            if (pair, i) in gone:  # vanished between the two reads
+                rows.append(Row(pair, i, None, Prediction.DOES_NOT_EXIST, "no longer exists"))
+                continue
+            if i not in found[pair] or (pair, i) in unread:
+                why = unread.get((pair, i), "could not be read")
+                rows.append(Row(pair, i, found[pair].get(i), Prediction.UNKNOWN, why))
+                continue
+            info = found[pair][i]
+            flag = protected.get(pair, {}).get(i) if attribute is not None else None
+            prediction, reason = _judge(spec, info, flag)
+            rows.append(Row(pair, i, info, prediction, reason))
+
+    plan = Plan(spec, rows, calls, protection_checked=attribute is not None)
+    first = {pair: ids[0] for pair, ids in plan.acting_ids().items()}
+    if first:
+        plan.permission, dry = check_permission(
+            spec, first, make_client, console, options=options, params=params
+        )
+        calls[f"{spec.api} (DryRun)"] = dry.total_of("calls")
+        refused = {p for p, perm in plan.permission.items() if perm.allowed is False}
+        plan.rows = [
+            replace(
+                r,
+                prediction=Prediction.NOT_PERMITTED,
+                reason=f"{plan.permission[r.pair].code}: the DryRun call was refused",
+            )
+            if r.pair in refused and r.prediction is Prediction.WOULD_ACT
+            else r
+            for r in plan.rows
+        ]
+    return plan
+
+
+@dataclass(frozen=True)
+class PairEstimate:
+    pair: Pair
+    ids: int  # IDs the run would send
+    calls: int  # calls it would take, the splits of refused IDs included
+    instance_tokens: int  # instances those calls carry (the instance bucket's cost)
+    by_calls: float  # seconds the call bucket alone imposes
+    by_instances: float  # seconds the instance bucket alone imposes
+
+    @property
+    def bound_seconds(self) -> float:
+        return max(self.by_calls, self.by_instances)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    api: str
+    calls_bucket: Bucket
+    instances_bucket: Bucket | None
+    batch_size: int
+    overhead: float
+    pairs: list[PairEstimate]
+
+    @property
+    def longest(self) -> PairEstimate | None:
+        return max(self.pairs, key=lambda p: p.bound_seconds, default=None)
+
+    @property
+    def bound_seconds(self) -> float:
+        """Pairs run at once, each on its own buckets: the longest pair sets the run's time."""
+        longest = self.longest
+        return longest.bound_seconds if longest else 0.0
+
+    @property
+    def expected_seconds(self) -> float:
+        return self.bound_seconds * self.overhead
+
+
+def _bucket_seconds(cost: int, bucket: Bucket | None) -> float:
+    """How long a full bucket takes to pay ``cost`` tokens: the burst is free."""
+    if bucket is None:
+        return 0.0
+    return max(0.0, cost - bucket.burst) / bucket.rate
+
+
+def estimate(
+    spec: ActionSpec,
+    plan: Plan,
+    batch_size: int,
+    *,
+    overhead: float = OVERHEAD,
+    only_acting: bool = False,
+) -> Estimate:
+    """How long running ``spec`` would take at EC2's documented limits for it (``spec.limits``).
+
+    By default the run is the one the plan was made for: every ID in it is sent.
+    ``only_acting`` estimates a run of :meth:`Plan.acting_ids` only (``--plan-out``).
+    A pair whose DryRun was refused stops at its first call and costs nothing.
+    An ID that EC2 refuses fails its whole call, and the rest of that call is
+    sent again in two halves (``ec2._split_batch``): about two more calls, and
+    the rest's instances again, per refused ID. The bound assumes full buckets
+    at the start; accounts whose limits were raised run faster.
+    """
+    if batch_size < 1:
+        raise ValueError("batch size must be at least 1")
+    limits = spec.limits
+    pairs: list[PairEstimate] = []
+    for pair in plan.pairs:
+        if plan.permission.get(pair, Permission(None)).allowed is False:
+            continue
+        rows = [r for r in plan.rows if r.pair == pair]
+        if only_acting:
+            rows = [r for r in rows if r.prediction is Prediction.WOULD_ACT]
+        refused = sum(1 for r in rows if r.prediction in _REFUSED_IN_BATCH)
+        n = len(rows)
+        split = min(2, batch_size - 1) * refused
+        calls = math.ceil(n / batch_size) + split
+        tokens = n + min(batch_size - 1, max(0, n - 1)) * refused
+        pairs.append(
+            PairEstimate(
+                pair,
+                n,
+                calls,
+                tokens,
+                _bucket_seconds(calls, limits.calls),
+                _bucket_seconds(tokens, limits.instances),
+            )
+        )
+    return Estimate(spec.api, limits.calls, limits.instances, batch_size, overhead, pairs)
+
+
+_STYLES = {
+    Prediction.WOULD_ACT: "green",
+    Prediction.ALREADY: "cyan",
+    Prediction.IGNORED: "cyan",
+    Prediction.DOES_NOT_EXIST: "yellow",
+    Prediction.WRONG_STATE: "red",
+    Prediction.PROTECTED: "red",
+    Prediction.NOT_PERMITTED: "bold red",
+    Prediction.UNKNOWN: "magenta",
+}
+
+
+def estimate_text(est: Estimate) -> str:
+    """One line: the bound and the expected time, and what sets them."""
+    head = f"at EC2's default limits for {est.api}"
+    longest = est.longest
+    if longest is None or longest.ids == 0:
+        return f"{head}: nothing to send"
+    if est.bound_seconds == 0:
+        return (
+            f"{head}: {longest.calls} call(s) fit in the burst of {est.calls_bucket.burst:g}; "
+            "the limits impose no wait, round trips alone set the time"
+        )
+    by = "calls" if longest.by_calls >= longest.by_instances else "instances"
+    where = f", longest pair {longest.pair.label}" if len(est.pairs) > 1 else ""
+    return (
+        f"{head}: bound {est.bound_seconds:.1f} s, expected about {est.expected_seconds:.1f} s "
+        f"({longest.calls} call(s) of up to {est.batch_size} ID(s), set by the {by} bucket{where})"
+    )
+
+
+def _calls_text(calls: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {api}" for api, n in calls.items())
+
+
+def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
+    """The plan for people: a sample of rows, the counts, what it cost, the time it will take."""
+    several = len(plan.pairs) > 1
+    table = Table(title=f"plan: {plan.action.name} {plan.total} instance(s)", title_justify="left")
+    if several:
+        table.add_column("pair")
+    for name in ("ID", "Name", "type", "state", "launched", "predicted outcome"):
+        table.add_column(name, no_wrap=name == "ID")
+    for row in plan.rows[:SAMPLE_ROWS]:
+        info = row.info
+        launched = info.launch_time.strftime("%Y-%m-%d %H:%M") if info and info.launch_time else ""
+        cells = [
+            row.id,
+            (info.name or "") if info else "",
+            info.type if info else "",
+            info.state if info else "",
+            launched,
+            f"[{_STYLES[row.prediction]}]{row.prediction.value}[/]",
+        ]
+        table.add_row(*([row.pair.label] if several else []), *cells)
+    console.print(table)
+    if plan.total > SAMPLE_ROWS:
+        console.print(f"… and {plan.total - SAMPLE_ROWS} more")
+    counts = " · ".join(f"{n} {name}" for name, n in plan.counts.items() if n)
+    console.print(f"predicted: {counts or 'nothing'}; {len(plan.would_fail)} would fail")
+    for pair, perm in plan.permission.items():
+        if perm.allowed is False:
+            console.print(
+                f"[bold red]not permitted[/] in {pair.label}: {perm.code} {perm.message or ''}"
+            )
+        elif perm.allowed is None:
+            console.print(
+                f"permission in {pair.label} not checked: {perm.code} {perm.message or ''}"
+            )
+    if plan.unknown:
+        first = plan.unknown[0]
+        console.print(
+            f"[magenta]{len(plan.unknown)} instance(s) could not be read[/] "
+            f"(e.g. {first.id}: {first.reason})"
+        )
+    if not plan.protection_checked and plan.action.name in PROTECTION_ATTRIBUTES:
+        console.print("protection not checked (--no-check-protection)")
+    console.print(f"the plan cost {_calls_text(plan.calls)} call(s)", highlight=False)
+    console.print(estimate_text(estimate), highlight=False)
+
+
+def _bucket_json(bucket: Bucket | None) -> dict[str, float] | None:
+    return None if bucket is None else {"burst": bucket.burst, "rate": bucket.rate}
+
+
+def plan_json(plan: Plan, estimate: Estimate) -> dict[str, Any]:
+    """The plan for ``--output json``: every row, the counts, the calls and the estimate."""
+
+    def row(r: Row) -> dict[str, Any]:
+        info = r.info
+        return {
+            "id": r.id,
+            "region": r.pair.region,
+            "account": r.pair.account,
+            "prediction": r.prediction.value,
+            "reason": r.reason,
+            "state": info.state if info else None,
+            "type": info.type if info else None,
+            "name": info.name if info else None,
+            "launch_time": info.launch_time.isoformat() if info and info.launch_time else None,
+            "tags": dict(info.tags) if info else {},
+        }
+
+    return {
+        "action": plan.action.name,
+        "api": plan.action.api,
+        "total": plan.total,
+        "counts": plan.counts,
+        "would_fail": len(plan.would_fail),
+        "unknown": len(plan.unknown),
+        "would_act": sum(len(ids) for ids in plan.acting_ids().values()),
+        "protection_checked": plan.protection_checked,
+        "calls": dict(plan.calls),
+        "permission": [
+            {
+                "region": pair.region,
+                "account": pair.account,
+                "allowed": perm.allowed,
+                "checked_id": perm.checked_id,
+                "code": perm.code,
+                "message": perm.message,
+            }
+            for pair, perm in plan.permission.items()
+        ],
+        "estimate": {
+            "api": estimate.api,
+            "batch_size": estimate.batch_size,
+            "calls_bucket": _bucket_json(estimate.calls_bucket),
+            "instances_bucket": _bucket_json(estimate.instances_bucket),
+            "overhead": estimate.overhead,
+            "bound_seconds": round(estimate.bound_seconds, 3),
+            "expected_seconds": round(estimate.expected_seconds, 3),
+            "pairs": [
+                {
+                    "region": p.pair.region,
+                    "account": p.pair.account,
+                    "ids": p.ids,
+                    "calls": p.calls,
+                    "instance_tokens": p.instance_tokens,
+                    "bound_seconds": round(p.bound_seconds, 3),
+                }
+                for p in estimate.pairs
+            ],
+        },
+        "rows": [row(r) for r in plan.rows],
+    }
+
+
+def plan_ids_text(plan: Plan) -> str:
+    """The IDs that would be acted on, as ``--ids`` reads them.
+
+    One pair: plain IDs, one a line, after a comment naming the pair (the run's
+    ``--region`` and account must match it). Several: CSV with the region and
+    account of each, so that one file drives every pair.
+    """
+    acting = plan.acting_ids()
+    pairs = plan.pairs
+    if len(pairs) <= 1:
+        where = pairs[0].label if pairs else "no pair"
+        ids = [i for group in acting.values() for i in group]
+        what = f"{len(ids)} instance(s) in {where} that {plan.action.name} would act on"
+        head = f"# swarm plan: {what}\n"
+        return head + "".join(f"{i}\n" for i in ids)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["instance_id", "region", "account"])
+    for pair, ids in acting.items():
+        for i in ids:
+            writer.writerow([i, pair.region, pair.account or ""])
+    return buffer.getvalue()
+
+
+def write_plan_ids(plan: Plan, path: str) -> int:
+    """Write :func:`plan_ids_text` to ``path``; return how many IDs it holds."""
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(plan_ids_text(plan))
+    return sum(len(ids) for ids in plan.acting_ids().values())
+
+
+def plan_json_text(plan: Plan, estimate: Estimate) -> str:
+    return json.dumps(plan_json(plan, estimate), sort_keys=True) + "\n"

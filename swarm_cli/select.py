@@ -1,0 +1,248 @@
+"""Selection: the instances to act on, found by EC2 filters instead of listed by ID.
+
+``--filter`` takes EC2's own DescribeInstances filter names (``tag:env=ci``,
+``instance-state-name=running,stopped``), so that what a user already knows from
+the console or the AWS CLI means the same here. The filtering happens in EC2;
+only ``--older-than`` and ``--exclude-ids`` are applied here, to what EC2 returned.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .ec2 import classify_exception
+from .outcome import Kind
+from .run import EXIT_AUTH, EXIT_FAILED, EXIT_USAGE
+from .window import Window
+
+# EC2 takes MaxResults from 5 to 1000; the largest page costs the fewest calls of a
+# bucket that every Describe* action of the account and region shares.
+PAGE_SIZE = 1000
+MIN_PAGE_SIZE = 5
+# The pause after a throttled page when no window paces the calls: doubled per throttle
+# in a row, so that a bucket refilling at a few tokens a second is not hammered.
+FIRST_PAUSE = 0.1
+MAX_PAUSE = 5.0
+
+_AGE = re.compile(r"(?:\d+[smhdw])+")
+_AGE_PART = re.compile(r"(\d+)([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+Filter = dict[str, Any]  # {"Name": "tag:env", "Values": ["ci"]}, as boto3 takes it
+
+
+class SelectError(Exception):
+    """A selection that cannot be made; one line, fit for the terminal and a CI log.
+
+    ``code`` is EC2's error code (or the exception's name) when EC2 refused a page,
+    ``exit_code`` what the CLI should exit with.
+    """
+
+    def __init__(self, message: str, *, code: str | None = None, exit_code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Selected:
+    """One instance a selection found, with what a confirmation or a rail needs of it."""
+
+    id: str
+    state: str
+    type: str | None
+    launch_time: datetime | None
+    # Left out of the hash: a dict cannot be hashed, and the ID already identifies it.
+    tags: Mapping[str, str] = field(default_factory=dict, hash=False)
+    name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly, for ``swarm list --output json``."""
+        return {
+            "id": self.id,
+            "state": self.state,
+            "type": self.type,
+            "launch_time": None if self.launch_time is None else self.launch_time.isoformat(),
+            "name": self.name,
+            "tags": dict(self.tags),
+        }
+
+
+def parse_filter(spec: str) -> Filter:
+    """``NAME=V1,V2`` as a DescribeInstances filter: ``{"Name": NAME, "Values": [V1, V2]}``.
+
+    The name is EC2's (``tag:KEY``, ``instance-state-name``, ``instance-type``, …) and
+    is not checked here: EC2 knows its own filter names better than a copy would.
+    A value cannot hold a comma, since the comma separates values.
+    """
+    text = spec.strip()
+    if text.lower().startswith("name="):
+        raise SelectError(
+            f"--filter {spec!r}: write the AWS CLI's Name=...,Values=... as NAME=VALUE "
+            "(e.g. tag:env=ci or instance-state-name=running,stopped)"
+        )
+    name, eq, raw_values = text.partition("=")
+    name = name.strip()
+    if not eq or not name:
+        raise SelectError(f"--filter {spec!r}: expected NAME=VALUE[,VALUE...] (e.g. tag:env=ci)")
+    if name.startswith("tag:") and not name[4:].strip():
+        raise SelectError(f"--filter {spec!r}: tag: needs a tag key (e.g. tag:env=ci)")
+    values = [v.strip() for v in raw_values.split(",")]
+    if not raw_values.strip() or any(not v for v in values):
+        raise SelectError(
+            f"--filter {spec!r}: empty value; give one or more values separated by commas"
+        )
+    return {"Name": name, "Values": list(dict.fromkeys(values))}
+
+
+def parse_filters(specs: Iterable[str]) -> list[Filter]:
+    """Every ``--filter``, with a name given twice merged into one filter of all its values.
+
+    EC2 ANDs separate filters and ORs the values of one, so ``tag:team=a`` and
+    ``tag:team=b`` given apart would match nothing; merged they mean "a or b".
+    """
+    merged: dict[str, list[str]] = {}
+    for spec in specs:
+        parsed = parse_filter(spec)
+        values = merged.setdefault(parsed["Name"], [])
+        values.extend(v for v in parsed["Values"] if v not in values)
+    return [{"Name": name, "Values": values} for name, values in merged.items()]
+
+
+def parse_age(text: str) -> timedelta:
+    """``90s``, ``30m``, ``2h``, ``7d``, ``2w`` or a sum such as ``1d12h`` as a timedelta."""
+    compact = text.strip()
+    if not _AGE.fullmatch(compact):
+        raise SelectError(
+            f"--older-than {text!r}: expected a number and a unit "
+            "(s, m, h, d or w), e.g. 2h, 7d or 1d12h"
+        )
+    age = timedelta()
+    try:
+        for number, unit in _AGE_PART.findall(compact):
+            age += timedelta(**{_UNITS[unit]: int(number)})
+    except OverflowError:  # past timedelta's 999,999,999 days
+        raise SelectError(f"--older-than {text!r}: too long") from None
+    return age
+
+
+def _selected(instance: Mapping[str, Any]) -> Selected:
+    tags = {t["Key"]: t.get("Value", "") for t in instance.get("Tags") or () if "Key" in t}
+    launched = instance.get("LaunchTime")
+    return Selected(
+        id=instance["InstanceId"],
+        state=(instance.get("State") or {}).get("Name", "unknown"),
+        type=instance.get("InstanceType"),
+        launch_time=launched if isinstance(launched, datetime) else None,
+        tags=tags,
+        name=tags.get("Name"),
+    )
+
+
+def _old_enough(instance: Selected, older_than: timedelta, now: datetime) -> bool:
+    # Without a launch time its age is unknown; leaving it out is the safe side of a
+    # filter whose purpose is to spare the young ones.
+    if instance.launch_time is None:
+        return False
+    launched = instance.launch_time
+    if launched.tzinfo is None:
+        launched = launched.replace(tzinfo=timezone.utc)
+    return now - launched >= older_than
+
+
+def select(
+    client: Any,
+    filters: Sequence[Filter],
+    *,
+    older_than: timedelta | None = None,
+    exclude: set[str] | frozenset[str] = frozenset(),
+    now: datetime,
+    window: Window | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    page_size: int = PAGE_SIZE,
+) -> list[Selected]:
+    """The instances DescribeInstances returns for ``filters``, all pages, in EC2's order.
+
+    Then only those launched at least ``older_than`` before ``now`` (a naive ``now``
+    or launch time is taken as UTC), minus the IDs in ``exclude``. No filters at all
+    selects every instance of the client's account and region.
+
+    Pages follow one another (each needs the last one's token), so there is never
+    more than one call in flight: the window, when given, only paces the chain. A
+    throttled page is asked again after a pause, never counted as a failure: the
+    window's gap when it paces, else ``FIRST_PAUSE`` doubled per throttle in a row
+    up to ``MAX_PAUSE``. Any other error raises SelectError with EC2's code.
+    """
+    if not MIN_PAGE_SIZE <= page_size <= PAGE_SIZE:
+        raise ValueError(f"page_size must be {MIN_PAGE_SIZE} to {PAGE_SIZE}, not {page_size}")
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)
+    request: dict[str, Any] = {"MaxResults": page_size}
+    if filters:
+        request["Filters"] = [{"Name": f["Name"], "Values": list(f["Values"])} for f in filters]
+    found: dict[str, Selected] = {}
+    tokens_seen: set[str] = set()
+    pause = FIRST_PAUSE
+    while True:
+        if window is not None:
+            wait = window.send_at() - clock()
+            if wait > 0:
+                sleep(wait)
+            ticket = window.on_send(clock())
+        started = clock()
+        try:
+            page = client.describe_instances(**request)
+        except Exception as err:
+            outcome = classify_exception(err)
+            if outcome.kind is not Kind.THROTTLED:
+                exit_code = EXIT_AUTH if outcome.kind is Kind.FATAL else EXIT_FAILED
+                detail = f": {outcome.message}" if outcome.message else ""
+                raise SelectError(
+                    f"DescribeInstances failed: {outcome.code}{detail}",
+                    code=outcome.code,
+                    exit_code=exit_code,
+                ) from None
+            gap = 0.0
+            if window is not None:
+                window.on_throttle(ticket, clock())
+                gap = window.send_at() - clock()
+            # A window that is not pacing (still above one call, or a profile without
+            # pacing) gives no gap: asking again at once would only be throttled again.
+            if gap <= 0:
+                gap = pause
+                pause = min(pause * 2, MAX_PAUSE)
+            sleep(gap)
+            continue
+        if window is not None:
+            end = clock()
+            window.on_success(ticket, end - started, end, in_flight=1)
+        pause = FIRST_PAUSE
+        for reservation in page.get("Reservations", []):
+            for instance in reservation.get("Instances", []):
+                # Keyed by ID: an instance changing state between pages may be listed twice.
+                chosen = _selected(instance)
+                found[chosen.id] = chosen
+        # EC2 may answer a page with no instances and a token: only a missing token ends it.
+        token = page.get("NextToken")
+        if not token:
+            break
+        if token in tokens_seen:
+            raise SelectError(
+                "DescribeInstances repeated a page token; stopping rather than looping",
+                code="RepeatedNextToken",
+                exit_code=EXIT_FAILED,
+            )
+        tokens_seen.add(token)
+        request["NextToken"] = token
+    return [
+        s
+        for s in found.values()
+        if s.id not in exclude and (older_than is None or _old_enough(s, older_than, now))
+    ]

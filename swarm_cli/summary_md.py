@@ -1,0 +1,182 @@
+"""A run's summary as GitHub-flavoured Markdown, for a workflow's step summary."""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+
+from .report import PairReport, Problem, Report, Sample
+
+CHART_POINTS = 60  # x points of the window chart: enough for the sawtooth, little to read
+CHART_PAIRS = 4  # lines in one chart; more would be a tangle
+# Set explicitly so the legend under the chart can name each line's colour.
+PALETTE = (("blue", "#1f77b4"), ("orange", "#ff7f0e"), ("green", "#2ca02c"), ("red", "#d62728"))
+ORDER = ("failed", "pending", "missing")  # what needs doing first, first
+
+
+def cell(value: object) -> str:
+    """A value safe inside a table cell: a pipe would end the cell, a newline the row."""
+    text = "" if value is None else str(value)
+    return (
+        text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )
+
+
+def _number(value: float) -> str:
+    return f"{round(value, 2):g}"
+
+
+def cwnd_at(series: Sequence[Sample], times: Sequence[float]) -> list[float]:
+    """The window at each time: the value of the last sample at or before it (0 before any)."""
+    values = []
+    for t in times:
+        i = bisect_right(series, t, key=lambda p: p.t) - 1
+        values.append(series[i].cwnd if i >= 0 else 0.0)
+    return values
+
+
+def mermaid_chart(pairs: Sequence[PairReport], points: int = CHART_POINTS) -> str | None:
+    """cwnd over time, one line per pair, as a Mermaid ``xychart-beta``; None with no data."""
+    drawn = [p for p in pairs if p.series][:CHART_PAIRS]
+    end = max((p.series[-1].t for p in drawn), default=0.0)
+    if not drawn or end <= 0:
+        return None
+    times = [end * k / (points - 1) for k in range(points)]
+    lines = [cwnd_at(p.series, times) for p in drawn]
+    top = max(max(values) for values in lines)
+    colours = ", ".join(hex_ for _, hex_ in PALETTE[: len(drawn)])
+    out = [
+        "```mermaid",
+        f'%%{{init: {{"themeVariables": {{"xyChart": {{"plotColorPalette": "{colours}"}}}}}}}}%%',
+        "xychart-beta",
+        '    title "Congestion window over time"',
+        f'    x-axis "seconds" 0 --> {_number(end)}',
+        f'    y-axis "cwnd (calls in flight allowed)" 0 --> {_number(top)}',
+    ]
+    out += [f"    line [{', '.join(_number(v) for v in values)}]" for values in lines]
+    out.append("```")
+    if len(drawn) > 1 or len(pairs) > len(drawn):
+        legend = ", ".join(
+            f"{name}: {p.pair.label}" for (name, _), p in zip(PALETTE, drawn, strict=False)
+        )
+        left_out = len(pairs) - len(drawn)
+        rest = f"; {left_out} more pair(s) not drawn" if left_out else ""
+        out += ["", f"Lines: {legend}{rest}"]
+    return "\n".join(out)
+
+
+def _title(report: Report) -> str:
+    c = report.counts
+    verb = "would succeed" if report.dry_run else "succeeded"
+    parts = [f"{c['succeeded']} of {report.total} {verb}"]
+    parts += [f"{c[status]} {status}" for status in ORDER if c[status]]
+    dry = " (dry run)" if report.dry_run else ""
+    return f"## swarm {report.action}{dry}: {', '.join(parts)} in {report.elapsed_seconds:.1f}s"
+
+
+def _notes(report: Report) -> list[str]:
+    notes = []
+    if report.fatal:
+        notes.append(f"**Stopped:** {report.fatal.code}: {report.fatal.message}")
+    elif report.stopped:
+        notes.append(f"**Stopped early:** {report.stopped.message or report.stopped.code}")
+    if report.interrupted:
+        notes.append(
+            f"**Interrupted** by {report.signal}: what was not done is recorded as pending."
+        )
+    if report.ledger_error:
+        notes.append(f"**Ledger not fully written:** {report.ledger_error}")
+    return notes
+
+
+def _counts_table(report: Report) -> list[str]:
+    c = report.counts
+    rows = [
+        ("succeeded", c["succeeded"]),
+        ("failed", c["failed"]),
+        ("missing", c["missing"]),
+        ("pending", c["pending"]),
+        ("total", report.total),
+        ("calls", report.total_of("calls")),
+        ("throttled calls", report.total_of("throttled_calls")),
+        ("retries", report.total_of("retries")),
+        ("calls timed out", report.total_of("timeouts")),
+    ]
+    return ["| | count |", "|---|---:|", *(f"| {name} | {n} |" for name, n in rows)]
+
+
+def _pairs_table(report: Report) -> list[str]:
+    head = [
+        "| account | region | succeeded | failed | missing | pending | calls | throttled "
+        "| peak cwnd |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    rows = [
+        f"| {cell(p.account or '—')} | {cell(p.region)} | {p.counts['succeeded']} "
+        f"| {p.counts['failed']} | {p.counts['missing']} | {p.counts['pending']} "
+        f"| {p.calls} | {p.throttled_calls} | {_number(p.window.peak)} |"
+        for p in report.pairs
+    ]
+    return head + rows
+
+
+def _problems(problems: Sequence[Problem], limit: int, several: bool) -> list[str]:
+    ranked = sorted(problems, key=lambda p: ORDER.index(p.status) if p.status in ORDER else 9)
+    where = " account | region |" if several else ""
+    out = [
+        f"### Not done ({len(problems)})",
+        "",
+        f"| ID | status | code |{where} message |",
+        "|---|---|---|" + ("---|---|" if several else "") + "---|",
+    ]
+    for p in ranked[:limit]:
+        place = f" {cell(p.account or '—')} | {cell(p.region)} |" if several else ""
+        out.append(
+            f"| {cell(p.id)} | {cell(p.status)} | {cell(p.code)} |{place} {cell(p.message)} |"
+        )
+    if len(problems) > limit:
+        out += ["", f"… and {len(problems) - limit} more (see the ledger)."]
+    return out
+
+
+def markdown_summary(report: Report, *, max_failed: int = 50) -> str:
+    """The run for a person reading a workflow's summary page."""
+    out = [_title(report), ""]
+    if report.endpoint:
+        out += [f"Endpoint: `{report.endpoint}`", ""]
+    for note in _notes(report):
+        out += [note, ""]
+    out += [*_counts_table(report), ""]
+    out += [*_pairs_table(report), ""]
+    if report.problems:
+        out += [*_problems(report.problems, max_failed, len(report.pairs) > 1), ""]
+    if report.ledger:
+        out += [f"Ledger: `{report.ledger}`", ""]
+    chart = mermaid_chart(report.pairs)
+    if chart:
+        out += [chart, ""]
+    return "\n".join(out)
+
+
+def append_step_summary(
+    report: Report, env: Mapping[str, str] = os.environ, *, max_failed: int = 50
+) -> str | None:
+    """Append the summary to the file GITHUB_STEP_SUMMARY names; the path, or None.
+
+    None when the variable is unset or the file cannot be written: a summary page is
+    a courtesy, so the caller warns and the run's outcome stands.
+    """
+    path = env.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return None
+    try:
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(markdown_summary(report, max_failed=max_failed) + "\n")
+    except OSError:
+        return None
+    return path

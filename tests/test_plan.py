@@ -1,0 +1,490 @@
+"""Plans against the sandbox over HTTP: each prediction is checked against the real run."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import NoCredentialsError
+from rich.console import Console
+from typer.testing import CliRunner
+
+from swarm_cli.actions import ACTIONS
+from swarm_cli.cli import app
+from swarm_cli.describe import AttributeCheck, InstanceInfo, describe, read_attribute
+from swarm_cli.ec2 import InstanceCall, classify_exception, make_client
+from swarm_cli.outcome import Kind
+from swarm_cli.plan import (
+    Plan,
+    Prediction,
+    Row,
+    estimate,
+    make_plan,
+    plan_json,
+    predict,
+    render_plan,
+    write_plan_ids,
+)
+from swarm_cli.report import Pair
+from swarm_cli.run import Job, RunOptions, run_job
+from swarm_cli.sandbox import CREDENTIALS, BucketSpec, Sandbox, SandboxConfig, fake_ids
+from swarm_cli.targets import read_targets
+
+EAST, WEST = "us-east-1", "eu-west-1"
+# As conftest's OPEN: no bucket sets the pace, but DescribeInstances' own, which a test sets.
+OPEN = SandboxConfig(BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000))
+HERE = Pair(None, EAST)
+QUIET = RunOptions(progress="none")
+A, D, IG, W, P, M = (
+    Prediction.WOULD_ACT,
+    Prediction.ALREADY,
+    Prediction.IGNORED,
+    Prediction.WRONG_STATE,
+    Prediction.PROTECTED,
+    Prediction.DOES_NOT_EXIST,
+)
+# What each prediction means for the run's record of that instance.
+RECORDED = {A: "succeeded", D: "succeeded", IG: "succeeded", M: "missing", W: "failed", P: "failed"}
+
+
+def quiet() -> Console:
+    return Console(file=io.StringIO(), width=200)
+
+
+def clients(box: Sandbox, hooks: Mapping[str, Callable[..., Any]] | None = None) -> Any:
+    """Clients as swarm makes them, spending the sandbox's buckets as any user's would."""
+
+    def make(pair: Pair) -> Any:
+        client = make_client(pair.region, endpoint_url=box.endpoint, credentials=CREDENTIALS)
+        for event, handler in (hooks or {}).items():
+            client.meta.events.register(event, handler)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def fleet(sandbox: Sandbox) -> Iterator[dict[str, str]]:
+    """Nine instances in every state a plan tells apart, and two IDs that do not exist.
+
+    Names: p0, p1 running with termination and stop protection; s2 running with stop
+    protection; r3, r4 running; x5, x6 stopped; t7 terminated; q8 stopped with
+    termination protection; m9, m10 missing.
+    """
+    ids = sandbox.launch(9, protected=2, stop_protected=3)
+    admin = sandbox.client()
+    admin.stop_instances(InstanceIds=[ids[5], ids[6], ids[8]])
+    admin.terminate_instances(InstanceIds=[ids[7]])
+    admin.modify_instance_attribute(InstanceId=ids[8], DisableApiTermination={"Value": True})
+    admin.create_tags(
+        Resources=[ids[0], ids[3]],
+        Tags=[{"Key": "Name", "Value": "web-1"}, {"Key": "team", "Value": "blue"}],
+    )
+    names = ["p0", "p1", "s2", "r3", "r4", "x5", "x6", "t7", "q8"]
+    by_name = dict(zip(names, ids, strict=True))
+    by_name.update(zip(["m9", "m10"], fake_ids(2), strict=True))
+    yield by_name
+
+
+# The prediction for each instance of ``fleet``, per action.
+EXPECTED = {
+    "terminate": {
+        **dict.fromkeys(["p0", "p1", "q8"], P),
+        **dict.fromkeys(["s2", "r3", "r4", "x5", "x6"], A),
+        "t7": D,
+        **dict.fromkeys(["m9", "m10"], M),
+    },
+    "stop": {
+        **dict.fromkeys(["p0", "p1", "s2"], P),
+        **dict.fromkeys(["r3", "r4"], A),
+        **dict.fromkeys(["x5", "x6", "q8"], D),
+        "t7": W,
+        **dict.fromkeys(["m9", "m10"], M),
+    },
+    "start": {
+        **dict.fromkeys(["p0", "p1", "s2", "r3", "r4"], D),
+        **dict.fromkeys(["x5", "x6", "q8"], A),
+        "t7": W,
+        **dict.fromkeys(["m9", "m10"], M),
+    },
+    "reboot": {
+        **dict.fromkeys(["p0", "p1", "s2", "r3", "r4"], A),
+        **dict.fromkeys(["x5", "x6", "q8"], W),
+        "t7": IG,
+        **dict.fromkeys(["m9", "m10"], M),
+    },
+}
+# Missing IDs among the others, so that the real run's batches hold them.
+ORDER = ["r3", "m9", "p0", "x5", "t7", "s2", "m10", "q8", "p1", "r4", "x6"]
+
+
+def real_outcomes(box: Sandbox, action: str, ids: list[str]) -> dict[str, str]:
+    """Run the action for real, in batches of 4, and record each instance's status."""
+    spec = ACTIONS[action]
+    make = clients(box)
+    report = run_job(
+        Job(spec, {HERE: ids}, RunOptions(progress="none", batch_size=4)),
+        lambda pair: InstanceCall(make(pair), spec),
+        quiet(),
+        classify=classify_exception,
+    )
+    out = dict.fromkeys(report.done[HERE], "succeeded")
+    out.update({p.id: p.status for p in report.problems})
+    return out
+
+
+@pytest.mark.parametrize("action", ["terminate", "stop", "start", "reboot"])
+def test_each_prediction_is_what_the_real_run_then_records(
+    sandbox: Sandbox, fleet: dict[str, str], action: str
+) -> None:
+    spec = ACTIONS[action]
+    ids = [fleet[n] for n in ORDER]
+    states_before = sandbox.states()
+
+    plan = make_plan(spec, {HERE: ids}, clients(sandbox), quiet(), options=QUIET)
+
+    name_of = {i: n for n, i in fleet.items()}
+    predicted = {name_of[r.id]: r.prediction for r in plan.rows}
+    assert predicted == EXPECTED[action]
+    assert [r.id for r in plan.rows] == ids  # in the list's order
+    assert sandbox.states() == states_before  # the plan changed nothing
+    assert sandbox.accepted_ids() == set()
+    assert plan.permission[HERE].allowed is True
+    assert plan.acting_ids() == {HERE: [r.id for r in plan.rows if r.prediction is A]}
+
+    outcomes = real_outcomes(sandbox, action, ids)
+
+    assert {name_of[i]: s for i, s in outcomes.items()} == {
+        n: RECORDED[p] for n, p in EXPECTED[action].items()
+    }
+
+
+def test_a_plan_says_what_each_kind_of_call_cost(sandbox: Sandbox, fleet: dict[str, str]) -> None:
+    ids = [fleet[n] for n in ORDER]
+
+    plan = make_plan(ACTIONS["terminate"], {HERE: ids}, clients(sandbox), quiet(), options=QUIET)
+
+    # One DescribeInstances holding the missing IDs: bisected until they are named.
+    assert plan.calls["DescribeInstances"] >= 2
+    # The instances that would be terminated, and the two protected ones among them.
+    assert plan.calls["DescribeInstanceAttribute"] == 8
+    assert plan.calls["TerminateInstances (DryRun)"] == 1
+    assert sandbox.calls_by("TerminateInstances") == 1
+    assert sandbox.calls_by("DescribeInstances") == plan.calls["DescribeInstances"]
+    assert plan.protection_checked
+    assert [fleet[n] for n in ("p0", "q8", "p1")] == [r.id for r in plan.rows if r.prediction is P]
+    assert len(plan.would_fail) == 5  # three protected, two missing
+    assert plan.counts["would act"] == 5
+    assert plan.counts["already in target state"] == 1
+
+
+def test_without_the_protection_check_protected_instances_would_act(
+    sandbox: Sandbox, fleet: dict[str, str]
+) -> None:
+    ids = [fleet[n] for n in ("p0", "s2", "r3")]
+
+    plan = make_plan(
+        ACTIONS["stop"],
+        {HERE: ids},
+        clients(sandbox),
+        quiet(),
+        options=QUIET,
+        check_protection=False,
+    )
+
+    assert [r.prediction for r in plan.rows] == [A, A, A]
+    assert "DescribeInstanceAttribute" not in plan.calls
+    assert not plan.protection_checked
+
+
+def test_start_and_reboot_read_no_protection(sandbox: Sandbox, fleet: dict[str, str]) -> None:
+    for action in ("start", "reboot"):
+        plan = make_plan(
+            ACTIONS[action], {HERE: [fleet["p0"]]}, clients(sandbox), quiet(), options=QUIET
+        )
+        assert "DescribeInstanceAttribute" not in plan.calls
+
+
+def test_describe_reads_state_type_launch_time_and_tags(
+    sandbox: Sandbox, fleet: dict[str, str]
+) -> None:
+    ids = [fleet[n] for n in ("p0", "x5", "t7", "m9")]
+
+    found = describe({HERE: ids}, clients(sandbox), quiet(), options=QUIET)[HERE]
+
+    web = found[fleet["p0"]]
+    assert web is not None
+    assert (web.state, web.type, web.name) == ("running", "t3.micro", "web-1")
+    assert web.tags == {"Name": "web-1", "team": "blue"}
+    assert isinstance(web.launch_time, datetime)
+    stopped, gone = found[fleet["x5"]], found[fleet["t7"]]
+    assert stopped is not None and stopped.state == "stopped" and stopped.name is None
+    assert gone is not None and gone.state == "terminated"
+    assert found[fleet["m9"]] is None
+
+
+def test_protection_attributes_are_read_one_instance_a_call(
+    sandbox: Sandbox, fleet: dict[str, str]
+) -> None:
+    ids = [fleet[n] for n in ("p0", "s2", "r3", "m9")]
+    groups = {HERE: ids}
+
+    stop = read_attribute(
+        groups, clients(sandbox), quiet(), attribute="disableApiStop", options=QUIET
+    )
+    term = read_attribute(
+        groups, clients(sandbox), quiet(), attribute="disableApiTermination", options=QUIET
+    )
+
+    assert stop[HERE] == {fleet["p0"]: True, fleet["s2"]: True, fleet["r3"]: False}
+    assert term[HERE] == {fleet["p0"]: True, fleet["s2"]: False, fleet["r3"]: False}
+
+
+def test_an_attribute_check_sends_a_larger_batch_back_to_travel_alone() -> None:
+    class NoCalls:
+        def describe_instance_attribute(self, **_: Any) -> Any:
+            raise AssertionError("no call for a batch of two")
+
+    outcomes = AttributeCheck(NoCalls(), "disableApiStop")(["i-1", "i-2"])
+
+    assert {o.kind for o in outcomes.values()} == {Kind.REQUEUE}
+    assert {o.batch_limit for o in outcomes.values()} == {1}
+
+
+def test_a_throttled_describe_still_reads_every_instance() -> None:
+    config = SandboxConfig(
+        OPEN.requests, OPEN.resources, limits={"DescribeInstances": (BucketSpec(2, 20), None)}
+    )
+    with Sandbox(config) as box:
+        ids = box.launch(40)
+        missing = fake_ids(3)
+
+        found = describe(
+            {HERE: ids[:20] + missing + ids[20:]},
+            clients(box),
+            quiet(),
+            options=QUIET,
+            batch_size=3,
+        )[HERE]
+
+        assert box.throttles_by("DescribeInstances") > 0
+    assert {i for i, info in found.items() if info is not None} == set(ids)
+    assert {i for i, info in found.items() if info is None} == set(missing)
+
+
+def _unauthorized(request: Any, **_: Any) -> AWSResponse:
+    """EC2's answer to a caller whose policy does not allow the action."""
+    body = (
+        b'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
+        b"<Code>UnauthorizedOperation</Code><Message>You are not authorized to perform "
+        b"this operation.</Message></Error></Errors><RequestID>r-1</RequestID></Response>"
+    )
+
+    class Raw:
+        def stream(self, **_: Any) -> Iterator[bytes]:
+            yield body
+
+    return AWSResponse(request.url, 403, {"Content-Type": "text/xml"}, Raw())
+
+
+def test_a_refused_dry_run_makes_every_action_of_its_pair_not_permitted(
+    sandbox: Sandbox, fleet: dict[str, str]
+) -> None:
+    # moto never refuses a DryRun, so this pair's action calls get EC2's refusal here;
+    # its reads still go over HTTP to the sandbox.
+    refuse = clients(sandbox, {"before-send.ec2.TerminateInstances": _unauthorized})
+    ids = [fleet[n] for n in ORDER]
+
+    plan = make_plan(
+        ACTIONS["terminate"],
+        {HERE: ids},
+        lambda pair: refuse(pair),
+        quiet(),
+        options=QUIET,
+    )
+
+    permission = plan.permission[HERE]
+    assert permission.allowed is False
+    assert permission.code == "UnauthorizedOperation"
+    assert permission.checked_id == fleet["r3"]  # the first that would act
+    assert plan.acting_ids() == {}
+    assert plan.counts["not permitted"] == 5
+    assert len(plan.would_fail) == 10  # everything but the terminated one
+    assert estimate(ACTIONS["terminate"], plan, 10).pairs == []
+
+
+def info(i: str, state: str = "running") -> InstanceInfo:
+    return InstanceInfo(i, state, "t3.micro", None, {}, None)
+
+
+def synthetic(counts: dict[Pair, int], action: str = "terminate") -> Plan:
+    rows = [
+        Row(pair, f"i-{n:017x}", info(f"i-{n:017x}"), A)
+        for pair, count in counts.items()
+        for n in range(count)
+    ]
+    return Plan(ACTIONS[action], rows)
+
+
+def test_the_estimate_is_the_longest_pairs_bound_times_the_overhead() -> None:
+    plan = synthetic({HERE: 280, Pair(None, WEST): 10})
+
+    est = estimate(ACTIONS["terminate"], plan, 2)
+
+    # 140 calls: 100 from the burst, 40 more at 5 per second; 280 instances fit in 1000.
+    assert est.bound_seconds == pytest.approx(8.0)
+    assert est.expected_seconds == pytest.approx(8.4)
+    assert est.longest is not None and est.longest.pair == HERE
+
+
+def test_the_instance_bucket_can_set_the_bound() -> None:
+    plan = synthetic({HERE: 1200}, "stop")
+
+    est = estimate(ACTIONS["stop"], plan, 100)
+
+    # 12 calls fit the burst of 50; 1200 instances are 200 past the burst of 1000, at 20/s.
+    assert est.bound_seconds == pytest.approx(10.0)
+    assert est.pairs[0].calls == 12
+
+
+def test_refused_ids_cost_the_calls_of_their_split() -> None:
+    plan = synthetic({HERE: 20})
+    plan.rows[3] = Row(HERE, "i-gone", None, M)
+    plan.rows[12] = Row(HERE, "i-prot", info("i-prot"), P)
+
+    whole = estimate(ACTIONS["terminate"], plan, 10)
+    acting = estimate(ACTIONS["terminate"], plan, 10, only_acting=True)
+
+    assert whole.pairs[0].calls == 2 + 2 * 2
+    assert acting.pairs[0].calls == 2
+    assert acting.pairs[0].ids == 18
+
+
+def test_predictions_for_states_the_sandbox_never_shows() -> None:
+    terminate, stop, start, reboot = (ACTIONS[a] for a in ("terminate", "stop", "start", "reboot"))
+    assert predict(terminate, info("i-1", "shutting-down"), None) is D
+    assert predict(stop, info("i-1", "stopping"), None) is D
+    assert predict(start, info("i-1", "stopping"), None) is W
+    assert predict(reboot, info("i-1", "shutting-down"), None) is IG
+    assert predict(terminate, info("i-1", "stopped"), True) is P
+    assert predict(terminate, info("i-1", "terminated"), True) is D  # protection is moot
+    assert predict(stop, None, None) is M
+    assert predict(stop, info("i-1", "hibernating"), None) is Prediction.UNKNOWN
+
+
+def test_rendering_samples_fifty_rows_and_states_the_estimate() -> None:
+    plan = synthetic({HERE: 280})
+    plan.calls = {"DescribeInstances": 2, "TerminateInstances (DryRun)": 1}
+    console = quiet()
+
+    render_plan(plan, estimate(ACTIONS["terminate"], plan, 2), console)
+
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "… and 230 more" in text
+    assert plan.rows[49].id in text and plan.rows[50].id not in text
+    assert "280 would act" in text
+    assert "2 DescribeInstances, 1 TerminateInstances (DryRun)" in text
+    assert (
+        "at EC2's default limits for TerminateInstances: bound 8.0 s, expected about 8.4 s" in text
+    )
+
+
+def test_the_json_holds_every_row_and_the_estimate(sandbox: Sandbox, fleet: dict[str, str]) -> None:
+    spec = ACTIONS["stop"]
+    plan = make_plan(
+        spec, {HERE: [fleet[n] for n in ORDER]}, clients(sandbox), quiet(), options=QUIET
+    )
+
+    data = json.loads(json.dumps(plan_json(plan, estimate(spec, plan, 10))))
+
+    assert data["counts"] == plan.counts
+    assert data["would_fail"] == 6 and data["would_act"] == 2
+    assert len(data["rows"]) == 11
+    web = next(r for r in data["rows"] if r["id"] == fleet["r3"])
+    assert web["name"] == "web-1" and web["tags"]["team"] == "blue"
+    assert web["prediction"] == "would act" and web["state"] == "running"
+    assert data["estimate"]["api"] == "StopInstances"
+    assert data["calls"]["StopInstances (DryRun)"] == 1
+
+
+def test_one_pair_writes_plain_ids_that_the_cli_then_acts_on(
+    sandbox: Sandbox, fleet: dict[str, str], tmp_path: Path
+) -> None:
+    spec = ACTIONS["terminate"]
+    plan = make_plan(
+        spec, {HERE: [fleet[n] for n in ORDER]}, clients(sandbox), quiet(), options=QUIET
+    )
+    path = tmp_path / "acting.txt"
+
+    assert write_plan_ids(plan, str(path)) == 5
+    targets = read_targets(str(path))
+    assert targets.format == "plain" and targets.ids == plan.acting_ids()[HERE]
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "terminate",
+            "--ids",
+            str(path),
+            "--endpoint-url",
+            sandbox.endpoint,
+            "--yes",
+            "--output",
+            "json",
+            "--progress",
+            "none",
+            "--ledger",
+            str(tmp_path / "ledger.jsonl"),
+        ],
+    )
+    summary = json.loads(result.stdout)
+    assert summary["counts"]["succeeded"] == 5 and summary["exit_code"] == 0
+
+
+def test_several_pairs_write_a_csv_with_each_ids_region(sandbox: Sandbox, tmp_path: Path) -> None:
+    east = sandbox.launch(3, protected=1, region=EAST)
+    west = sandbox.launch(2, region=WEST)
+    west_pair = Pair(None, WEST)
+    groups = {HERE: east, west_pair: west + fake_ids(1)}
+
+    plan = make_plan(ACTIONS["terminate"], groups, clients(sandbox), quiet(), options=QUIET)
+
+    assert plan.acting_ids() == {HERE: east[1:], west_pair: west}
+    assert sandbox.calls_by("TerminateInstances", region=EAST) == 1
+    assert sandbox.calls_by("TerminateInstances", region=WEST) == 1
+    path = tmp_path / "acting.csv"
+    write_plan_ids(plan, str(path))
+    targets = read_targets(str(path))
+    assert targets.format == "csv"
+    assert [(t.id, t.region, t.account) for t in targets.items] == [
+        *((i, EAST, None) for i in east[1:]),
+        *((i, WEST, None) for i in west),
+    ]
+
+
+def test_a_pair_that_cannot_be_read_is_unknown_not_missing(sandbox: Sandbox) -> None:
+    east = sandbox.launch(2, region=EAST)
+    west_pair = Pair(None, WEST)
+    reach = clients(sandbox)
+
+    def make(pair: Pair) -> Any:
+        if pair == west_pair:
+            raise NoCredentialsError()
+        return reach(pair)
+
+    plan = make_plan(
+        ACTIONS["stop"], {HERE: east, west_pair: fake_ids(2)}, make, quiet(), options=QUIET
+    )
+
+    assert plan.acting_ids() == {HERE: east}
+    unknown = plan.unknown
+    assert [r.pair for r in unknown] == [west_pair, west_pair]
+    assert "NoCredentialsError" in unknown[0].reason
+    assert plan.would_fail == []
+    assert list(plan.permission) == [HERE]

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
+from swarm_cli.summary_md import append_step_summary, cell, markdown_summary, mermaid_chart
+
+
+def sample(t: float, cwnd: float) -> Sample:
+    return Sample(t, cwnd, 0, 0, 0)
+
+
+def recorded_report() -> Report:
+    east = PairReport(
+        "us-east-1",
+        "111111111111",
+        total=6,
+        counts={"succeeded": 4, "failed": 1, "missing": 0, "pending": 1},
+        calls=9,
+        throttled_calls=2,
+        window=WindowReport(final=3, peak=8),
+        series=[sample(t, c) for t, c in ((0, 1), (10, 4), (20, 8), (30, 4), (40, 6), (59, 3))],
+    )
+    west = PairReport(
+        "eu-west-1",
+        "222222222222",
+        total=4,
+        counts={"succeeded": 3, "failed": 0, "missing": 1, "pending": 0},
+        calls=5,
+        throttled_calls=0,
+        window=WindowReport(final=5, peak=5.5),
+        series=[sample(0, 2), sample(30, 5)],
+    )
+    return Report(
+        run="r",
+        action="stop",
+        pairs=[east, west],
+        problems=[
+            Problem("i-0001", "failed", "IncorrectInstanceState", "in state | stopping",
+                    "us-east-1", "111111111111"),
+            Problem("i-0003", "missing", "InvalidInstanceID.NotFound", None,
+                    "eu-west-1", "222222222222"),
+            Problem("i-0002", "pending", "Interrupted", "stopped by SIGINT",
+                    "us-east-1", "111111111111"),
+        ],
+        ledger="runs/ledger.jsonl",
+        signal="SIGINT",
+        elapsed_seconds=61.5,
+    )  # fmt: skip
+
+
+def test_title_and_counts_table() -> None:
+    text = markdown_summary(recorded_report())
+    lines = text.splitlines()
+    assert lines[0] == "## swarm stop: 7 of 10 succeeded, 1 failed, 1 pending, 1 missing in 61.5s"
+    for row in (
+        "| succeeded | 7 |",
+        "| failed | 1 |",
+        "| missing | 1 |",
+        "| pending | 1 |",
+        "| total | 10 |",
+        "| calls | 14 |",
+        "| throttled calls | 2 |",
+    ):
+        assert row in lines
+    assert "**Interrupted** by SIGINT: what was not done is recorded as pending." in lines
+    assert "Ledger: `runs/ledger.jsonl`" in lines
+
+
+def test_a_row_per_pair() -> None:
+    lines = markdown_summary(recorded_report()).splitlines()
+    assert "| 111111111111 | us-east-1 | 4 | 1 | 0 | 1 | 9 | 2 | 8 |" in lines
+    assert "| 222222222222 | eu-west-1 | 3 | 0 | 1 | 0 | 5 | 0 | 5.5 |" in lines
+
+
+def test_problems_listed_failed_first_with_pipes_escaped() -> None:
+    lines = markdown_summary(recorded_report()).splitlines()
+    start = lines.index("### Not done (3)")
+    assert lines[start + 4 : start + 7] == [
+        "| i-0001 | failed | IncorrectInstanceState | 111111111111 | us-east-1 "
+        "| in state \\| stopping |",
+        "| i-0002 | pending | Interrupted | 111111111111 | us-east-1 | stopped by SIGINT |",
+        "| i-0003 | missing | InvalidInstanceID.NotFound | 222222222222 | eu-west-1 |  |",
+    ]
+
+
+def test_problems_beyond_the_limit_are_counted() -> None:
+    text = markdown_summary(recorded_report(), max_failed=1)
+    assert "| i-0001 | failed |" in text and "i-0002" not in text
+    assert "… and 2 more (see the ledger)." in text
+
+
+def test_cell_escapes_what_would_break_a_table() -> None:
+    assert cell("a|b\nc") == "a\\|b c"
+    assert cell("<b>") == "&lt;b>"
+    assert cell(None) == ""
+
+
+def test_mermaid_chart_resamples_each_pair_to_60_points() -> None:
+    text = markdown_summary(recorded_report())
+    block = text[text.index("```mermaid") :]
+    block = block[: block.index("```", 3) + 3].splitlines()
+    assert block[2] == "xychart-beta"
+    assert '    x-axis "seconds" 0 --> 59' in block
+    assert '    y-axis "cwnd (calls in flight allowed)" 0 --> 8' in block
+    # 60 points over 59 s: one a second; each is the window as last set at that second.
+    east = [1] * 10 + [4] * 10 + [8] * 10 + [4] * 10 + [6] * 19 + [3]
+    west = [2] * 30 + [5] * 30
+    lines = [line for line in block if line.startswith("    line ")]
+    assert lines == [
+        f"    line [{', '.join(map(str, east))}]",
+        f"    line [{', '.join(map(str, west))}]",
+    ]
+    assert "Lines: blue: 111111111111/us-east-1, orange: 222222222222/eu-west-1" in text
+
+
+def test_no_chart_without_points() -> None:
+    report = recorded_report()
+    for row in report.pairs:
+        row.series = []
+    assert mermaid_chart(report.pairs) is None
+    assert "```mermaid" not in markdown_summary(report)
+
+
+def test_step_summary_appends(tmp_path: Path) -> None:
+    target = tmp_path / "summary.md"
+    target.write_text("# earlier step\n")
+    env = {"GITHUB_STEP_SUMMARY": str(target)}
+    assert append_step_summary(recorded_report(), env) == str(target)
+    assert append_step_summary(recorded_report(), env) == str(target)
+    text = target.read_text()
+    assert text.startswith("# earlier step\n")
+    assert text.count("## swarm stop: 7 of 10 succeeded") == 2
+
+
+def test_step_summary_is_skipped_without_the_variable_or_a_writable_file(
+    tmp_path: Path,
+) -> None:
+    assert append_step_summary(recorded_report(), {}) is None
+    assert append_step_summary(recorded_report(), {"GITHUB_STEP_SUMMARY": str(tmp_path)}) is None
