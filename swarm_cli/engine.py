@@ -234,15 +234,22 @@ class Engine:
         name = signal_name(signum)
         self.stop(Outcome(Kind.UNREACHABLE, "Interrupted", f"stopped by {name} before an answer"))
 
-    def run(self, ids: Sequence[str]) -> RunResult:
+    def run(self, ids: Sequence[str], settled: Mapping[str, Outcome] | None = None) -> RunResult:
+        """Run ``ids`` to the end; those in ``settled`` are recorded with that outcome, unsent
+        (e.g. instances a rail protects)."""
         start = self.clock()
         ids = list(dict.fromkeys(ids))  # one intent per ID, first place kept
+        settled = settled or {}
         with self._cond:
             for i in ids:
                 intent = _Intent(i)
                 self._open[i] = intent
-                self._queue.append(intent)
+                if i not in settled:
+                    self._queue.append(intent)
             self._emit("queued", ids=tuple(ids))
+            for i in ids:
+                if i in settled:
+                    self._settle(self._open[i], settled[i], start)
         try:
             try:
                 self._dispatch()

@@ -61,6 +61,8 @@ class Job:
     groups: Mapping[Pair, Sequence[str]]
     options: RunOptions = field(default_factory=RunOptions)
     title: str = ""
+    # Intents recorded with an outcome and never sent (e.g. protected by --protect-tag).
+    settled: Mapping[Pair, Mapping[str, Outcome]] = field(default_factory=dict)
 
     @classmethod
     def single(
@@ -216,9 +218,17 @@ def orderly_stops(stop: Callable[[int], None]) -> Iterator[None]:
 class _Lane:
     """One pair's engine, its counters and its result."""
 
-    def __init__(self, pair: Pair, ids: Sequence[str], engine: Engine, stats: Stats) -> None:
+    def __init__(
+        self,
+        pair: Pair,
+        ids: Sequence[str],
+        engine: Engine,
+        stats: Stats,
+        settled: Mapping[str, Outcome] | None = None,
+    ) -> None:
         self.pair = pair
         self.ids = ids
+        self.settled = settled or {}
         self.engine = engine
         self.stats = stats
         self.result = RunResult()
@@ -231,7 +241,7 @@ class _Lane:
             self.done.append(event.ids[0])
 
     def _run(self) -> None:
-        self.result = self.engine.run(self.ids)
+        self.result = self.engine.run(self.ids, self.settled)
 
 
 def _no_action(ids: Sequence[str]) -> Mapping[str, Outcome]:
@@ -283,7 +293,7 @@ def run_job(
             engine.refuse(refused)
         if o.verbose:
             engine.subscribers.append(CallLog(console, job.action.name, pair, len(job.groups) > 1))
-        lanes.append(_Lane(pair, ids, engine, stats))
+        lanes.append(_Lane(pair, ids, engine, stats, job.settled.get(pair)))
 
     writer: LedgerWriter | None = None
     ledger_error: str | None = None

@@ -409,6 +409,20 @@ class _InstanceIndex:
             out.append(entry)
         return out
 
+    def held(self, instance_ids: Iterable[str]) -> dict[str, _Entry]:
+        """The entries of those of these IDs that instances have now.
+
+        One catch-up for all of them, where ``find`` would catch up once per
+        unknown ID: a load checks every ID it is given before making any.
+        """
+        self._catch_up()
+        out = {}
+        for instance_id in instance_ids:
+            entry = self._entries.get(instance_id)
+            if entry is not None and entry.instance.id == instance_id:
+                out[instance_id] = entry
+        return out
+
     def rename(self, instance: Any, new_id: str) -> None:
         """Give a moto instance another ID, keeping it findable under that ID."""
         old = self.find(instance.id)
@@ -1203,7 +1217,9 @@ class Sandbox:
         with front._moto:
             backend = ec2_backends[account or ACCOUNT][region or self.config.region]
             index = _InstanceIndex.of(backend)
-            todo = [i for i in dict.fromkeys(ids) if index.find(i) is None]
+            unique = list(dict.fromkeys(ids))
+            held = index.held(unique)
+            todo = [i for i in unique if i not in held]
         total = len(todo)
         if progress is not None:
             progress(0, total)
@@ -1231,8 +1247,7 @@ class Sandbox:
         with self._front()._moto:
             backend = ec2_backends[account or ACCOUNT][region or self.config.region]
             index = _InstanceIndex.of(backend)
-            found = ((i, index.find(i)) for i in dict.fromkeys(ids))
-            return {i: str(entry.instance.state) for i, entry in found if entry is not None}
+            return {i: str(entry.instance.state) for i, entry in index.held(ids).items()}
 
     def states(
         self,

@@ -161,7 +161,7 @@ def test_dry_run_terminates_nothing_and_writes_no_ledger(sandbox: Sandbox, tmp_p
         sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--dry-run"
     )
     assert code == 0
-    assert report["dry_run"] is True and report["counts"]["succeeded"] == 5
+    assert report["dry_run"] is True and report["would_act"] == 5
     assert set(sandbox.states(ids).values()) == {"running"}
     assert not ledger.exists()
 

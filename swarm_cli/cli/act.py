@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, Protocol
 
 import typer
 from rich.console import Console
@@ -24,9 +24,23 @@ from ..ledger import (
     fold,
     read_records,
 )
+from ..outcome import Kind, Outcome
+from ..rails import (
+    PROTECTED_CODE,
+    SAMPLE_SIZE,
+    RailError,
+    account_alias,
+    ask,
+    check_account,
+    check_max_count,
+    confirmation_text,
+    protect_tags,
+    split_protected,
+)
 from ..report import Pair, Report
 from ..run import (
     EXIT_AUTH,
+    EXIT_FAILED,
     EXIT_REFUSED,
     EXIT_USAGE,
     Job,
@@ -38,11 +52,14 @@ from .common import (
     BatchSize,
     CallTimeout,
     DrainTimeout,
+    ExcludeOpt,
+    FilterOpt,
     MaxAttempts,
     MaxOutage,
     MaxWindow,
     MinWindow,
     MissingOk,
+    OlderThanOpt,
     Output,
     OutputOpt,
     ProgressChoice,
@@ -71,7 +88,7 @@ EXIT_CODES = (
 class Flags:
     """What a user asked of one action run, gathered from the command line."""
 
-    ids: str
+    ids: str | None
     region: str | None
     profile: str | None
     endpoint_url: str | None
@@ -92,6 +109,14 @@ class Flags:
     wait_timeout: float = 600.0
     quiet: bool = False
     report: str | None = None
+    filters: Sequence[str] = ()
+    older_than: str | None = None
+    exclude_ids: str | None = None
+    expect_account: str | None = None
+    protect_tags: Sequence[str] = ()
+    max_count: int | None = None
+    check_protection: bool = True
+    plan_out: str | None = None
 
 
 def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
@@ -100,10 +125,28 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     out, err = consoles()
     if flags.rollback and not spec.reversible:
         fail(err, f"{spec.name} cannot be undone: --rollback is for stop and start", EXIT_USAGE)
-    targets = load_targets(flags.ids, err)
+    selecting = bool(flags.filters or flags.older_than)
+    if bool(flags.ids) == selecting:
+        fail(
+            err,
+            "say which instances: --ids FILE, or --filter NAME=VALUE (with --older-than, "
+            "--exclude-ids), not both",
+            EXIT_USAGE,
+        )
+    if selecting and flags.sandbox:
+        fail(err, "--sandbox rehearses an ID list: pass --ids (swarm list prints one)", EXIT_USAGE)
     accounts = load_account_map(flags.accounts, flags.role_arn, err)
     region = flags.region or session_region(flags.profile, err)
-    groups = apply_shard(plan_groups(targets, accounts, region, err), flags.shard, err)
+    reach = Reach(flags, accounts, flags.options.window.max_window)
+    if flags.expect_account:
+        expect_account(flags, region, err)
+    found: dict[str, Instance] = {}
+    if selecting:
+        groups = select_groups(spec, flags, accounts, region, reach, found, err)
+    else:
+        targets = load_targets(flags.ids or "-", err)
+        groups = plan_groups(targets, accounts, region, err)
+    groups = apply_shard(groups, flags.shard, err)
     # Last of the checks of the command line: it creates the ledger (proving it writable).
     writes_ledger = not (flags.sandbox or flags.dry_run)
     if writes_ledger:
@@ -123,6 +166,10 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         err.print(f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} to go")
     groups = {p: ids for p, ids in groups.items() if ids}
     total = sum(len(ids) for ids in groups.values())
+    try:
+        check_max_count(total, flags.max_count, action=spec.name)
+    except RailError as exc:
+        fail(err, exc.message, exc.code)
     options = replace(
         flags.options,
         already_done=resumed,
@@ -152,15 +199,17 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
 
     from ..ec2 import InstanceCall, classify_exception
 
-    reach = Reach(flags, accounts, options.window.max_window)
     reach.connect(groups, err)
     endpoint = reach.endpoint or ""
-    if not flags.dry_run and not flags.yes:
-        confirm(spec, groups, endpoint, flags.profile, flags.ids, err)
-    job = Job(spec, groups, replace(options, endpoint=endpoint), title)
+    if flags.dry_run:
+        show_plan(spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err)
+    settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
+    if not flags.yes:
+        confirm(spec, groups, endpoint, flags, reach, found, err)
+    job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
 
     def action(pair: Pair) -> InstanceCall:
-        return InstanceCall(reach.client(pair), spec, dry_run=flags.dry_run, params=flags.params)
+        return InstanceCall(reach.client(pair), spec, params=flags.params)
 
     report = run_job(job, action, err, classify=classify_exception)
     follow_up(spec, flags, job, report, reach, err)
@@ -168,6 +217,190 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     if flags.report:
         save_report(report, flags.report, err)
     finish(report, flags.output, out, err, quiet=flags.quiet)
+
+
+class Instance(Protocol):
+    """What a describe or a selection knows of an instance."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def tags(self) -> Mapping[str, str]: ...
+
+
+def expect_account(flags: Flags, region: str | None, err: Console) -> None:
+    """--expect-account: checked with STS before anything else is read or sent."""
+    import boto3
+
+    assert flags.expect_account is not None
+    try:
+        session = boto3.session.Session(profile_name=flags.profile)
+        got = check_account(
+            session, flags.expect_account, endpoint_url=flags.endpoint_url, region=region
+        )
+    except RailError as exc:
+        fail(err, exc.message, exc.code)
+    except Exception as exc:
+        client_error(exc, err)
+    err.print(f"account {got}: as expected")
+
+
+def selection_pairs(
+    accounts: Mapping[str, Account], region: str | None, err: Console
+) -> list[Pair]:
+    """Where a selection looks: each account's regions (or --region), or --region alone."""
+    if not accounts:
+        if region is None:
+            fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+        return [Pair(None, region)]
+    pairs = []
+    for account in accounts.values():
+        regions = account.regions or ((region,) if region else ())
+        if not regions:
+            fail(err, f"account {account.id} lists no regions: pass --region", EXIT_USAGE)
+        pairs += [Pair(account.id, r) for r in regions]
+    return pairs
+
+
+# The states an action can apply to: a selection looks only at those, unless the user
+# filters on instance-state-name himself (terminated instances stay listed for an hour).
+SOURCE_STATES = {
+    "terminate": ["pending", "running", "stopping", "stopped"],
+    "stop": ["pending", "running"],
+    "start": ["stopped"],
+    "reboot": ["running"],
+}
+
+
+def select_groups(
+    spec: ActionSpec | None,
+    flags: Flags,
+    accounts: Mapping[str, Account],
+    region: str | None,
+    reach: "Reach",
+    found: dict[str, Instance],
+    err: Console,
+) -> dict[Pair, list[str]]:
+    """--filter, --older-than, --exclude-ids: DescribeInstances, every page, per pair."""
+    from datetime import datetime, timezone
+
+    from ..select import SelectError, parse_age, parse_filters, select
+
+    try:
+        filters = parse_filters(flags.filters)
+        older = parse_age(flags.older_than) if flags.older_than else None
+    except SelectError as exc:
+        fail(err, exc.message, EXIT_USAGE)
+    if spec is not None and not any(f["Name"] == "instance-state-name" for f in filters):
+        filters.append({"Name": "instance-state-name", "Values": SOURCE_STATES[spec.name]})
+    exclude: set[str] = set()
+    if flags.exclude_ids:
+        exclude = set(load_targets(flags.exclude_ids, err).ids)
+    pairs = selection_pairs(accounts, region, err)
+    reach.connect({p: [] for p in pairs}, err)
+    now = datetime.now(timezone.utc)
+    groups: dict[Pair, list[str]] = {}
+    for pair in pairs:
+        try:
+            chosen = select(reach.client(pair), filters, older_than=older, exclude=exclude, now=now)
+        except SelectError as exc:
+            fail(err, f"{pair.label}: {exc.message}", exc.exit_code)
+        except Exception as exc:  # an account that could not be reached
+            fail(err, f"{pair.label}: {exc}", EXIT_AUTH)
+        groups[pair] = [i.id for i in chosen]
+        found.update({i.id: i for i in chosen})
+    shown = ", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters)
+    extra = (f", older than {flags.older_than}" if older else "") + (
+        f", minus {len(exclude)} excluded" if exclude else ""
+    )
+    count = sum(len(v) for v in groups.values())
+    err.print(f"selected {count} instance(s) in {len(pairs)} pair(s) by {shown}{extra}")
+    return groups
+
+
+def protected_by_tags(
+    spec: ActionSpec,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: "Reach",
+    options: RunOptions,
+    found: dict[str, Instance],
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """--protect-tag: instances carrying the tag are never sent; they are recorded failed."""
+    predicate = protect_tags(flags.protect_tags)
+    if predicate is None:
+        return {}
+    describe_missing(groups, reach, options, found, err)
+    refused = Outcome(
+        Kind.PERMANENT, PROTECTED_CODE, "carries a tag that --protect-tag protects; not sent"
+    )
+    settled: dict[Pair, dict[str, Outcome]] = {}
+    for pair, ids in groups.items():
+        known = [found[i] for i in ids if i in found]
+        _, protected = split_protected(known, predicate)
+        if protected:
+            settled[pair] = {i.id: refused for i in protected}
+    count = sum(len(v) for v in settled.values())
+    if count:
+        err.print(f"--protect-tag: {count} instance(s) protected; they will be recorded, not sent")
+    return settled
+
+
+def describe_missing(
+    groups: Mapping[Pair, Sequence[str]],
+    reach: "Reach",
+    options: RunOptions,
+    found: dict[str, Instance],
+    err: Console,
+) -> None:
+    """Tags and names of listed instances a selection did not already read."""
+    from ..describe import describe
+
+    wanted = {p: [i for i in ids if i not in found] for p, ids in groups.items()}
+    wanted = {p: ids for p, ids in wanted.items() if ids}
+    if not wanted:
+        return
+    read = describe(
+        wanted, reach.client, err, options=replace(options, ledger=None, progress="none")
+    )
+    for infos in read.values():
+        found.update({i: info for i, info in infos.items() if info is not None})
+
+
+def show_plan(
+    spec: ActionSpec,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: "Reach",
+    options: RunOptions,
+    out: Console,
+    err: Console,
+) -> NoReturn:
+    """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
+    from ..plan import estimate, make_plan, plan_json, render_plan, write_plan_ids
+
+    plan = make_plan(
+        spec,
+        groups,
+        reach.client,
+        err,
+        options=replace(options, ledger=None, progress="none"),
+        check_protection=flags.check_protection,
+        params=flags.params,
+    )
+    est = estimate(spec, plan, options.batch_size)
+    if flags.plan_out:
+        count = write_plan_ids(plan, flags.plan_out)
+        err.print(f"plan: {count} instance(s) that would be acted on written to {flags.plan_out}")
+    if flags.output is Output.json:
+        render_plan(plan, est, err)
+        out.file.write(json_text({"dry_run": True, **plan_json(plan, est)}))
+    else:
+        render_plan(plan, est, out)
+    raise typer.Exit(EXIT_FAILED if plan.would_fail or plan.unknown else 0)
 
 
 def follow_up(
@@ -378,8 +611,10 @@ class Reach:
         self.endpoint: str | None = None
         self._clients: dict[Pair, Any] = {}
         self._errors: dict[str | None, Exception] = {}
+        self._credentials: dict[str | None, Any] = {}
 
     def connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
+        """Credentials and a client for every pair not reached yet (calling again is cheap)."""
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -387,7 +622,7 @@ class Reach:
         from ..ec2 import make_client, redact_url
 
         f = self.flags
-        credentials: dict[str | None, Any] = {}
+        credentials = self._credentials
         try:
             session = boto3.session.Session(profile_name=f.profile)
         except Exception as exc:
@@ -407,7 +642,7 @@ class Reach:
                 continue
             credentials[account] = got.session_kwargs()
         for pair in groups:
-            if pair.account in self._errors:
+            if pair.account in self._errors or pair in self._clients:
                 continue
             try:
                 client = make_client(
@@ -428,6 +663,23 @@ class Reach:
     @property
     def unreachable(self) -> list[str]:
         return [a or "(default)" for a in self._errors]
+
+    def alias(self, pair: Pair) -> str | None:
+        """The account's alias, where IAM lets us read it (a nicety: None otherwise)."""
+        import boto3
+
+        if pair not in self._clients:
+            return None
+        try:
+            kwargs = self._credentials.get(pair.account) or {}
+            profile = self.flags.profile if pair.account is None else None
+            session = boto3.session.Session(profile_name=profile, **kwargs)
+            iam = session.client(
+                "iam", region_name=pair.region, endpoint_url=self.flags.endpoint_url
+            )
+        except Exception:
+            return None
+        return account_alias(iam)
 
     def client(self, pair: Pair) -> Any:
         if pair.account in self._errors:
@@ -487,29 +739,41 @@ def confirm(
     spec: ActionSpec,
     groups: Mapping[Pair, Sequence[str]],
     where: str,
-    profile: str | None,
-    ids: str,
+    flags: Flags,
+    reach: "Reach",
+    found: dict[str, Instance],
     err: Console,
 ) -> None:
+    """Name what is about to happen (account, regions, count, endpoint, a sample) and ask."""
     count = sum(len(v) for v in groups.values())
-    if len(groups) == 1:
-        (pair,) = groups
-        place = f"in {pair.label}"
-    else:
-        shown = ", ".join(f"{p.label} ({len(v)})" for p, v in list(groups.items())[:6])
-        more = f" and {len(groups) - 6} more" if len(groups) > 6 else ""
-        place = f"in {len(groups)} account/region pairs: {shown}{more},"
-    what = f"{spec.name} {count} instance(s) {place} via {where}" + (
-        f" with profile {profile}" if profile else ""
+    first = next(iter(groups.items()))
+    sample_ids = list(first[1][:SAMPLE_SIZE])
+    describe_missing({first[0]: sample_ids}, reach, flags.options, found, err)
+    sample = [(i, found[i].name if i in found else None) for i in sample_ids]
+    accounts = {p.account for p in groups}
+    account, alias = (accounts.pop() if len(accounts) == 1 else None), None
+    if account is None and len(groups) == 1:
+        account = flags.expect_account
+    if account is not None and len(groups) == 1:
+        alias = reach.alias(first[0])
+    text = confirmation_text(
+        spec.name,
+        count,
+        {p.label: len(v) for p, v in groups.items()},
+        where,
+        account,
+        alias,
+        sample,
     )
-    if ids == "-" or not sys.stdin.isatty():
+    on_stdin = flags.ids == "-"
+    if not sys.stdin.isatty() and not on_stdin:
         fail(
             err,
-            f"refusing to {what} without confirmation: no terminal to ask on. "
-            "Pass --yes to confirm (scripts and CI).",
+            f"refusing to {spec.name} {count} instance(s) without confirmation: no terminal to "
+            "ask on. Pass --yes to confirm (scripts and CI).",
             EXIT_REFUSED,
         )
-    if not typer.confirm(f"About to {what}. Continue?", default=False, err=True):
+    if not ask(f"{text}\nContinue? [y/N] ", stdin_is_ids=on_stdin):
         err.print("not confirmed; nothing was sent")
         raise typer.Exit(EXIT_REFUSED)
 
@@ -528,13 +792,18 @@ def client_error(exc: Exception, err: Console) -> NoReturn:
     fail(err, f"cannot set up the EC2 client: {exc}", EXIT_USAGE)
 
 
-def register(spec: ActionSpec, summary: str) -> None:
-    """Add ``swarm <spec.name>`` with every shared option (and the action's own flags)."""
+def register(
+    spec: ActionSpec, summary: str, *, into: typer.Typer = app, plan: bool = False
+) -> None:
+    """Add ``swarm <spec.name>`` with every shared option (and the action's own flags).
+
+    With ``plan``, the command only predicts (``swarm plan <action>``, as ``--dry-run``).
+    """
     is_stop = "force" in spec.flags
 
     def command(
         ids: Annotated[
-            str,
+            str | None,
             typer.Option(
                 "--ids",
                 metavar="FILE",
@@ -542,7 +811,53 @@ def register(spec: ActionSpec, summary: str) -> None:
                 "with instance_id[,region][,account] columns, or JSON lines; - reads stdin.",
                 show_default=False,
             ),
-        ],
+        ] = None,
+        filters: FilterOpt = None,
+        older_than: OlderThanOpt = None,
+        exclude_ids: ExcludeOpt = None,
+        expect_account: Annotated[
+            str | None,
+            typer.Option(
+                "--expect-account",
+                metavar="ID",
+                help="Refuse (exit 3) unless the credentials are this account's (checked with "
+                "STS before anything else).",
+            ),
+        ] = None,
+        protect_tag: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--protect-tag",
+                metavar="KEY[=VALUE]",
+                help="Never touch instances carrying this tag: they are recorded failed "
+                "(Protected). Repeatable.",
+            ),
+        ] = None,
+        max_count: Annotated[
+            int | None,
+            typer.Option(
+                "--max-count",
+                metavar="N",
+                min=0,
+                help="Refuse (exit 3) a run of more than N instances.",
+            ),
+        ] = None,
+        check_protection: Annotated[
+            bool,
+            typer.Option(
+                "--check-protection/--no-check-protection",
+                help="With --dry-run: ask each instance's termination or stop protection "
+                "(DescribeInstanceAttribute: one call per instance).",
+            ),
+        ] = True,
+        plan_out: Annotated[
+            str | None,
+            typer.Option(
+                "--plan-out",
+                metavar="FILE",
+                help="With --dry-run: write the IDs that would be acted on, ready for --ids.",
+            ),
+        ] = None,
         region: Annotated[
             str | None,
             typer.Option(
@@ -590,7 +905,10 @@ def register(spec: ActionSpec, summary: str) -> None:
             bool,
             typer.Option(
                 "--dry-run",
-                help=f"Ask EC2 whether each call would be allowed; {spec.name} nothing.",
+                hidden=plan,
+                help=f"{spec.name.capitalize()} nothing: look every instance up and predict "
+                "its outcome (would act, already done, missing, wrong state, protected, not "
+                "permitted), and how long the run would take; exit 1 if any would fail.",
             ),
         ] = False,
         sandbox: Annotated[
@@ -706,14 +1024,22 @@ def register(spec: ActionSpec, summary: str) -> None:
             spec,
             Flags(
                 ids=ids,
+                filters=filters or (),
+                older_than=older_than,
+                exclude_ids=exclude_ids,
+                expect_account=expect_account,
+                protect_tags=protect_tag or (),
+                max_count=max_count,
+                check_protection=check_protection,
+                plan_out=plan_out,
                 region=region,
                 profile=profile,
                 endpoint_url=endpoint_url,
                 ledger=ledger,
                 resume=resume,
                 yes=yes,
-                dry_run=dry_run,
                 sandbox=sandbox,
+                dry_run=dry_run or plan,
                 params=params,
                 output=output,
                 accounts=accounts,
@@ -726,7 +1052,7 @@ def register(spec: ActionSpec, summary: str) -> None:
                 quiet=quiet,
                 report=report,
                 options=RunOptions(
-                    dry_run=dry_run,
+                    dry_run=dry_run or plan,
                     batch_size=batch_size,
                     max_attempts=max_attempts,
                     window=window_profile(window_profile_, min_window, max_window, err),
@@ -753,7 +1079,7 @@ def register(spec: ActionSpec, summary: str) -> None:
             EXIT_CODES,
         ]
     )
-    app.command(spec.name)(command)
+    into.command(spec.name)(command)
 
 
 register(
@@ -762,6 +1088,20 @@ register(
 register(ACTIONS["stop"], "Stop EC2 instances (--force, --hibernate), as fast as the limit allows.")
 register(ACTIONS["start"], "Start stopped EC2 instances, as fast as the account's limit allows.")
 register(ACTIONS["reboot"], "Reboot EC2 instances, as fast as the account's rate limit allows.")
+
+plan_app = typer.Typer(
+    help="Predict what an action would do to each instance, and how long it would take; "
+    "change nothing.",
+    no_args_is_help=True,
+)
+app.add_typer(plan_app, name="plan")
+for _spec in ACTIONS.values():
+    register(
+        _spec,
+        f"Predict what swarm {_spec.name} would do to each instance; change nothing.",
+        into=plan_app,
+        plan=True,
+    )
 
 
 @app.command()
@@ -844,9 +1184,83 @@ def rollback(
         )
     endpoint = reach.endpoint or ""
     if not yes:
-        confirm(plan.action, plan.groups, endpoint, profile, "", err)
+        confirm(plan.action, plan.groups, endpoint, flags, reach, {}, err)
     options = replace(flags.options, endpoint=endpoint)
     report = run_plan(plan.action, plan.groups, options, reach, err, f"rollback of {plan.run}")
     job = Job(plan.action, plan.groups, options)
     follow_up(plan.action, flags, job, report, reach, err)
     finish(report, output, out, err)
+
+
+@app.command("list")
+def list_cmd(
+    filters: FilterOpt = None,
+    older_than: OlderThanOpt = None,
+    exclude_ids: ExcludeOpt = None,
+    region: Annotated[
+        str | None,
+        typer.Option("--region", metavar="REGION", envvar="AWS_REGION", help="AWS region."),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", metavar="NAME", envvar="AWS_PROFILE", help="Named profile."),
+    ] = None,
+    endpoint_url: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint-url", metavar="URL", envvar="AWS_ENDPOINT_URL", help="EC2 endpoint."
+        ),
+    ] = None,
+    accounts: Annotated[
+        str | None,
+        typer.Option("--accounts", metavar="FILE", help="Accounts file: each account's regions."),
+    ] = None,
+    role_arn: Annotated[
+        str | None, typer.Option("--role-arn", metavar="ARN", help="One IAM role to assume.")
+    ] = None,
+    output: OutputOpt = Output.text,
+) -> None:
+    """Print the instances the filters select: IDs one per line (a CSV with region and account across several), ready for --ids.
+
+    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Every state is listed unless a filter on instance-state-name says otherwise.
+    """  # noqa: E501 - rich keeps a docstring's line breaks
+    out, err = consoles()
+    flags = Flags(
+        ids=None,
+        region=region,
+        profile=profile,
+        endpoint_url=endpoint_url,
+        ledger="",
+        resume=False,
+        yes=True,
+        dry_run=True,
+        sandbox=False,
+        params={},
+        options=RunOptions(),
+        output=output,
+        accounts=accounts,
+        role_arn=role_arn,
+        filters=filters or (),
+        older_than=older_than,
+        exclude_ids=exclude_ids,
+    )
+    account_map = load_account_map(accounts, role_arn, err)
+    reach = Reach(flags, account_map, 10)
+    found: dict[str, Instance] = {}
+    groups = select_groups(
+        None, flags, account_map, region or session_region(profile, err), reach, found, err
+    )
+    if output is Output.json:
+        rows = [
+            {"region": p.region, "account": p.account, **found[i].to_dict()}  # type: ignore[attr-defined]
+            for p, ids in groups.items()
+            for i in ids
+        ]
+        out.file.write(json_text({"instances": rows}))
+        return
+    if len(groups) > 1 or any(p.account for p in groups):
+        out.file.write("instance_id,region,account\n")
+        for p, ids in groups.items():
+            out.file.write("".join(f"{i},{p.region},{p.account or ''}\n" for i in ids))
+    else:
+        out.file.write("".join(f"{i}\n" for ids in groups.values() for i in ids))

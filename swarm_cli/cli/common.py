@@ -155,6 +155,30 @@ OutputOpt = Annotated[
         "--output", "-o", help="text: a summary for people; json: one summary object on stdout."
     ),
 ]
+FilterOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--filter",
+        metavar="NAME=VALUE",
+        help="Select instances instead of --ids, with EC2's filter names (tag:env=ci, "
+        "instance-state-name=running, instance-type=t3.micro; several values a,b). "
+        "Repeatable: all must match.",
+    ),
+]
+OlderThanOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--older-than",
+        metavar="AGE",
+        help="Select instances launched at least this long ago (30m, 2h, 7d, 1w).",
+    ),
+]
+ExcludeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--exclude-ids", metavar="FILE", help="IDs never to select (an ID list, any format)."
+    ),
+]
 VerboseOpt = Annotated[
     bool,
     typer.Option(

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from swarm_cli.actions import ACTIONS
+from swarm_cli.display import render_summary
+from swarm_cli.rehearse import LoadReporter, rehearse
+from swarm_cli.report import Pair
+from swarm_cli.run import Job, RunOptions
+from swarm_cli.sandbox import fake_ids
+
+
+def plain_console() -> Console:
+    return Console(
+        file=io.StringIO(), width=200, soft_wrap=True, highlight=False, color_system=None
+    )
+
+
+def printed(console: Console) -> list[str]:
+    file = console.file
+    assert isinstance(file, io.StringIO)
+    return file.getvalue().splitlines()
+
+
+def test_a_rehearsal_loads_every_pair_runs_and_writes_no_ledger(tmp_path: Path) -> None:
+    east, west = fake_ids(30), fake_ids(25)
+    ledger = tmp_path / "ledger.jsonl"
+    job = Job(
+        ACTIONS["terminate"],
+        {Pair(None, "us-east-1"): east, Pair(None, "eu-west-1"): west},
+        RunOptions(progress="none", ledger=str(ledger)),
+        "terminate",
+    )
+    console = plain_console()
+    report = rehearse(job, console)
+    lines = printed(console)
+    assert lines[0] == "rehearsal: no ledger is written"
+    assert "loaded 55 IDs as running instances" in "\n".join(lines)
+    assert report.ledger is None and not ledger.exists()
+    assert report.counts["succeeded"] == 55
+    assert report.extra["sandbox"]["terminated"] == 55
+    assert lines[-1].startswith("rehearsal: at EC2's default limits the real run would take")
+    summary = plain_console()
+    render_summary(report, summary)
+    assert not any("ledger" in line for line in printed(summary))
+
+
+def test_load_reporter_prints_at_most_every_interval_over_all_pairs() -> None:
+    now = [0.0]
+    console = plain_console()
+    reporter = LoadReporter(console, 3_000, every=2.0, clock=lambda: now[0])
+    first = reporter.pair()
+    for done, at in ((0, 0.1), (1_000, 1.0), (2_000, 2.5)):
+        now[0] = at
+        first(done, 2_000)
+    second = reporter.pair()
+    for done, at in ((0, 2.6), (1_000, 3.0)):
+        now[0] = at
+        second(done, 1_000)
+    now[0] = 3.2
+    reporter.finish()
+    assert printed(console) == [
+        "loading 3,000 IDs into the fake EC2: 2,000 done",
+        "loaded 3,000 IDs as running instances in 3.2s; the rehearsal starts",
+    ]
