@@ -20,6 +20,11 @@ an empty body (``empty_throttle_status``), and an endpoint that goes away and
 comes back on the same port with its state intact (``Sandbox.outage``). It
 counts terminations repeated for an instance already terminated through it.
 
+A rehearsal's own ID list (``Sandbox.load_ids``) is launched straight into
+moto's backend, and that backend object is given an instance-ID index
+(``_InstanceIndex``): moto alone scans every instance it holds per lookup, so
+loading took minutes at 10,000 IDs and grew with the square of the count.
+
 The sandbox's own set-up and check calls (``launch``, ``states``, clients from
 ``Sandbox.client``) carry the ``x-swarm-sandbox-admin`` header: the front lets
 them through untouched by buckets, latency, faults, hang mode and counters, so
