@@ -577,7 +577,10 @@ def render_summary(report: Report, console: Console) -> None:
             f"    {item.id}{where}  {item.status}  {item.code or ''}  {item.message or ''}"
         )
     if len(report.problems) > 20:
-        console.print(f"    … and {len(report.problems) - 20} more (see the ledger)")
+        where = (
+            f" (see the ledger {report.ledger})" if report.ledger else " (--output json lists all)"
+        )
+        console.print(f"    … and {len(report.problems) - 20} more{where}")
     if report.fatal:
         console.print(f"  stopped: {report.fatal.code}: {report.fatal.message}", style="bold red")
     elif report.stopped:

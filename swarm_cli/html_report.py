@@ -494,11 +494,13 @@ def _problems(report: Report) -> str:
     rows = "".join(_problem_row(p) for p in problems[:MAX_PROBLEM_ROWS])
     more = ""
     if len(problems) > MAX_PROBLEM_ROWS:
-        where = f" <code>{_e(report.ledger)}</code>" if report.ledger else ""
-        more = (
-            f'<p class="more">… and {len(problems) - MAX_PROBLEM_ROWS} more, '
-            f"see the ledger{where}.</p>"
+        where = (
+            f"see the ledger <code>{_e(report.ledger)}</code>"
+            if report.ledger
+            else "the run wrote no ledger: --output json lists all"
         )
+        more = f'<p class="more">… and {len(problems) - MAX_PROBLEM_ROWS} more, {where}.</p>'
+
     columns = ("id", "region", "account", "status", "code", "message")
     head = "".join(f"<th>{h}</th>" for h in columns)
     return (

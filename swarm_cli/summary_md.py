@@ -125,7 +125,9 @@ def _pairs_table(report: Report) -> list[str]:
     return head + rows
 
 
-def _problems(problems: Sequence[Problem], limit: int, several: bool) -> list[str]:
+def _problems(
+    problems: Sequence[Problem], limit: int, several: bool, has_ledger: bool
+) -> list[str]:
     ranked = sorted(problems, key=lambda p: ORDER.index(p.status) if p.status in ORDER else 9)
     where = " account | region |" if several else ""
     out = [
@@ -140,7 +142,8 @@ def _problems(problems: Sequence[Problem], limit: int, several: bool) -> list[st
             f"| {cell(p.id)} | {cell(p.status)} | {cell(p.code)} |{place} {cell(p.message)} |"
         )
     if len(problems) > limit:
-        out += ["", f"… and {len(problems) - limit} more (see the ledger)."]
+        where = "see the ledger" if has_ledger else "the run wrote no ledger"
+        out += ["", f"… and {len(problems) - limit} more ({where})."]
     return out
 
 
@@ -154,7 +157,12 @@ def markdown_summary(report: Report, *, max_failed: int = 50) -> str:
     out += [*_counts_table(report), ""]
     out += [*_pairs_table(report), ""]
     if report.problems:
-        out += [*_problems(report.problems, max_failed, len(report.pairs) > 1), ""]
+        out += [
+            *_problems(
+                report.problems, max_failed, len(report.pairs) > 1, report.ledger is not None
+            ),
+            "",
+        ]
     if report.ledger:
         out += [f"Ledger: `{report.ledger}`", ""]
     chart = mermaid_chart(report.pairs)
