@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import os
+import select as io_select
 import socket
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -237,7 +238,18 @@ def typed(master: int, text: str) -> None:
 
 
 def shown(master: int) -> str:
-    return os.read(master, 4096).decode("utf-8", "replace")
+    """All the terminal has shown so far: the echo of what was typed and the prompt may
+    come in separate reads."""
+    chunks: list[bytes] = []
+    while io_select.select([master], [], [], 0.2)[0]:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the slave side is closed: nothing more will come
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 @pytest.mark.parametrize(("answer", "expected"), [("y\n", True), ("YES\n", True), ("n\n", False)])
