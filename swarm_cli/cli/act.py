@@ -49,9 +49,11 @@ from ..run import (
 )
 from ..targets import Targets, TargetsError, read_ids
 from .common import (
+    AccountsOpt,
     BatchSize,
     CallTimeout,
     DrainTimeout,
+    EndpointOpt,
     ExcludeOpt,
     FilterOpt,
     MaxAttempts,
@@ -62,9 +64,12 @@ from .common import (
     OlderThanOpt,
     Output,
     OutputOpt,
+    ProfileOpt,
     ProgressChoice,
     ProgressOpt,
     QuietOpt,
+    RegionOpt,
+    RoleArnOpt,
     VerboseOpt,
     WindowChoice,
     WindowOpt,
@@ -858,33 +863,9 @@ def register(
                 help="With --dry-run: write the IDs that would be acted on, ready for --ids.",
             ),
         ] = None,
-        region: Annotated[
-            str | None,
-            typer.Option(
-                "--region",
-                metavar="REGION",
-                envvar="AWS_REGION",
-                help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).",
-            ),
-        ] = None,
-        profile: Annotated[
-            str | None,
-            typer.Option(
-                "--profile",
-                metavar="NAME",
-                envvar="AWS_PROFILE",
-                help="Named AWS profile for credentials.",
-            ),
-        ] = None,
-        endpoint_url: Annotated[
-            str | None,
-            typer.Option(
-                "--endpoint-url",
-                metavar="URL",
-                envvar="AWS_ENDPOINT_URL",
-                help="EC2 endpoint to call instead of AWS's, e.g. a swarm sandbox.",
-            ),
-        ] = None,
+        region: RegionOpt = None,
+        profile: ProfileOpt = None,
+        endpoint_url: EndpointOpt = None,
         ledger: Annotated[
             str,
             typer.Option(
@@ -935,21 +916,8 @@ def register(
                 help="Hibernate instead of stopping (instances must be set up for it).",
             ),
         ] = False,
-        accounts: Annotated[
-            str | None,
-            typer.Option(
-                "--accounts",
-                metavar="FILE",
-                help="Accounts file (c7n-org style YAML or TOML: account_id, role, regions, "
-                "external_id): each account's role is assumed with STS.",
-            ),
-        ] = None,
-        role_arn: Annotated[
-            str | None,
-            typer.Option(
-                "--role-arn", metavar="ARN", help="One IAM role to assume for every instance."
-            ),
-        ] = None,
+        accounts: AccountsOpt = None,
+        role_arn: RoleArnOpt = None,
         shard: Annotated[
             str | None,
             typer.Option(
@@ -1117,26 +1085,10 @@ def rollback(
             "are listed.",
         ),
     ] = None,
-    endpoint_url: Annotated[
-        str | None,
-        typer.Option(
-            "--endpoint-url", metavar="URL", envvar="AWS_ENDPOINT_URL", help="EC2 endpoint to call."
-        ),
-    ] = None,
-    profile: Annotated[
-        str | None,
-        typer.Option("--profile", metavar="NAME", envvar="AWS_PROFILE", help="Named AWS profile."),
-    ] = None,
-    accounts: Annotated[
-        str | None,
-        typer.Option(
-            "--accounts", metavar="FILE", help="Accounts file, for runs that spanned accounts."
-        ),
-    ] = None,
-    role_arn: Annotated[
-        str | None,
-        typer.Option("--role-arn", metavar="ARN", help="One IAM role to assume."),
-    ] = None,
+    endpoint_url: EndpointOpt = None,
+    profile: ProfileOpt = None,
+    accounts: AccountsOpt = None,
+    role_arn: RoleArnOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     wait: Annotated[
         bool, typer.Option("--wait", help="Then wait until each instance is back.")
@@ -1197,27 +1149,11 @@ def list_cmd(
     filters: FilterOpt = None,
     older_than: OlderThanOpt = None,
     exclude_ids: ExcludeOpt = None,
-    region: Annotated[
-        str | None,
-        typer.Option("--region", metavar="REGION", envvar="AWS_REGION", help="AWS region."),
-    ] = None,
-    profile: Annotated[
-        str | None,
-        typer.Option("--profile", metavar="NAME", envvar="AWS_PROFILE", help="Named profile."),
-    ] = None,
-    endpoint_url: Annotated[
-        str | None,
-        typer.Option(
-            "--endpoint-url", metavar="URL", envvar="AWS_ENDPOINT_URL", help="EC2 endpoint."
-        ),
-    ] = None,
-    accounts: Annotated[
-        str | None,
-        typer.Option("--accounts", metavar="FILE", help="Accounts file: each account's regions."),
-    ] = None,
-    role_arn: Annotated[
-        str | None, typer.Option("--role-arn", metavar="ARN", help="One IAM role to assume.")
-    ] = None,
+    region: RegionOpt = None,
+    profile: ProfileOpt = None,
+    endpoint_url: EndpointOpt = None,
+    accounts: AccountsOpt = None,
+    role_arn: RoleArnOpt = None,
     output: OutputOpt = Output.text,
 ) -> None:
     """Print the instances the filters select: IDs one per line (a CSV with region and account across several), ready for --ids.

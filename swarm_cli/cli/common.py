@@ -155,6 +155,44 @@ OutputOpt = Annotated[
         "--output", "-o", help="text: a summary for people; json: one summary object on stdout."
     ),
 ]
+# Where and as whom: shared by every command that calls AWS.
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--region",
+        metavar="REGION",
+        envvar="AWS_REGION",
+        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).",
+    ),
+]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile", metavar="NAME", envvar="AWS_PROFILE", help="Named AWS profile for credentials."
+    ),
+]
+EndpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--endpoint-url",
+        metavar="URL",
+        envvar="AWS_ENDPOINT_URL",
+        help="EC2 (and STS) endpoint to call instead of AWS's, e.g. a swarm sandbox.",
+    ),
+]
+AccountsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--accounts",
+        metavar="FILE",
+        help="Accounts file (c7n-org style YAML or TOML: account_id, role, regions, "
+        "external_id): each account's role is assumed with STS.",
+    ),
+]
+RoleArnOpt = Annotated[
+    str | None,
+    typer.Option("--role-arn", metavar="ARN", help="One IAM role to assume for every instance."),
+]
 FilterOpt = Annotated[
     list[str] | None,
     typer.Option(

@@ -23,6 +23,16 @@ from ..ledger import (
 from ..run import EXIT_FAILED, EXIT_USAGE
 from .common import Output, OutputOpt, ledger_app
 
+LedgersArg = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="LEDGER...",
+        help="Ledger files (runs, shards): several are merged.",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+
 
 class ListFormat(str, Enum):
     auto = "auto"
@@ -32,15 +42,7 @@ class ListFormat(str, Enum):
 
 @ledger_app.command("failed")
 def ledger_failed(
-    paths: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="LEDGER...",
-            help="Ledger files; several are merged.",
-            exists=True,
-            dir_okay=False,
-        ),
-    ],
+    paths: LedgersArg,
     action: Annotated[
         str | None,
         typer.Option(
@@ -95,15 +97,7 @@ def ledger_failed(
 
 @ledger_app.command("summary")
 def ledger_summary(
-    paths: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="LEDGER...",
-            help="Ledger files; several are merged.",
-            exists=True,
-            dir_okay=False,
-        ),
-    ],
+    paths: LedgersArg,
     output: OutputOpt = Output.text,
 ) -> None:
     """Count intents by their merged state, per action."""
@@ -158,15 +152,7 @@ def _reading(read: Callable[[list[Damaged], list[CutShort]], T]) -> T:
 
 @ledger_app.command("merge")
 def ledger_merge(
-    paths: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="LEDGER...",
-            help="Ledgers to merge (shards, runs).",
-            exists=True,
-            dir_okay=False,
-        ),
-    ],
+    paths: LedgersArg,
     out: Annotated[
         Path, typer.Option("--out", "-o", metavar="FILE", help="Where to write the merged ledger.")
     ],

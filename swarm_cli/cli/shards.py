@@ -16,7 +16,7 @@ from .act import (
     session_region,
     warn_unknown_regions,
 )
-from .common import app, consoles, fail
+from .common import AccountsOpt, RegionOpt, app, consoles, fail
 
 
 @app.command()
@@ -24,29 +24,14 @@ def shards(
     n: Annotated[
         int, typer.Option("--n", metavar="N", min=1, help="How many shards (matrix jobs).")
     ],
-    accounts: Annotated[
-        str | None,
-        typer.Option(
-            "--accounts",
-            metavar="FILE",
-            help="Accounts file: each account's regions are its pairs.",
-        ),
-    ] = None,
+    accounts: AccountsOpt = None,
     ids: Annotated[
         str | None,
         typer.Option(
             "--ids", metavar="FILE", help="ID list (with region/account columns): its pairs."
         ),
     ] = None,
-    region: Annotated[
-        str | None,
-        typer.Option(
-            "--region",
-            metavar="REGION",
-            envvar="AWS_REGION",
-            help="Region of entries that name none.",
-        ),
-    ] = None,
+    region: RegionOpt = None,
 ) -> None:
     """Print the matrix for strategy.matrix (fromJSON): which pairs each shard K/N runs.
 
