@@ -203,6 +203,9 @@ class Engine:
         self._tiebreak = itertools.count()
         self._open: dict[str, _Intent] = {}
         self._calls: dict[int, _Call] = {}
+        # (deadline, ticket) of calls sent: the dispatcher looks at the earliest only.
+        # Entries of calls already over are dropped when they reach the top.
+        self._deadlines: list[tuple[float, int]] = []
         self._closed = False
         self._result = RunResult()
         # Set without a lock (a signal handler may set them); read by the dispatcher.
@@ -282,7 +285,8 @@ class Engine:
                     self._send(now)
                     continue
                 wake = [now + POLL, self.outage.give_up_at()]
-                wake += [c.deadline for c in self._calls.values()]
+                if self._deadlines:
+                    wake.append(self._deadlines[0][0])
                 if self._delayed:
                     wake.append(self._delayed[0][0])
                 if self._queue and now < ready_at:
@@ -298,6 +302,7 @@ class Engine:
         for intent in batch:
             intent.attempts += 1
         self._calls[ticket] = call
+        heapq.heappush(self._deadlines, (call.deadline, ticket))
         self._emit("sent", ids=tuple(i.id for i in batch))
         try:
             self._workers.submit(lambda: self._call(call))
@@ -363,7 +368,13 @@ class Engine:
 
     def _expire(self, now: float) -> None:
         """Give up on calls past their deadline: their intents count as unanswered."""
-        for call in [c for c in self._calls.values() if c.deadline <= now]:
+        while self._deadlines and (
+            self._deadlines[0][1] not in self._calls or self._deadlines[0][0] <= now
+        ):
+            _, ticket = heapq.heappop(self._deadlines)
+            call = self._calls.get(ticket)
+            if call is None:
+                continue  # answered already
             self.timeouts.on_timeout()
             waited = call.deadline - call.sent_at
             timed_out = Outcome(Kind.UNREACHABLE, "CallTimeout", f"no answer within {waited:.1f}s")
