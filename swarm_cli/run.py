@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from rich.console import Console
+from rich.text import Text
 
 from .actions import ACTIONS, ActionSpec
 from .display import ProgressMode, choose_progress
@@ -357,7 +358,7 @@ def run_job(
         sent = (
             "no more calls were sent" if any(la.stats.calls for la in lanes) else "nothing was sent"
         )
-        console.print(f"[bold red]error:[/] {ledger_error}; {sent}")
+        console.print(Text.assemble(("error:", "bold red"), f" {ledger_error}; {sent}"))
         if unrecorded:
             console.print(
                 f"{len(unrecorded)} outcome(s) could not be recorded; here they are as "

@@ -436,3 +436,20 @@ def test_version_names_boto3_botocore_and_python() -> None:
 
     code, out, _ = swarm("version")
     assert code == 0 and out.startswith("swarm ") and f"botocore {botocore.__version__}" in out
+
+
+def test_messages_with_brackets_are_printed_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "moto" else real(name, *a)
+    )
+    code, _, err = swarm("demo")
+    assert code == 2 and "pip install 'swarm-cli[sandbox]'" in err
+    bad = tmp_path / "ids.txt"
+    bad.write_text("i-00000001\n[/oops] not an id\n")
+    code, _, err = swarm("terminate", "--ids", str(bad), "--yes")
+    assert code == 2 and "'[/oops]'" in err

@@ -75,10 +75,12 @@ from .common import (
     WindowOpt,
     app,
     consoles,
+    error,
     fail,
     finish,
     interruptible,
     require_sandbox,
+    warn,
     window_profile,
 )
 
@@ -161,7 +163,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
             fail(err, str(exc), EXIT_USAGE)
     resumed = 0
     if flags.resume and not os.path.exists(flags.ledger):
-        err.print(f"resume: no ledger at {flags.ledger} yet; every ID is to go")
+        err.print(f"resume: no ledger at {flags.ledger} yet; every ID is to go", markup=False)
     elif flags.resume:
         done = succeeded(flags.ledger, spec.name, err)
         before = sum(len(ids) for ids in groups.values())
@@ -420,7 +422,7 @@ def follow_up(
             ledger = job.options.ledger
             plan = undo_plan([ledger], report.run) if ledger else undo_report(report)
         except (SagaError, LedgerError) as exc:
-            err.print(f"rollback: {exc}")
+            err.print(f"rollback: {exc}", markup=False)
         else:
             err.print(
                 f"rollback: the failure budget is spent; {plan.action.name} the "
@@ -465,9 +467,9 @@ def save_report(report: Report, path: str, err: Console) -> None:
     try:
         write_html(report, path)
     except OSError as exc:
-        err.print(f"[yellow]warning:[/] could not write the report {path}: {exc.strerror or exc}")
+        warn(err, f"could not write the report {path}: {exc.strerror or exc}")
     else:
-        err.print(f"report: {path}")
+        err.print(f"report: {path}", markup=False)
 
 
 def step_summary(report: Report, err: Console) -> None:
@@ -478,7 +480,7 @@ def step_summary(report: Report, err: Console) -> None:
 
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path and append_step_summary(report) is None:
-        err.print(f"[yellow]warning:[/] could not append the summary to {path}")
+        warn(err, f"could not append the summary to {path}")
 
 
 def load_account_map(
@@ -552,7 +554,7 @@ def warn_unknown_regions(regions: set[str], err: Console) -> None:
         for r in session.get_available_regions("ec2", partition_name=partition)
     }
     for region in sorted(regions - known):
-        err.print(f"[yellow]warning:[/] region {region} is not one botocore knows: a typo?")
+        warn(err, f"region {region} is not one botocore knows: a typo?")
 
 
 def apply_shard(
@@ -643,7 +645,7 @@ class Reach:
                 )
             except (AccountsError, BotoCoreError, ClientError) as exc:
                 self._errors[account] = exc
-                err.print(f"[bold red]error:[/] {exc}; its pairs send nothing")
+                error(err, f"{exc}; its pairs send nothing")
                 continue
             credentials[account] = got.session_kwargs()
         for pair in groups:
@@ -709,11 +711,9 @@ def load_targets(ids: str, err: Console) -> Targets:
         fail(err, str(exc), EXIT_USAGE)
     if targets.bad:
         shown = targets.bad[:20]
-        err.print(
-            f"[bold red]error:[/] {len(targets.bad)} invalid line(s) in {ids}; nothing was sent:"
-        )
+        error(err, f"{len(targets.bad)} invalid line(s) in {ids}; nothing was sent:")
         for bad in shown:
-            err.print(f"  line {bad.line}: {bad.text!r}: {bad.reason}")
+            err.print(f"  line {bad.line}: {bad.text!r}: {bad.reason}", markup=False)
         if len(targets.bad) > len(shown):
             err.print(f"  … and {len(targets.bad) - len(shown)} more")
         raise typer.Exit(EXIT_USAGE)
@@ -721,9 +721,10 @@ def load_targets(ids: str, err: Console) -> Targets:
         dup = len(targets.duplicates)
         extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
         example, lines = next(iter(targets.duplicates.items()))
-        err.print(
-            f"[yellow]warning:[/] {dup} ID(s) listed more than once; {extra} repeat(s) "
-            f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})"
+        warn(
+            err,
+            f"{dup} ID(s) listed more than once; {extra} repeat(s) "
+            f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})",
         )
     return targets
 
@@ -736,7 +737,7 @@ def succeeded(ledger: str, action: str, err: Console) -> set[str]:
     except LedgerError as exc:
         fail(err, str(exc), EXIT_USAGE)
     if damaged:
-        err.print(f"[yellow]warning:[/] {describe_damage(damaged)}")
+        warn(err, describe_damage(damaged))
     return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from .. import __version__
 from ..display import render_summary
@@ -64,8 +65,17 @@ def consoles() -> tuple[Console, Console]:
     )
 
 
+def error(err: Console, message: str) -> None:
+    """One error line; the message is text, never markup (it may hold paths, IDs, [extras])."""
+    err.print(Text.assemble(("error:", "bold red"), " ", message))
+
+
+def warn(err: Console, message: str) -> None:
+    err.print(Text.assemble(("warning:", "yellow"), " ", message))
+
+
 def fail(err: Console, message: str, code: int) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}")
+    error(err, message)
     raise typer.Exit(code)
 
 

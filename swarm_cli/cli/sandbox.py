@@ -31,6 +31,7 @@ from .common import (
     finish,
     interruptible,
     require_sandbox,
+    warn,
     window_profile,
     write_atomic,
 )
@@ -331,7 +332,7 @@ def sandbox_cmd(
     try:
         places = sandbox_places(config.region, regions, accounts)
         if not count and (ids_out or regions > 1 or accounts):
-            err.print("[yellow]warning:[/] --count is 0: no instances are launched")
+            warn(err, "--count is 0: no instances are launched")
         if count:
             err.print(
                 f"launching {count} instances in each of {len(places)} account/region pair(s)…"
