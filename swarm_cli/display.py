@@ -8,7 +8,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -545,6 +545,11 @@ def choose_progress(
 
 def render_summary(report: Report, console: Console) -> None:
     """The human summary of a run (its JSON twin is ``report.to_dict()``)."""
+
+    # Messages, codes and paths come from outside: printed as text, never as markup.
+    def say(text: Any, **kw: Any) -> None:
+        console.print(text, markup=False, **kw)
+
     c = report.counts
     verb = "would succeed" if report.dry_run else "succeeded"
     head = Text.assemble(
@@ -555,7 +560,7 @@ def render_summary(report: Report, console: Console) -> None:
         ),
         f" in {report.elapsed_seconds:.1f}s",
     )
-    console.print(head)
+    say(head)
     for row in report.pairs:
         w = row.window
         where = (
@@ -563,40 +568,38 @@ def render_summary(report: Report, console: Console) -> None:
             if len(report.pairs) > 1
             else "  "
         )
-        console.print(
+        say(
             f"{where}calls {row.calls} · throttled {row.throttled_calls}"
             f" · retried {row.retries} · window peak {w.peak:.0f}, final {w.final:.0f}"
             f", {w.decreases} decreases",
         )
     for status in ("failed", "missing", "pending"):
         if c[status]:
-            console.print(f"  {status}: {c[status]}", style="red")
+            say(f"  {status}: {c[status]}", style="red")
     for item in report.problems[:20]:
         where = f"  {item.region}" if len(report.pairs) > 1 and item.region else ""
-        console.print(
-            f"    {item.id}{where}  {item.status}  {item.code or ''}  {item.message or ''}"
-        )
+        say(f"    {item.id}{where}  {item.status}  {item.code or ''}  {item.message or ''}")
     if len(report.problems) > 20:
         where = (
             f" (see the ledger {report.ledger})" if report.ledger else " (--output json lists all)"
         )
-        console.print(f"    … and {len(report.problems) - 20} more{where}")
+        say(f"    … and {len(report.problems) - 20} more{where}")
     if report.fatal:
-        console.print(f"  stopped: {report.fatal.code}: {report.fatal.message}", style="bold red")
+        say(f"  stopped: {report.fatal.code}: {report.fatal.message}", style="bold red")
     elif report.stopped:
         why = report.stopped
-        console.print(f"  stopped early: {why.message or why.code}", style="yellow")
+        say(f"  stopped early: {why.message or why.code}", style="yellow")
     if report.interrupted:
-        console.print(
+        say(
             f"  interrupted by {report.signal}: what was not done is recorded as pending",
             style="yellow",
         )
     timeouts = report.total_of("timeouts")
     if timeouts:
-        console.print(f"  calls given up for want of an answer: {timeouts}")
+        say(f"  calls given up for want of an answer: {timeouts}")
     waited = report.extra.get("wait")
     if waited:
-        console.print(
+        say(
             f"  wait for {waited.get('target')}: {waited.get('reached', 0)} reached"
             + "".join(
                 f", {waited[k]} {k.replace('_', ' ')}"
@@ -607,17 +610,17 @@ def render_summary(report: Report, console: Console) -> None:
     undone = report.extra.get("rollback")
     if undone:
         u = undone["counts"]
-        console.print(
+        say(
             f"  rollback ({undone['action']}): {u['succeeded']} of {undone['total']} undone"
             + "".join(f", {u[k]} {k}" for k in ("failed", "missing", "pending") if u[k]),
             style="green" if u["succeeded"] == undone["total"] else "bold red",
         )
     if report.ledger_error:
-        console.print(f"  ledger NOT fully written: {report.ledger_error}", style="bold red")
+        say(f"  ledger NOT fully written: {report.ledger_error}", style="bold red")
     if report.ledger:
-        console.print(f"  ledger: {report.ledger}")
+        say(f"  ledger: {report.ledger}")
         if c["failed"] + c["pending"]:
-            console.print(
+            say(
                 f"  retry the rest: swarm {report.action} --ids "
                 f"<(swarm ledger failed --action {report.action} {report.ledger})"
                 if report.action != "terminate"
