@@ -168,7 +168,8 @@ class Budget:
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
-        if event.type not in ("failed", "missing"):
+        # Only what EC2 refused counts: an intent a rail settled unsent (attempts 0) does not.
+        if event.type not in ("failed", "missing") or event.attempts == 0:
             return
         with self._lock:
             self._failed += 1

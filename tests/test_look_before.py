@@ -128,3 +128,21 @@ def test_a_protected_tag_is_never_touched_and_is_recorded(sandbox: Sandbox, tmp_
     assert {states[i] for i in ids[2:]} == {"terminated"}
     assert {p["id"]: p["code"] for p in report["problems"]} == dict.fromkeys(ids[:2], "Protected")
     assert sandbox.counters.instances_accepted == 4
+
+
+def test_protected_instances_do_not_spend_the_failure_budget(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(4)
+    sandbox.client().create_tags(Resources=ids[:2], Tags=[{"Key": "keep", "Value": "yes"}])
+    code, report = terminate_json(
+        sandbox,
+        write_ids(tmp_path / "ids.txt", ids),
+        tmp_path / "l.jsonl",
+        "--protect-tag",
+        "keep",
+        "--max-errors",
+        "0",
+    )
+    assert code == 1  # the protected ones are recorded failed
+    assert report["stopped"] is None and report["counts"]["succeeded"] == 2
