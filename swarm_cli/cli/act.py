@@ -413,7 +413,15 @@ def show_plan(
 def follow_up(
     spec: ActionSpec, flags: Flags, job: Job, report: Report, reach: "Reach", err: Console
 ) -> None:
-    """After the run: undo it when --rollback and its failure budget is spent; then --wait."""
+    """After the run: undo it when --rollback and its failure budget is spent; then --wait.
+
+    Neither starts after a signal (a runner that sent it kills soon after) or when the
+    ledger could not be written (neither could their records).
+    """
+    if report.interrupted or report.ledger_error:
+        if flags.rollback or flags.wait:
+            err.print("--rollback and --wait skipped: the run was stopped short", markup=False)
+        return
     if flags.rollback and report.budget_spent is not None:
         from ..saga import SagaError, undo_plan, undo_report
 
