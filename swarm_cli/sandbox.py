@@ -575,6 +575,9 @@ class Ec2Front:
         self._accepted_ids: set[str] = set()
         # moto's backends are not built for concurrent mutation; one call at a time.
         self._moto = threading.Lock()
+        # Wall-clock time (time.time(), comparable across processes) at which the
+        # first instance-action call of a client under test arrived; None before it.
+        self.first_call_at: float | None = None
 
     def hang(
         self, on: bool = True, *, every_call: bool = False, after_effect: bool = False
@@ -746,7 +749,10 @@ class Ec2Front:
             return self._forward(environ, start_response, action, params, caller, body)
         mutating = action in MUTATING
         ids = _instance_ids(params)
+        arrived = time.time()
         with self._lock:
+            if mutating and self.first_call_at is None:
+                self.first_call_at = arrived
             self.counters.in_flight += 1
             self.counters.peak_in_flight = max(
                 self.counters.peak_in_flight, self.counters.in_flight
@@ -986,6 +992,11 @@ class Sandbox:
     @property
     def counters(self) -> Counters:
         return self._front().counters
+
+    @property
+    def first_call_at(self) -> float | None:
+        """When (``time.time()``) the first instance-action call under test arrived, or None."""
+        return self._front().first_call_at
 
     @property
     def is_up(self) -> bool:

@@ -127,6 +127,18 @@ def test_dry_run_terminates_nothing(sandbox: Sandbox) -> None:
     assert set(sandbox.states(ids).values()) == {"running"}
 
 
+def test_first_call_at_marks_the_first_instance_action_only(sandbox: Sandbox) -> None:
+    ids = sandbox.launch(2)  # the sandbox's own calls do not count
+    raw_client(sandbox).describe_instances(InstanceIds=ids)  # nor does a describe
+    assert sandbox.first_call_at is None
+    before = time.time()
+    raw_client(sandbox).terminate_instances(InstanceIds=ids[:1])
+    first = sandbox.first_call_at
+    assert first is not None and before <= first <= time.time()
+    raw_client(sandbox).terminate_instances(InstanceIds=ids[1:])
+    assert sandbox.first_call_at == first
+
+
 def test_load_ids_makes_exactly_those_instances(sandbox: Sandbox) -> None:
     wanted = ["i-0123456789abcdef0", "i-00000001", "i-fedcba9876543210f"]
     sandbox.load_ids(wanted)
