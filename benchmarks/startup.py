@@ -11,12 +11,16 @@ Prints a table (median of ``--rounds`` runs, each against a fresh sandbox):
   before anything is sent (read, validate, group by account and region);
 * the same first-call time and the peak RSS of a whole run over 100,000 IDs against an
   unthrottled sandbox.
+
+swarm's modules are compiled to bytecode first and the children may use it (as an
+installed swarm does), whatever PYTHONDONTWRITEBYTECODE says: compiling every module
+at each launch would be measured otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
+import json
 import os
 import pty
 import statistics
@@ -33,14 +37,38 @@ from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig, environment, f
 
 OPEN = SandboxConfig(BucketSpec(1_000_000, 1_000_000), BucketSpec(10_000_000, 10_000_000))
 SWARM = [sys.executable, "-m", "swarm_cli"]
+# The children's environment: bytecode allowed, no GitHub step summary.
+CHILD_ENV = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ("PYTHONDONTWRITEBYTECODE", "GITHUB_STEP_SUMMARY")
+}
 
 
 @dataclass
 class Run:
     first_call: float  # seconds from launch to the first TerminateInstances at the sandbox
     wall: float
-    max_rss_mb: float
+    peak_rss_mb: float  # the child's VmHWM, polled while it runs
     code: int
+
+
+def _watch_peak(pid: int, peak: list[int]) -> None:
+    """Poll the child's VmHWM (kB) until it exits.
+
+    Not ``ru_maxrss``: a child forked from this process, which holds the sandbox and
+    its instances, inherits this process's high-water mark until it execs, and Linux
+    keeps the larger of the two.
+    """
+    while True:
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        peak[0] = max(peak[0], int(line.split()[1]))
+        except OSError:
+            return
+        time.sleep(0.02)
 
 
 def _drain(fd: int) -> None:
@@ -53,12 +81,18 @@ def _drain(fd: int) -> None:
             return
 
 
-def run_cli(box: Sandbox, ids: list[str], tty: bool) -> Run:
+def tree_env(tree: Path | None) -> dict[str, str]:
+    """The children's environment; with ``tree``, its swarm_cli is the one imported."""
+    if tree is None:
+        return dict(CHILD_ENV)
+    return {**CHILD_ENV, "PYTHONPATH": str(tree)}
+
+
+def run_cli(box: Sandbox, ids: list[str], tty: bool, tree: Path | None = None) -> Run:
     with tempfile.TemporaryDirectory() as tmp:
         ids_file = Path(tmp, "ids.txt")
         ids_file.write_text("\n".join(ids) + "\n")
-        env = {**os.environ, **environment(box)}
-        env.pop("GITHUB_STEP_SUMMARY", None)
+        env = {**tree_env(tree), **environment(box)}
         args = [
             *SWARM,
             "terminate",
@@ -84,8 +118,11 @@ def run_cli(box: Sandbox, ids: list[str], tty: bool) -> Run:
             child = subprocess.Popen(
                 args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
             )
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
+        peak = [0]
+        watcher = threading.Thread(target=_watch_peak, args=(child.pid, peak), daemon=True)
+        watcher.start()
+        child.wait()
+        watcher.join(timeout=5)
         wall = time.time() - launched
         if reader is not None:
             reader.join(timeout=5)
@@ -99,59 +136,72 @@ def run_cli(box: Sandbox, ids: list[str], tty: bool) -> Run:
     return Run(
         first_call=float("nan") if first is None else first - launched,
         wall=wall,
-        max_rss_mb=usage.ru_maxrss / 1024,
+        peak_rss_mb=peak[0] / 1024,
         code=child.returncode,
     )
 
 
-def first_call(count: int, tty: bool, rounds: int) -> list[Run]:
-    runs = []
-    for _ in range(rounds):
-        with Sandbox(OPEN) as box:
-            ids = fake_ids(count)
-            box.load_ids(ids)
-            run = run_cli(box, ids, tty)
-            if run.code != 0:
-                raise SystemExit(f"swarm exited {run.code}")
-            runs.append(run)
-    return runs
+def first_call(count: int, tty: bool, tree: Path | None) -> Run:
+    with Sandbox(OPEN) as box:
+        ids = fake_ids(count)
+        box.load_ids(ids)
+        run = run_cli(box, ids, tty, tree)
+    if run.code != 0:
+        raise SystemExit(f"swarm exited {run.code}")
+    return run
 
 
-def wall(args: list[str], rounds: int) -> list[float]:
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        subprocess.run([*SWARM, *args], check=True, stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - started)
-    return times
+def wall(args: list[str], tree: Path | None) -> float:
+    started = time.perf_counter()
+    subprocess.run([*SWARM, *args], check=True, stdout=subprocess.DEVNULL, env=tree_env(tree))
+    return time.perf_counter() - started
 
 
-def parse_and_validate(count: int, rounds: int) -> list[float]:
-    """What the command line does with an ID list before anything is sent, in-process."""
-    from rich.console import Console
+# Run in a fresh interpreter, as the command line runs: the heap of this process (the
+# sandbox, its instances) would slow the garbage collector and blur the figure.
+PARSE_AND_VALIDATE = """
+import io, json, sys, time
+from rich.console import Console
+from swarm_cli.cli.act import load_targets, plan_groups
 
-    from swarm_cli.cli.act import load_targets, plan_groups
+path, count, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+err = Console(file=io.StringIO())
+times = []
+for _ in range(rounds):
+    started = time.perf_counter()
+    groups = plan_groups(load_targets(path, err), {}, "us-east-1", err)
+    times.append(time.perf_counter() - started)
+    assert sum(map(len, groups.values())) == count
+    del groups
+print(json.dumps(times))
+"""
 
-    err = Console(file=io.StringIO())
-    times = []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp, "ids.txt")
-        path.write_text("\n".join(fake_ids(count)) + "\n")
+
+def parse_and_validate(path: Path, count: int, tree: Path | None) -> float:
+    """What the command line does with an ID list before anything is sent: read, check, group."""
+    args = [sys.executable, "-c", PARSE_AND_VALIDATE, str(path), str(count), "1"]
+    done = subprocess.run(args, check=True, capture_output=True, text=True, env=tree_env(tree))
+    return float(json.loads(done.stdout)[0])
+
+
+Measure = Callable[[Path | None], float]
+
+
+def table(trees: dict[str, Path | None], rounds: int, rows: list[tuple[str, str, Measure]]) -> None:
+    """Each row's median over ``rounds`` per tree, the trees taking turns within a round."""
+    head = "".join(f"{name:>22}" for name in trees)
+    print(f"{'median (min-max), n=' + str(rounds):<40}{head}", flush=True)
+    for label, unit, measure in rows:
+        got: dict[str, list[float]] = {name: [] for name in trees}
         for _ in range(rounds):
-            started = time.perf_counter()
-            groups = plan_groups(load_targets(str(path), err), {}, "us-east-1", err)
-            times.append(time.perf_counter() - started)
-            assert sum(map(len, groups.values())) == count
-    return times
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
-def row(name: str, values: list[float], unit: str, fmt: Callable[[float], str]) -> None:
-    spread = f"{fmt(min(values))}-{fmt(max(values))}"
-    print(f"{name:<44} {fmt(median(values)):>9} {unit:<3} {spread:>15}   n={len(values)}")
+            for name, tree in trees.items():
+                got[name].append(measure(tree))
+        digits = 0 if unit == "MB" else 3
+        cells = "".join(
+            f"{f'{statistics.median(v):.{digits}f} ({min(v):.{digits}f}-{max(v):.{digits}f})':>22}"
+            for v in got.values()
+        )
+        print(f"{label + ' [' + unit + ']':<40}{cells}", flush=True)
 
 
 def main() -> None:
@@ -159,21 +209,61 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--count", type=int, default=1000, help="IDs of the first-call runs")
     parser.add_argument("--big", type=int, default=100_000, help="IDs of the big-list rows")
-    parser.add_argument("--no-big", action="store_true", help="skip the 100,000-ID run")
+    parser.add_argument("--big-rounds", type=int, default=1, help="rounds of the big run")
+    parser.add_argument("--no-big", action="store_true", help="skip the whole big run")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="a source tree to measure (its swarm_cli on PYTHONPATH), e.g. a git worktree "
+        "of another commit; repeatable, side by side; default: the installed swarm_cli",
+    )
     args = parser.parse_args()
-    seconds = lambda v: f"{v:.3f}"  # noqa: E731
-    print(f"{'measure':<44} {'median':>9} {'':<3} {'min-max':>15}")
-    for tty, how in ((True, "live view (tty)"), (False, "plain (no tty)")):
-        runs = first_call(args.count, tty=tty, rounds=args.rounds)
-        row(f"first call, {args.count} IDs, {how}", [r.first_call for r in runs], "s", seconds)
-    row("swarm --help", wall(["--help"], args.rounds), "s", seconds)
-    row("swarm terminate --help", wall(["terminate", "--help"], args.rounds), "s", seconds)
-    row(f"parse+validate {args.big} IDs", parse_and_validate(args.big, args.rounds), "s", seconds)
+    trees: dict[str, Path | None] = {"swarm": None}
+    if args.tree:
+        trees = {}
+        for spec in args.tree:
+            name, _, folder = spec.partition("=")
+            trees[name] = Path(folder).resolve()
+    for tree in trees.values():
+        package = (tree or Path(__file__).resolve().parent.parent) / "swarm_cli"
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+    big_list = Path(tempfile.mkdtemp(prefix="swarm-startup-"), "ids.txt")
+    big_list.write_text("\n".join(fake_ids(args.big)) + "\n")
+    n = args.count
+    rows: list[tuple[str, str, Measure]] = [
+        (f"first call, {n} IDs, live view", "s", lambda t: first_call(n, True, t).first_call),
+        (f"first call, {n} IDs, plain", "s", lambda t: first_call(n, False, t).first_call),
+        ("swarm --help", "s", lambda t: wall(["--help"], t)),
+        ("swarm terminate --help", "s", lambda t: wall(["terminate", "--help"], t)),
+        (
+            f"parse+validate {args.big} IDs",
+            "s",
+            lambda t: parse_and_validate(big_list, args.big, t),
+        ),
+    ]
+    table(trees, args.rounds, rows)
     if not args.no_big:
-        big = first_call(args.big, tty=False, rounds=1)
-        row(f"first call, {args.big} IDs, plain", [r.first_call for r in big], "s", seconds)
-        row(f"whole run, {args.big} IDs, plain", [r.wall for r in big], "s", seconds)
-        row(f"peak RSS, {args.big} IDs", [r.max_rss_mb for r in big], "MB", lambda v: f"{v:.0f}")
+        runs: dict[Path | None, Run] = {}
+
+        def big(tree: Path | None) -> Run:
+            runs[tree] = first_call(args.big, False, tree)
+            return runs[tree]
+
+        big_rows: list[tuple[str, str, Measure]] = [
+            (f"first call, {args.big} IDs, plain", "s", lambda t: big(t).first_call),
+            (f"  whole run, {args.big} IDs", "s", lambda t: runs[t].wall),
+            (f"  peak RSS, {args.big} IDs", "MB", lambda t: runs[t].peak_rss_mb),
+        ]
+        table(trees, args.big_rounds, big_rows[:1])
+        for label, unit, measure in big_rows[1:]:
+            cells = "".join(
+                f"{measure(tree):>22.{0 if unit == 'MB' else 3}f}" for tree in trees.values()
+            )
+            print(f"{label + ' [' + unit + ']':<40}{cells}")
+    big_list.unlink()
+    big_list.parent.rmdir()
 
 
 if __name__ == "__main__":
