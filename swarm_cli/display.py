@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console, Group, RenderableType
-from rich.live import Live
 from rich.text import Text
 
 from .report import Report, Sample
@@ -276,6 +275,8 @@ class LiveView:
         # Kept from one refresh to the next; rich's Live renders under its lock, one at a time.
         self._arrays = [SeriesArrays() for _ in rows]
         self._charts: dict[int, tuple[tuple[object, ...], Chart]] = {}
+        from rich.live import Live  # only a terminal gets the live view
+
         self._live = Live(
             get_renderable=self._render,
             console=console,

@@ -7,12 +7,11 @@ import signal
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..run import EXIT_USAGE, RunOptions
-from ..sandbox import SandboxConfig
 from .common import (
     BatchSize,
     MaxAttempts,
@@ -35,6 +34,9 @@ from .common import (
     window_profile,
     write_atomic,
 )
+
+if TYPE_CHECKING:  # the fake EC2 is imported by the commands that start one
+    from ..sandbox import SandboxConfig
 
 PresetOpt = Annotated[
     Preset,

@@ -1,0 +1,52 @@
+"""The command line imports only what an action run needs: the rest waits for its command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+# Modules no terminate, stop, start or reboot needs before its first call: the fake EC2
+# and its server, the live view's machinery (a terminal may not be there), the report
+# writers, the dry run, selections, --wait and the failure budget.
+DEFERRED = (
+    "moto",
+    "flask",
+    "werkzeug",
+    "swarm_cli.sandbox",
+    "swarm_cli.rehearse",
+    "swarm_cli.html_report",
+    "swarm_cli.summary_md",
+    "swarm_cli.plan",
+    "swarm_cli.describe",
+    "swarm_cli.select",
+    "swarm_cli.wait",
+    "swarm_cli.saga",
+    "rich.live",
+    "rich.table",
+    "yaml",
+)
+
+
+def imported_after(statement: str) -> set[str]:
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    )
+    return set(json.loads(done.stdout))
+
+
+def test_the_command_line_defers_what_an_action_run_does_not_need() -> None:
+    loaded = imported_after("import swarm_cli.cli, swarm_cli.run")
+    assert "swarm_cli.cli.act" in loaded  # the commands are all registered
+    assert loaded.isdisjoint(DEFERRED), sorted(loaded & set(DEFERRED))
+
+
+def test_the_sandbox_commands_still_find_the_fake_ec2() -> None:
+    loaded = imported_after(
+        "from swarm_cli.cli.sandbox import _sandbox_config\n"
+        "from swarm_cli.cli.common import Preset\n"
+        "_sandbox_config(Preset.quick, rate=None, burst=None, resource_rate=None,"
+        " resource_burst=None, latency=None, error_rate=0.0, seed=0)"
+    )
+    assert "swarm_cli.sandbox" in loaded
