@@ -155,14 +155,16 @@ def group(
 class _Builder:
     def __init__(self) -> None:
         self.targets = Targets()
-        self.first_seen: dict[Target, int] = {}
+        # (id, region, account) -> first line: a plain tuple hashes in C, a Target in Python.
+        self.first_seen: dict[tuple[str, str | None, str | None], int] = {}
 
     def add(self, target: Target, line: int) -> None:
-        if target in self.first_seen:
-            lines = self.targets.duplicates.setdefault(target.label, [self.first_seen[target]])
+        seen = len(self.first_seen)
+        first = self.first_seen.setdefault((target.id, target.region, target.account), line)
+        if len(self.first_seen) == seen:  # listed before
+            lines = self.targets.duplicates.setdefault(target.label, [first])
             lines.append(line)
             return
-        self.first_seen[target] = line
         self.targets.items.append(target)
 
     def bad(self, line: int, text: str, reason: str) -> None:
