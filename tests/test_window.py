@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swarm_cli.window import ADAPTIVE, SEED, Window, WindowProfile
+from swarm_cli.window import ADAPTIVE, RENO, SEED, Window, WindowProfile
 
 
 class FakeClock:
@@ -98,8 +98,8 @@ def test_seed_server_error_after_slow_start_is_ignored() -> None:
     assert w.cwnd == 16
 
 
-def test_adaptive_throttle_burst_from_one_round_trip_halves_once() -> None:
-    clock, w = FakeClock(), Window(ADAPTIVE)
+def test_reno_throttle_burst_from_one_round_trip_halves_once() -> None:
+    clock, w = FakeClock(), Window(RENO)
     for _ in range(4):
         round_trip(w, clock)
     for _ in range(8):
@@ -128,8 +128,8 @@ def test_seed_throttle_burst_in_one_instant_halves_once_by_dampening() -> None:
     assert w.cwnd == 8
 
 
-def test_adaptive_gate_follows_lowest_latency() -> None:
-    clock, w = FakeClock(), Window(ADAPTIVE)
+def test_reno_gate_follows_lowest_latency() -> None:
+    clock, w = FakeClock(), Window(RENO)
     for _ in range(4):
         round_trip(w, clock, latency=0.3)
     assert w.cwnd == 16
@@ -145,8 +145,8 @@ def test_adaptive_gate_follows_lowest_latency() -> None:
     assert seed.cwnd == 16, "the fixed 100 ms gate never opens at 300 ms"
 
 
-def test_adaptive_probes_gently_once_a_throttle_has_shown_the_limit() -> None:
-    clock, w = FakeClock(), Window(ADAPTIVE)
+def test_reno_probes_gently_once_a_throttle_has_shown_the_limit() -> None:
+    clock, w = FakeClock(), Window(RENO)
     for _ in range(4):
         round_trip(w, clock)
     clock.advance(0.1)
@@ -162,8 +162,8 @@ def test_adaptive_probes_gently_once_a_throttle_has_shown_the_limit() -> None:
     assert steps == [11.5, 12.5, 13.5]
 
 
-def test_adaptive_grows_only_while_window_is_used() -> None:
-    clock, w = FakeClock(), Window(ADAPTIVE)
+def test_reno_grows_only_while_window_is_used() -> None:
+    clock, w = FakeClock(), Window(RENO)
     for _ in range(4):
         round_trip(w, clock)
     clock.advance(0.5)
@@ -172,8 +172,8 @@ def test_adaptive_grows_only_while_window_is_used() -> None:
     assert w.cwnd == 21
 
 
-def test_adaptive_throttle_in_slow_start_sets_ssthresh_to_half() -> None:
-    clock, w = FakeClock(), Window(ADAPTIVE)
+def test_reno_throttle_in_slow_start_sets_ssthresh_to_half() -> None:
+    clock, w = FakeClock(), Window(RENO)
     for _ in range(3):
         round_trip(w, clock)
     assert w.cwnd == 8
@@ -187,8 +187,8 @@ def test_adaptive_throttle_in_slow_start_sets_ssthresh_to_half() -> None:
     assert w.phase == "avoidance"
 
 
-def test_adaptive_paces_sends_when_throttled_at_the_floor() -> None:
-    clock, w = FakeClock(), Window(ADAPTIVE)
+def test_reno_paces_sends_when_throttled_at_the_floor() -> None:
+    clock, w = FakeClock(), Window(RENO)
     w.on_success(w.on_send(clock.now), 0.05, clock.advance(0.05), 1)
     assert w.cwnd == 2
     w.on_throttle(w.on_send(clock.now), clock.advance(0.05))
@@ -248,7 +248,7 @@ events = st.lists(
 
 @given(
     events,
-    st.sampled_from([SEED, ADAPTIVE]),
+    st.sampled_from([SEED, RENO, ADAPTIVE]),
     st.integers(min_value=1, max_value=8),
     st.integers(min_value=8, max_value=100),
 )
@@ -274,7 +274,7 @@ def test_window_stays_within_bounds(
 
 @given(st.integers(min_value=2, max_value=200), st.integers(min_value=0, max_value=30))
 def test_burst_of_throttles_from_one_round_trip_halves_once(k: int, grow: int) -> None:
-    w = Window(ADAPTIVE)
+    w = Window(RENO)
     now = 0.0
     for _ in range(grow):
         now += 0.2
@@ -288,9 +288,9 @@ def test_burst_of_throttles_from_one_round_trip_halves_once(k: int, grow: int) -
     assert w.cwnd == expected
 
 
-def test_adaptive_timeouts_halve_once_per_round_trip_like_throttles() -> None:
+def test_reno_timeouts_halve_once_per_round_trip_like_throttles() -> None:
     clock = FakeClock()
-    w = Window(ADAPTIVE)
+    w = Window(RENO)
     for _ in range(5):
         round_trip(w, clock)
     assert w.phase == "avoidance"
@@ -318,7 +318,7 @@ def test_seed_timeouts_follow_the_seed_error_rule() -> None:
 
 def test_restart_after_an_outage_slow_starts_without_pacing() -> None:
     clock = FakeClock()
-    w = Window(ADAPTIVE)
+    w = Window(RENO)
     for _ in range(3):
         w.on_throttle(w.on_send(), clock.advance(0.1))  # at the floor: pacing
     assert w.pace > 0
@@ -326,15 +326,143 @@ def test_restart_after_an_outage_slow_starts_without_pacing() -> None:
     assert w.pace == 0 and w.cwnd == 1 and w.phase == "slow-start"
 
 
-def test_adaptive_gate_follows_an_api_that_slows_down_for_good() -> None:
+def test_reno_gate_follows_an_api_that_slows_down_for_good() -> None:
     clock = FakeClock()
-    w = Window(ADAPTIVE)
+    w = Window(RENO)
     for _ in range(5):
         round_trip(w, clock, latency=0.04)
-    assert w.gate() == ADAPTIVE.latency_gate  # twice 40 ms is under the 100 ms floor
+    assert w.gate() == RENO.latency_gate  # twice 40 ms is under the 100 ms floor
     grown_at_fast = w.cwnd
     # The API now answers in 500 ms: for a while nothing grows, then the gate follows.
     for _ in range(30):
         round_trip(w, clock, latency=0.5)
     assert w.min_latency == 0.5 and w.gate() == 1.0
     assert w.cwnd > grown_at_fast
+
+
+# --- the seed, clause by clause (DESIGN.md's control loop) ---------------------------
+
+
+def test_seed_constants_are_the_reference_profile() -> None:
+    p = SEED
+    assert (p.initial, p.ssthresh, p.increase, p.decrease) == (1.0, 16.0, 5.0, 0.5)
+    assert (p.dampening, p.latency_gate, p.min_window, p.max_window) == (0.1, 0.1, 1, 500)
+    assert not (p.rate_mode or p.pacing or p.once_per_round_trip or p.require_use)
+
+
+def test_seed_throttle_in_slow_start_collapses_to_one_and_keeps_ssthresh() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    for _ in range(3):
+        round_trip(w, clock)
+    assert w.cwnd == 8
+    assert w.on_throttle(w.on_send(), clock.now)
+    assert (w.cwnd, w.ssthresh, w.phase) == (1, 16, "slow-start")
+
+
+def test_seed_a_decrease_starts_the_dampening_interval_for_growth_too() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    for _ in range(4):
+        round_trip(w, clock)
+    clock.advance(0.2)
+    assert w.on_throttle(w.on_send(), clock.now)
+    assert w.cwnd == 8
+    assert not w.on_success(w.on_send(), 0.01, clock.advance(0.05), 8), "50 ms after a change"
+    assert w.on_success(w.on_send(), 0.01, clock.advance(0.05), 8)
+    assert w.cwnd == 13
+
+
+def test_seed_a_change_to_the_same_value_does_not_restart_the_interval() -> None:
+    clock, w = FakeClock(), Window(SEED.bounded(max_window=16))
+    for _ in range(4):
+        round_trip(w, clock)
+    clock.advance(0.2)
+    assert not w.on_success(w.on_send(), 0.01, clock.now, 16), "already at the most"
+    # The no-op above must not silence a throttle 50 ms later.
+    assert w.on_throttle(w.on_send(), clock.advance(0.05))
+    assert w.cwnd == 8
+    at_floor = Window(SEED)
+    at_floor.on_throttle(at_floor.on_send(), clock.advance(0.2))  # 1 -> 1: nothing changes
+    assert at_floor.on_success(at_floor.on_send(), 0.01, clock.advance(0.01), 1)
+
+
+def test_seed_grows_per_round_trip_in_slow_start_whatever_the_latency() -> None:
+    clock, w = FakeClock(), Window(SEED)
+    round_trip(w, clock, latency=2.0)
+    assert w.cwnd == 2, "the latency gate applies above ssthresh only"
+
+
+# --- adaptive: rate mode once throttles have shown the limit ---------------------------
+
+
+def _measured_window(headroom: float = 0.0) -> tuple[FakeClock, Window]:
+    """An adaptive window that has just gone to rate mode, having seen 40 IDs/s get through."""
+    clock, w = FakeClock(), Window(ADAPTIVE, headroom=headroom)
+    for _ in range(3):
+        round_trip(w, clock)
+    w.on_throttle(w.on_send(clock.now), clock.now)  # the burst is spent: one at a time
+    assert (w.cwnd, w.phase) == (1, "slow-start")
+    for _ in range(20):  # 0.5 s of answers, 40 IDs/s
+        w.on_success(w.on_send(clock.now, size=2), 0.04, clock.advance(0.05), 1, size=2)
+    w.on_throttle(w.on_send(clock.now, size=2), clock.now)
+    return clock, w
+
+
+def test_adaptive_paces_a_little_under_what_got_through() -> None:
+    clock, w = _measured_window()
+    assert w.phase == "paced"
+    assert w.rate is not None and abs(w.rate - 0.85 * 40) < 1.0
+    assert abs(w.pace - 2 / w.rate) < 1e-9, "a call of 2 IDs waits 2 / rate"
+    assert w.send_at() > clock.now
+
+
+def test_adaptive_rate_drops_once_per_round_trip() -> None:
+    clock, w = _measured_window()
+    early = [w.on_send(clock.now, size=2) for _ in range(5)]
+    w.on_throttle(w.on_send(clock.now, size=2), clock.advance(0.05))
+    rate = w.rate
+    for ticket in early:  # sent before the decrease: no news
+        w.on_throttle(ticket, clock.advance(0.01))
+    assert w.rate == rate
+
+
+def test_adaptive_probes_up_additively_on_a_clock() -> None:
+    clock, w = _measured_window()
+    assert w.rate is not None
+    start, rates = w.rate, []
+    for _ in range(42):  # 2.1 s of answers, no throttle
+        w.on_success(w.on_send(clock.now, size=2), 0.04, clock.advance(0.05), 1, size=2)
+        rates.append(w.rate)
+    steps = sorted({round(b - a, 6) for a, b in zip([start, *rates], rates, strict=False)} - {0})
+    assert len(steps) == 1, "every probe adds the same step"
+    assert steps[0] == 0.05 * w.found, "5% of the rate found"
+    assert rates[-1] == start + 4 * steps[0], "one probe per half second"
+
+
+def test_adaptive_headroom_settles_under_the_rate_found() -> None:
+    clock, w = _measured_window(headroom=0.2)
+    assert w.rate is not None and w.rate <= 0.8 * w.found + 1e-9
+    for _ in range(200):  # 10 s without a throttle
+        w.on_success(w.on_send(clock.now, size=2), 0.04, clock.advance(0.05), 1, size=2)
+        assert w.rate <= 0.8 * w.found + 1e-9
+
+
+def test_adaptive_timeout_in_rate_mode_halves_the_rate() -> None:
+    clock, w = _measured_window()
+    rate = w.rate
+    assert rate is not None
+    w.on_timeout(w.on_send(clock.now, size=2), clock.advance(3.0))
+    assert w.rate == rate / 2
+
+
+def test_restart_leaves_rate_mode() -> None:
+    clock, w = _measured_window()
+    w.restart(clock.advance(1.0))
+    assert w.rate is None and w.pace == 0 and w.phase == "slow-start" and not w.throttled
+
+
+def test_headroom_is_checked() -> None:
+    import pytest
+
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError):
+            Window(ADAPTIVE, headroom=bad)
