@@ -194,7 +194,15 @@ class AttributeCheck:
 
 def _read_options(options: RunOptions, batch_size: int) -> RunOptions:
     # Reads change nothing: no ledger, no failure budget, and never a dry run.
-    return replace(options, dry_run=False, ledger=None, max_errors=None, batch_size=batch_size)
+    return replace(
+        options,
+        dry_run=False,
+        ledger=None,
+        max_errors=None,
+        batch_size=batch_size,
+        auto_batch=False,
+        trace=None,
+    )
 
 
 def describe_job(

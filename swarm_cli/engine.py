@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 
 from tenacity import RetryCallState, wait_random_exponential
 
+from .batching import AutoBatch
 from .outage import Outage
 from .outcome import Kind, Outcome
 from .rto import Rto
@@ -72,6 +73,7 @@ class Event:
     # still due), paced (under one call in flight) or outage.
     phase: str = ""
     latency: float = 0.0  # with "answered": how long the call took
+    batch: int = 0  # IDs the next call may carry
 
 
 Subscriber = Callable[[Event], None]
@@ -170,7 +172,7 @@ class Engine:
         action: Action,
         window: Window,
         *,
-        batch_size: int = 1,
+        batch_size: int | AutoBatch = 1,
         max_attempts: int = 5,
         clock: Clock = time.monotonic,
         backoff: Backoff = default_backoff,
@@ -180,13 +182,14 @@ class Engine:
         drain_timeout: float = 3.0,
         poll_interval: float = 2.0,
     ) -> None:
-        if batch_size < 1:
+        if isinstance(batch_size, int) and batch_size < 1:
             raise ValueError("batch size must be at least 1")
         if max_attempts < 1:
             raise ValueError("max attempts must be at least 1")
         self.action = action
         self.window = window
-        self.batch_size = batch_size
+        self.batching = batch_size
+        self.batch_size = batch_size if isinstance(batch_size, int) else batch_size.size
         self.max_attempts = max_attempts
         self.clock = clock
         self.backoff = backoff
@@ -295,9 +298,11 @@ class Engine:
             self._emit("stopping", outcome=self._stop_cause)
 
     def _send(self, now: float) -> None:
+        if isinstance(self.batching, AutoBatch):
+            self.batch_size = self.batching.update(self.window, now)
         batch = self._take_batch()
         timeout = self.timeouts.timeout()
-        ticket = self.window.on_send(now)
+        ticket = self.window.on_send(now, len(batch))
         call = _Call(ticket, batch, now, now + timeout)
         for intent in batch:
             intent.attempts += 1
@@ -407,9 +412,7 @@ class Engine:
                 self.window.restart(now)
                 self._emit("recovered")
                 self._emit("window")
-            self._feed_answer(
-                call.ticket, [o for _, o in results], now - call.sent_at, now, in_flight
-            )
+            self._feed_answer(call, [o for _, o in results], now, in_flight)
         throttled = [(i, o) for i, o in results if o.kind is Kind.THROTTLED]
         if throttled:
             self._emit("throttled", ids=tuple(i.id for i, _ in throttled), outcome=throttled[0][1])
@@ -417,17 +420,21 @@ class Engine:
         self._queue.extendleft(reversed(again))
 
     def _feed_answer(
-        self, ticket: int, outcomes: list[Outcome], latency: float, now: float, in_flight: int
+        self, call: _Call, outcomes: list[Outcome], now: float, in_flight: int
     ) -> None:
         w = self.window
         if any(o.kind is Kind.THROTTLED for o in outcomes):
-            self._feed_window(w.on_throttle, ticket, now)
+            self._feed_window(w.on_throttle, call.ticket, now)
         elif all(o.answered for o in outcomes):
             pace = w.pace
-            if w.on_success(ticket, latency, now, in_flight) or w.pace != pace:
+            # Every ID of an answered call spent a token, whatever its own outcome.
+            size = len(outcomes)
+            if w.on_success(call.ticket, now - call.sent_at, now, in_flight, size) or (
+                w.pace != pace
+            ):
                 self._emit("window")
         else:
-            self._feed_window(w.on_error, ticket, now)
+            self._feed_window(w.on_error, call.ticket, now)
 
     def _feed_window(self, signal_: Callable[[int, float], bool], ticket: int, now: float) -> None:
         pace = self.window.pace
@@ -507,6 +514,7 @@ class Engine:
             self.in_flight,
             self._phase(),
             latency,
+            self.batch_size,
         )
         for subscriber in self.subscribers:
             subscriber(event)
@@ -515,6 +523,8 @@ class Engine:
         if self.outage.down:
             return "outage"
         if self.window.pace:
+            return "paced"
+        if self.window.phase == "paced":
             return "paced"
         oldest = next(iter(self._calls), None)  # tickets rise, and the dict keeps their order
         if oldest is not None and oldest <= self.window.recover_point:

@@ -249,7 +249,15 @@ def check_permission(
     job = Job(
         spec,
         {pair: [i] for pair, i in first.items()},
-        replace(options, dry_run=True, ledger=None, max_errors=None, batch_size=1),
+        replace(
+            options,
+            dry_run=True,
+            ledger=None,
+            max_errors=None,
+            batch_size=1,
+            auto_batch=False,
+            trace=None,
+        ),
         title=f"{spec.name} (DryRun)",
     )
 

@@ -113,6 +113,7 @@ class Report:
     endpoint: str | None = None
     window_profile: str = "adaptive"
     batch_size: int = 10
+    auto_batch: bool = False
     pairs: list[PairReport] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     signal: str | None = None
@@ -174,7 +175,7 @@ class Report:
             "region": self.pairs[0].region if len(self.pairs) == 1 else None,
             "endpoint": self.endpoint,
             "window_profile": self.window_profile,
-            "batch_size": self.batch_size,
+            "batch_size": "auto" if self.auto_batch else self.batch_size,
             "total": self.total,
             "counts": self.counts,
             "calls": self.total_of("calls"),

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .actions import ACTIONS, ActionSpec
+from .batching import AutoBatch
 from .display import ProgressMode, choose_progress
 from .engine import RESOLVED, Action, Engine, Event, RunResult, signal_name
 from .ledger import LedgerError, LedgerWriter
@@ -24,6 +25,7 @@ from .outcome import Kind, Outcome
 from .report import Pair, PairReport, Problem, Reason, Report
 from .rto import FixedTimeout, Rto
 from .stats import Stats
+from .trace import Trace
 from .window import ADAPTIVE, Window, WindowProfile
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -35,7 +37,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 @dataclass(frozen=True)
 class RunOptions:
     dry_run: bool = False
-    batch_size: int = 10
+    batch_size: int = 10  # IDs per call; with auto_batch, the size to start from
+    auto_batch: bool = False  # --batch-size auto: sized from what the answers show
+    headroom: float = 0.0  # --headroom: the share of the found rate left to other clients
+    trace: str | None = None  # --trace: the window's state per call, as JSON lines
     max_attempts: int = 5
     window: WindowProfile = ADAPTIVE
     ledger: str | None = None
@@ -279,11 +284,11 @@ def run_job(
         except Exception as err:  # that pair's set-up failed: it sends nothing
             action, refused = _no_action, _setup_failure(err, classify)
         stats = Stats()
-        window = Window(o.window)
+        window = Window(o.window, headroom=o.headroom)
         engine = Engine(
             action,
             window,
-            batch_size=o.batch_size,
+            batch_size=AutoBatch(o.batch_size) if o.auto_batch else o.batch_size,
             max_attempts=o.max_attempts,
             subscribers=[stats, problems.subscriber(pair), *([budget] if budget else [])],
             timeouts=Rto() if o.call_timeout is None else FixedTimeout(o.call_timeout),
@@ -301,6 +306,10 @@ def run_job(
     ledger_error: str | None = None
     unrecorded: list[dict[str, object]] = []
     started = time.monotonic()
+    trace = _open_trace(o.trace, started, console)
+    if trace is not None:
+        for lane in lanes:
+            lane.engine.subscribers.append(trace.subscriber(lane.pair.label))
     with orderly_stops(interrupt_all):
         if o.ledger and not o.dry_run:
             try:
@@ -348,6 +357,8 @@ def run_job(
         else:
             for lane in lanes:
                 lane.result.counts["pending"] = len(lane.ids)  # nothing was sent
+        if trace is not None:
+            trace.close()
         # Still under the handlers: a further signal cannot cut the last records short.
         if writer is not None:
             unrecorded = [asdict(r) for r in writer.close()]
@@ -376,6 +387,7 @@ def run_job(
         endpoint=o.endpoint,
         window_profile=o.window.name,
         batch_size=o.batch_size,
+        auto_batch=o.auto_batch,
         pairs=[_pair_report(lane) for lane in lanes],
         problems=problems.items,
         signal=signal_name(signals[0]) if signals else None,
@@ -388,6 +400,19 @@ def run_job(
     )
     report.exit_code = exit_code(report, missing_ok=o.missing_ok)
     return report
+
+
+def _open_trace(path: str | None, started: float, console: Console) -> Trace | None:
+    """The ``--trace`` file, or None; a trace that cannot be opened is a warning, not a stop."""
+    if path is None:
+        return None
+    try:
+        return Trace(path, started=started)
+    except OSError as err:
+        console.print(
+            Text.assemble(("warning:", "bold yellow"), f" no trace: {err.strerror or err}")
+        )
+        return None
 
 
 def _setup_failure(err: Exception, classify: Classify | None) -> Outcome:

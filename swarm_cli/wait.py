@@ -190,7 +190,14 @@ def wait_for(
     if timeout < 0:
         raise ValueError("the wait's timeout must not be negative")
     o = job.options
-    options = replace(o, ledger=None, max_errors=None, batch_size=min(o.batch_size, MAX_WAIT_BATCH))
+    options = replace(
+        o,
+        ledger=None,
+        max_errors=None,
+        batch_size=min(o.batch_size, MAX_WAIT_BATCH),
+        auto_batch=False,
+        trace=None,
+    )
     groups = {pair: list(ids) for pair, ids in done.items() if ids}
     wait_job = Job(WAIT_SPEC, groups, options, title=f"wait for {target}")
     clock: Clock = time.monotonic
