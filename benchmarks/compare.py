@@ -255,7 +255,8 @@ class Child:
         """The last lines of its stderr, without the frames rich draws around errors."""
         text = self.err.read_text(encoding="utf-8", errors="replace").splitlines()
         kept = [t.strip(" │╭╮╰╯─") for t in text]
-        kept = [t for t in kept if t and not t.startswith(("Try ", "Usage:", "Error"))]
+        kept = [t.removeprefix("Error: ") for t in kept]
+        kept = [t for t in kept if t and t != "Error" and not t.startswith(("Try ", "Usage:"))]
         return " | ".join(kept[-lines:])
 
 
@@ -626,33 +627,36 @@ def targets(sc: Scenario, rows: dict[str, dict[str, Any]], extra: dict[str, Any]
     me["targets"] = out
 
 
-def parse_and_validate_seconds(count: int, rounds: int) -> float:
-    """Reading and checking an ID list in-process, as the command line does before sending.
+def parse_and_validate_seconds(count: int, rounds: int) -> tuple[float, str]:
+    """Reading and checking an ID list as the command line does before sending: seconds,
+    and how it was measured.
 
-    benchmarks/startup.py measures this when it is there; otherwise the same steps.
+    benchmarks/startup.py's measure (a fresh interpreter per round) when it is there
+    and takes (path, count, tree); otherwise the same steps in this process.
     """
-    try:
-        from startup import parse_and_validate  # type: ignore[import-not-found,unused-ignore]
-
-        times: list[float] = parse_and_validate(count, rounds)
-        return statistics.median(times)
-    except ImportError:
-        pass
-    from rich.console import Console
-
-    from swarm_cli.cli.act import load_targets, plan_groups
-
-    err = Console(file=io.StringIO())
-    times = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, "ids.txt")
         path.write_text("\n".join(fake_ids(count)) + "\n", encoding="utf-8")
+        try:
+            from startup import parse_and_validate
+
+            times = [parse_and_validate(path, count, None) for _ in range(rounds)]
+            return statistics.median(times), "benchmarks/startup.py, a fresh interpreter"
+        except (ImportError, TypeError, subprocess.CalledProcessError, ValueError):
+            pass
+        from rich.console import Console
+
+        from swarm_cli.cli.act import load_targets, plan_groups
+
+        err = Console(file=io.StringIO())
+        times = []
         for _ in range(rounds):
             started = time.perf_counter()
             groups = plan_groups(load_targets(str(path), err), {}, "us-east-1", err)
             times.append(time.perf_counter() - started)
             assert sum(map(len, groups.values())) == count
-    return statistics.median(times)
+            del groups
+    return statistics.median(times), "in this process"
 
 
 def run_scenario(
@@ -665,7 +669,7 @@ def run_scenario(
     bound = sc.bound
     extra: dict[str, Any] = {}
     if sc.key == "g":
-        extra["parse_validate_s"] = parse_and_validate_seconds(
+        extra["parse_validate_s"], extra["parse_validate_how"] = parse_and_validate_seconds(
             sc.instances, 1 if sc.instances < 10_000 else 3
         )
     rows: dict[str, dict[str, Any]] = {}
@@ -761,6 +765,12 @@ def print_table(key: str, result: dict[str, Any]) -> None:
         f"{'cpu s':>7}  {'notes':<22} target"
     )
     for row in result["rows"]:
+        if row["error"] and not row["calls"]:  # it never got going: its numbers say nothing
+            print(
+                f"{row['contender']:<20}{'-':>8}{'-':>9}{'-':>7}{'-':>7}{'-':>6}{'-':>7}  "
+                f"{'':<22} {verdict(row)}"
+            )
+            continue
         xb = "-" if row["x_bound"] is None else f"{row['x_bound']:.2f}"
         print(
             f"{row['contender']:<20}{row['wall_s']:>8.2f}{xb:>9}{row['calls']:>7.0f}"
