@@ -82,7 +82,10 @@ def _drain(fd: int) -> None:
 
 
 def tree_env(tree: Path | None) -> dict[str, str]:
-    """The children's environment; with ``tree``, its swarm_cli is the one imported."""
+    """The children's environment; with ``tree``, its swarm_cli is the one imported.
+
+    Children also run in ``tree``: ``-m`` and ``-c`` put the working folder first on the path.
+    """
     if tree is None:
         return dict(CHILD_ENV)
     return {**CHILD_ENV, "PYTHONPATH": str(tree)}
@@ -108,7 +111,9 @@ def run_cli(box: Sandbox, ids: list[str], tty: bool, tree: Path | None = None) -
         if tty:
             master, slave = pty.openpty()
             launched = time.time()
-            child = subprocess.Popen(args, env=env, stdin=slave, stdout=slave, stderr=slave)
+            child = subprocess.Popen(
+                args, env=env, cwd=tree, stdin=slave, stdout=slave, stderr=slave
+            )
             os.close(slave)
             reader = threading.Thread(target=_drain, args=(master,), daemon=True)
             reader.start()
@@ -116,7 +121,12 @@ def run_cli(box: Sandbox, ids: list[str], tty: bool, tree: Path | None = None) -
             log = open(Path(tmp, "stderr.txt"), "w+b")  # noqa: SIM115
             launched = time.time()
             child = subprocess.Popen(
-                args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
+                args,
+                env=env,
+                cwd=tree,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
             )
         peak = [0]
         watcher = threading.Thread(target=_watch_peak, args=(child.pid, peak), daemon=True)
@@ -153,7 +163,9 @@ def first_call(count: int, tty: bool, tree: Path | None) -> Run:
 
 def wall(args: list[str], tree: Path | None) -> float:
     started = time.perf_counter()
-    subprocess.run([*SWARM, *args], check=True, stdout=subprocess.DEVNULL, env=tree_env(tree))
+    subprocess.run(
+        [*SWARM, *args], check=True, stdout=subprocess.DEVNULL, env=tree_env(tree), cwd=tree
+    )
     return time.perf_counter() - started
 
 
@@ -180,7 +192,9 @@ print(json.dumps(times))
 def parse_and_validate(path: Path, count: int, tree: Path | None) -> float:
     """What the command line does with an ID list before anything is sent: read, check, group."""
     args = [sys.executable, "-c", PARSE_AND_VALIDATE, str(path), str(count), "1"]
-    done = subprocess.run(args, check=True, capture_output=True, text=True, env=tree_env(tree))
+    done = subprocess.run(
+        args, check=True, capture_output=True, text=True, env=tree_env(tree), cwd=tree
+    )
     return float(json.loads(done.stdout)[0])
 
 
