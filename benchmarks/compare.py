@@ -757,8 +757,8 @@ def print_table(key: str, result: dict[str, Any]) -> None:
     )
     if result["extra"].get("parse_validate_s") is not None:
         print(
-            f"   parse+validate {result['instances_per_client']} IDs in-process: "
-            f"{result['extra']['parse_validate_s']:.3f} s"
+            f"   parse+validate {result['instances_per_client']} IDs: "
+            f"{result['extra']['parse_validate_s']:.3f} s ({result['extra']['parse_validate_how']})"
         )
     print(
         f"{'contender':<20}{'wall s':>8}{'x bound':>9}{'calls':>7}{'thr %':>7}{'lost':>6}"
@@ -884,8 +884,9 @@ def main(argv: list[str] | None = None) -> int:
         del result["_charts"]
         report["scenarios"][key] = result
         crashed = crashed or any(r["crashed"] for r in result["rows"])
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        # After each scenario: a run cut short keeps what it measured.
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(f"\nresults: {json_path}; charts: {chart_dir}/<scenario>.svg")
     return 1 if crashed else 0
 
