@@ -379,6 +379,8 @@ class LiveView:
         state.append(Text(f"in flight {s.in_flight}"))
         if self.batch is not None:
             state.append(Text(f"batch {self.batch}"))
+        elif s.batch:
+            state.append(Text(f"batch {s.batch} (auto)"))
         state.append(Text(f"peak {s.peak_cwnd:.0f}"))
 
         speed: list[Text] = []

@@ -177,7 +177,11 @@ def _summary(report: Report) -> str:
         ("time-outs", str(report.total_of("timeouts"))),
         ("outages", str(report.total_of("outages"))),
         ("pairs", str(len(report.pairs))),
-        ("window", f"{_e(report.window_profile)}, batches of {report.batch_size}"),
+        (
+            "window",
+            f"{_e(report.window_profile)}, batches of "
+            + (f"auto (from {report.batch_size})" if report.auto_batch else str(report.batch_size)),
+        ),
         ("endpoint", _e(report.endpoint) if report.endpoint else "AWS"),
         ("ledger", f"<code>{_e(report.ledger)}</code>" if report.ledger else "none"),
         ("exit code", str(report.exit_code)),

@@ -344,7 +344,7 @@ def run_job(
                 job.title or job.action.name,
                 endpoint=o.endpoint,
                 badges=o.badges + (("DRY RUN",) if o.dry_run else ()),
-                batch=o.batch_size,
+                batch=None if o.auto_batch else o.batch_size,
                 bound_rate=o.bound_rate,
                 already_done=o.already_done,
             )

@@ -41,6 +41,7 @@ class Snapshot:
     errors: Mapping[str, int]
     codes: Mapping[str, int]
     series: tuple[Sample, ...]
+    batch: int = 0  # IDs the last call could carry
 
     @property
     def done(self) -> int:
@@ -82,6 +83,7 @@ class Stats:
     phase: str = ""
     series: list[Sample] = field(default_factory=list)
     spacing: float = 0.05  # least seconds between two samples of answers
+    batch: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -121,6 +123,7 @@ class Stats:
                 errors=dict(self.errors),
                 codes=dict(self.codes),
                 series=tuple(self.series),  # bounded at MAX_SAMPLES: a cheap copy
+                batch=self.batch,
             )
 
     def __call__(self, event: Event) -> None:
@@ -136,6 +139,7 @@ class Stats:
                 self.total += len(event.ids)
             elif event.type == "sent":
                 self.calls += 1
+                self.batch = event.batch
             elif event.type == "throttled":
                 self.throttled_calls += 1
             elif event.type == "retried":

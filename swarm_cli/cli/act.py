@@ -56,6 +56,7 @@ from .common import (
     EndpointOpt,
     ExcludeOpt,
     FilterOpt,
+    Headroom,
     MaxAttempts,
     MaxOutage,
     MaxWindow,
@@ -70,10 +71,12 @@ from .common import (
     QuietOpt,
     RegionOpt,
     RoleArnOpt,
+    TraceOpt,
     VerboseOpt,
     WindowChoice,
     WindowOpt,
     app,
+    batch_options,
     consoles,
     error,
     fail,
@@ -966,7 +969,8 @@ def register(
                 "--wait-timeout", metavar="SECONDS", min=0, help="Seconds --wait waits at most."
             ),
         ] = 600.0,
-        batch_size: BatchSize = 10,
+        batch_size: BatchSize = "auto",
+        headroom: Headroom = 0.0,
         max_window: MaxWindow = 500,
         min_window: MinWindow = 1,
         window_profile_: WindowOpt = WindowChoice.adaptive,
@@ -988,8 +992,10 @@ def register(
         call_timeout: CallTimeout = None,
         max_outage: MaxOutage = 45.0,
         missing_ok: MissingOk = False,
+        trace: TraceOpt = None,
     ) -> None:
         _, err = consoles()
+        size, auto_batch = batch_options(batch_size, spec.limits)
         if (force or hibernate) and not is_stop:
             fail(err, f"--force and --hibernate are for swarm stop, not {spec.name}", EXIT_USAGE)
         if force and hibernate:
@@ -1030,7 +1036,10 @@ def register(
                 report=report,
                 options=RunOptions(
                     dry_run=dry_run or plan,
-                    batch_size=batch_size,
+                    batch_size=size,
+                    auto_batch=auto_batch,
+                    headroom=headroom,
+                    trace=trace,
                     max_attempts=max_attempts,
                     window=window_profile(window_profile_, min_window, max_window, err),
                     progress="none" if quiet else progress.value,
@@ -1048,7 +1057,9 @@ def register(
         [
             summary,
             "Calls in flight follow a congestion window: it starts at 1, doubles per round "
-            "trip up to 16, then grows while answers come quickly and halves on throttles.",
+            "trip up to 16, then grows while answers come quickly. Once throttles have shown "
+            "the account's limit, calls leave paced a little under the rate measured, probing "
+            "upward gently every half second.",
             "Before the first call, every instance is in the ledger as pending; SIGINT, "
             "SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in flight, and "
             "record the rest. Retry what is left with: swarm "

@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import __version__
+from ..actions.base import Limits
+from ..batching import initial_size
 from ..display import render_summary
 from ..report import Report
 from ..run import EXIT_INTERRUPTED, EXIT_USAGE
@@ -38,6 +40,7 @@ app.add_typer(ledger_app, name="ledger")
 class WindowChoice(str, Enum):
     adaptive = "adaptive"
     seed = "seed"
+    reno = "reno"
 
 
 class Output(str, Enum):
@@ -116,14 +119,59 @@ def main_options(
 
 
 # Options shared by the commands that run an action.
+def _batch_size(value: str) -> str:
+    value = value.strip().lower()
+    if value == "auto":
+        return value
+    if not value.isdigit() or not 1 <= int(value) <= 1000:
+        raise typer.BadParameter(f"{value!r} is neither auto nor a whole number from 1 to 1000")
+    return str(int(value))
+
+
 BatchSize = Annotated[
-    int,
+    str,
     typer.Option(
         "--batch-size",
-        metavar="N",
-        min=1,
-        max=1000,
-        help="Instance IDs per call (EC2 takes up to 1000).",
+        metavar="N|auto",
+        callback=_batch_size,
+        help="Instance IDs per call (EC2 takes up to 1000). auto: start from the action's "
+        "documented instance rate, then carry about half a second of what gets through, so "
+        "calls leave about twice a second and the call bucket stays free for other clients.",
+    ),
+]
+
+
+def batch_options(value: str, limits: Limits) -> tuple[int, bool]:
+    """--batch-size as (the size, or the size to start from; whether it is auto)."""
+    if value == "auto":
+        return initial_size(limits), True
+    return int(value), False
+
+
+def _headroom(value: float) -> float:
+    if not 0.0 <= value < 1.0:
+        raise typer.BadParameter(f"{value:g} is not a share from 0 up to (not including) 1")
+    return value
+
+
+Headroom = Annotated[
+    float,
+    typer.Option(
+        "--headroom",
+        metavar="F",
+        callback=_headroom,
+        help="Leave this share of the rate found to the account's other clients (0.2: settle "
+        "at 80% of it and never probe above). Throttles are how a rate limit is found, so "
+        "the first few still happen.",
+    ),
+]
+TraceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        metavar="PATH",
+        help="Write the window's state at every call as JSON lines (time, cwnd, calls in "
+        "flight, pace, phase, batch), for plotting.",
     ),
 ]
 MaxWindow = Annotated[
@@ -146,7 +194,9 @@ WindowOpt = Annotated[
     WindowChoice,
     typer.Option(
         "--window-profile",
-        help="adaptive: the default, tuned; seed: the reference TCP profile, reproduced exactly.",
+        help="adaptive: the default: a window until throttles show the limit, then paced at "
+        "the rate measured; seed: the reference TCP profile, reproduced exactly; reno: the "
+        "window alone, halved once per round trip.",
     ),
 ]
 MaxAttempts = Annotated[

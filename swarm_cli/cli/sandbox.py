@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..actions import ACTIONS
 from ..run import EXIT_USAGE, RunOptions
 from .common import (
     BatchSize,
@@ -25,6 +26,7 @@ from .common import (
     WindowChoice,
     WindowOpt,
     app,
+    batch_options,
     consoles,
     fail,
     finish,
@@ -177,7 +179,7 @@ def demo(
     protected: ProtectedOpt = 0,
     missing: MissingOpt = 0,
     seed: SeedOpt = 0,
-    batch_size: BatchSize = 1,
+    batch_size: BatchSize = "1",
     max_window: MaxWindow = 64,
     min_window: MinWindow = 1,
     window_profile_: WindowOpt = WindowChoice.adaptive,
@@ -214,8 +216,10 @@ def demo(
     ledger_path = ledger or os.path.join(
         tempfile.gettempdir(), f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     )
+    size, auto_batch = batch_options(batch_size, ACTIONS["terminate"].limits)
     options = RunOptions(
-        batch_size=batch_size,
+        batch_size=size,
+        auto_batch=auto_batch,
         max_attempts=max_attempts,
         window=window_profile(window_profile_, min_window, max_window, err),
         ledger=ledger_path,
