@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+from test_cli import terminate_json, write_ids
+
+from swarm_cli.actions import ACTIONS
+from swarm_cli.batching import AUTO_MOST, AutoBatch, initial_size
+from swarm_cli.sandbox import Sandbox
+from swarm_cli.window import ADAPTIVE, Window
+
+
+def test_initial_size_is_half_a_second_of_the_documented_instance_rate() -> None:
+    assert initial_size(ACTIONS["terminate"].limits) == 10  # 20 instances/s
+    assert initial_size(ACTIONS["start"].limits) == 1  # 2 instances/s
+    assert initial_size(ACTIONS["reboot"].limits) == 10  # no instance bucket
+
+
+def feed(w: Window, batch: AutoBatch, ids_per_second: float, start: float, end: float) -> list[int]:
+    """Answers carrying ``ids_per_second`` from ``start`` to ``end``; the sizes on the way."""
+    sizes, now, step = [], start, 0.05
+    while now < end:
+        now += step
+        w.on_success(w.on_send(now), 0.04, now, 1, size=round(ids_per_second * step))
+        size = batch.update(w, now)
+        if not sizes or sizes[-1] != size:
+            sizes.append(size)
+    return sizes
+
+
+def throttled() -> Window:
+    w = Window(ADAPTIVE)
+    w.on_throttle(w.on_send(0.0), 0.0)
+    return w
+
+
+def test_carries_half_a_second_of_what_gets_through_moving_by_half_or_double() -> None:
+    w = throttled()
+    batch = AutoBatch(10)
+    *growing, settled = feed(w, batch, 200, 0.0, 6.0)
+    assert growing == [20, 40, 80] and 95 <= settled <= 105  # 200 IDs/s: about 100 per call
+    shrinking = feed(w, batch, 20, 6.0, 12.0)
+    settled = shrinking[-1]
+    assert all(a // 2 <= b < a for a, b in itertools.pairwise(shrinking))
+    assert 9 <= settled <= 11  # then 20 IDs/s: about 10 per call
+
+
+def test_keeps_its_size_until_throttles_show_the_limit() -> None:
+    w = Window(ADAPTIVE)
+    for k in range(20):
+        w.on_success(w.on_send(k * 0.05), 0.04, k * 0.05, 1, size=10)
+    batch = AutoBatch(10)
+    assert [batch.update(w, 1.0 + k) for k in range(3)] == [10, 10, 10]
+
+
+def test_grows_when_the_window_is_as_wide_as_it_may_be() -> None:
+    w = Window(ADAPTIVE.bounded(max_window=2))
+    for k in range(4):
+        w.on_success(w.on_send(k * 0.05), 0.04, k * 0.05, 2, size=10)
+    assert w.cwnd == 2
+    batch = AutoBatch(10, most=30)
+    assert [batch.update(w, 1.0 + k) for k in range(3)] == [20, 30, 30]
+
+
+def test_never_below_one_nor_above_the_most() -> None:
+    assert feed(throttled(), AutoBatch(2), 0.5, 0.0, 3.0)[-1] == 1
+    assert feed(throttled(), AutoBatch(500), 10_000, 0.0, 3.0)[-1] == AUTO_MOST
+
+
+def test_a_run_with_auto_batches_and_traces(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(60)
+    trace = tmp_path / "trace.jsonl"
+    code, report = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--trace", str(trace)
+    )
+    assert code == 0 and report["batch_size"] == "auto"
+    assert report["counts"]["succeeded"] == 60
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    sent = [x for x in lines if x["event"] == "sent"]
+    assert sent and all(x["batch"] >= 1 for x in sent)
+    assert {"t", "cwnd", "in_flight", "pace", "phase", "done"} <= set(sent[0])
+    assert max(x["done"] for x in lines) <= 60
