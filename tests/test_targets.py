@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,18 @@ def test_table_lines_keep_their_numbers_across_a_multi_line_field() -> None:
 def test_comma_separated_ids_without_a_header_get_a_hint() -> None:
     targets = parse_targets(["i-abcdef01,i-abcdef02"])
     assert "not commas" in targets.bad[0].reason
+
+
+def test_reading_leaves_the_garbage_collector_as_it_found_it() -> None:
+    assert gc.isenabled()
+    parse_targets(["i-0123456789abcdef0"])
+    assert gc.isenabled()
+    with pytest.raises(TargetsError):
+        parse_targets(['{"run": "r", "seq": 1, "status": "pending", "id": "i-00000001"}'])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        parse_targets(["i-0123456789abcdef0"])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
