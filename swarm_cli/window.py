@@ -131,6 +131,7 @@ class Window:
         self.found = 0.0  # the highest rate a throttle has shown got through
         self._step = 0.0
         self._next_probe = math.inf
+        self._pace_binds = True
         self._last_size = 1
         self._first_throttle = math.inf
         self._first_throttled_ticket = 0
@@ -166,6 +167,8 @@ class Window:
         self._sent += 1
         self._last_size = size
         if self.rate is not None:
+            # The pace held this call back (it left as soon as allowed) or something else did.
+            self._pace_binds = now is None or now - self._next_send < max(0.05, self.pace / 2)
             self.pace = size / self.rate
         if self.pace and now is not None:
             self._next_send = now + self.pace
@@ -232,8 +235,11 @@ class Window:
         assert self.rate is not None
         p = self.profile
         if now >= self._next_probe:
+            # Probe only while the pace is what holds calls back: a rate nothing uses (the
+            # queue ran dry, the window is full) says nothing about the limit.
             ceiling = (1.0 - self.headroom) * self.found if self.headroom else math.inf
-            self.rate = min(self.rate + self._step, ceiling)
+            if self._pace_binds:
+                self.rate = min(self.rate + self._step, ceiling)
             # On a clock: the next probe is due an interval after this one was.
             interval = max(p.probe_interval, 2 * self._round_trip())
             self._next_probe = max(self._next_probe + interval, now + interval / 2)

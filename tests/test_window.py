@@ -466,3 +466,12 @@ def test_headroom_is_checked() -> None:
     for bad in (-0.1, 1.0):
         with pytest.raises(ValueError):
             Window(ADAPTIVE, headroom=bad)
+
+
+def test_adaptive_does_not_probe_a_rate_nothing_uses() -> None:
+    clock, w = _measured_window()
+    w.on_success(w.on_send(clock.now, size=2), 0.04, clock.advance(1.0), 1, size=2)
+    rate = w.rate  # that call left at its pace: the probe was due
+    for _ in range(40):  # calls leave a second apart, far slower than the pace allows
+        w.on_success(w.on_send(clock.now, size=2), 0.04, clock.advance(1.0), 1, size=2)
+    assert w.rate == rate
