@@ -15,8 +15,12 @@ Phase = Literal["slow-start", "avoidance", "paced"]
 MIN_LATENCY_WINDOW = 10.0  # seconds a lowest latency stays the reference
 # Successes over the last this many seconds give the delivery rate.
 DELIVERY_SPAN = 1.0
-# Rate mode needs this long of answers after the first throttle: before it, what got
-# through still includes the bucket's burst, which says nothing of its refill.
+# ... or over the last this many answers, if they took longer: a few big calls a second
+# would make a one-second count jump by a whole call's IDs.
+DELIVERY_CALLS = 8
+DELIVERY_KEEP = 10.0  # seconds of answers kept for that
+# Rate mode needs this long (and two round trips) of answers after the first throttle:
+# before it, what got through still includes the bucket's burst, not only its refill.
 MIN_MEASURE = 0.2
 
 
@@ -57,6 +61,9 @@ class WindowProfile:
     # becomes ``rate_decrease`` times what got through over the last DELIVERY_SPAN;
     # every ``probe_interval`` without one it grows by ``probe_step`` of the rate found
     # (additive, so that two clients of one bucket converge to equal shares).
+    # Grow above ssthresh only while the smoothed latency (not one lucky answer) is under
+    # the gate: an API that queues calls answers some quickly and most slowly (TCP Vegas).
+    smoothed_gate: bool = False
     rate_mode: bool = False
     rate_decrease: float = 0.85
     probe_interval: float = 0.5
@@ -97,6 +104,7 @@ ADAPTIVE = WindowProfile(
     pacing=True,
     timeout_is_congestion=True,
     rate_mode=True,
+    smoothed_gate=True,
 )
 PROFILES: dict[str, WindowProfile] = {p.name: p for p in (ADAPTIVE, SEED, RENO)}
 
@@ -120,6 +128,7 @@ class Window:
         self._phase: Phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"
         self.min_latency = math.inf
         self._min_latency_at = -math.inf
+        self.srtt: float | None = None  # smoothed latency (RFC 6298's weight, 1/8)
         self.throttled = False
         self.pace = 0.0
         self._next_send = -math.inf
@@ -182,7 +191,10 @@ class Window:
         """IDs answered with success per second over the last DELIVERY_SPAN (and since the
         first throttle, whose burst has nothing to say of the refill)."""
         self._forget(now)
-        since = max(now - DELIVERY_SPAN, self._first_throttle if self.throttled else -math.inf)
+        start = now - DELIVERY_SPAN
+        if len(self._delivered) > DELIVERY_CALLS:
+            start = min(start, self._delivered[-DELIVERY_CALLS][0])
+        since = max(start, self._first_throttle if self.throttled else -math.inf)
         span = now - since if math.isfinite(since) else DELIVERY_SPAN
         if span <= 0:
             return 0.0
@@ -191,7 +203,7 @@ class Window:
         return sum(n for t, n, ticket in self._delivered if t > since and ticket > after) / span
 
     def _forget(self, now: float) -> None:
-        while self._delivered and self._delivered[0][0] <= now - DELIVERY_SPAN:
+        while self._delivered and self._delivered[0][0] <= now - DELIVERY_KEEP:
             self._delivered.popleft()
 
     def _round_trip(self) -> float:
@@ -224,7 +236,8 @@ class Window:
             if grown >= self.ssthresh:
                 self._phase = "avoidance"
             return self._set(grown, now)
-        if latency >= self.gate() or self._dampened(now):
+        seen = latency if not p.smoothed_gate or self.srtt is None else self.srtt
+        if seen >= self.gate() or self._dampened(now):
             return False
         step = p.increase
         if self.throttled and p.increase_after_throttle is not None:
@@ -255,6 +268,7 @@ class Window:
         # RTT: a lowest-ever value would hold the gate shut for good once the API slows down.
         if latency <= self.min_latency or now - self._min_latency_at > MIN_LATENCY_WINDOW:
             self.min_latency, self._min_latency_at = latency, now
+        self.srtt = latency if self.srtt is None else self.srtt + (latency - self.srtt) / 8
 
     def on_throttle(self, ticket: int, now: float) -> bool:
         """The API said slow down. Returns True if cwnd changed."""
@@ -275,9 +289,7 @@ class Window:
             self._next_send = max(self._next_send, now + self.pace)
             self._recover = self._sent
             return False
-        if self._phase == "slow-start" or p.rate_mode:
-            # Until rate mode can take over, a throttle means the burst is spent and every
-            # call in flight is doomed: one at a time until what gets through is measured.
+        if self._phase == "slow-start":
             return self._collapse(now)
         if p.reno_ssthresh:
             self.ssthresh = self._clamp(self.cwnd * p.decrease)
@@ -287,7 +299,8 @@ class Window:
         """Whether what got through since the first throttle says what the limit is."""
         since = now - self._first_throttle
         after = self._first_throttled_ticket
-        return since >= MIN_MEASURE and any(ticket > after for _, _, ticket in self._delivered)
+        enough = max(MIN_MEASURE, 2 * self._round_trip())
+        return since >= enough and any(ticket > after for _, _, ticket in self._delivered)
 
     def _slow_to_delivery(self, now: float) -> bool:
         """A throttle in rate mode (or the one that starts it): send a little under what
@@ -342,6 +355,7 @@ class Window:
         self._delivered.clear()
         self._next_probe = math.inf
         self.min_latency, self._min_latency_at = math.inf, -math.inf  # it may answer slower now
+        self.srtt = None
         self._recover = self._sent
         self._set(self.profile.initial, now)
         self._phase = "slow-start" if self.cwnd < self.ssthresh else "avoidance"

@@ -475,3 +475,20 @@ def test_adaptive_does_not_probe_a_rate_nothing_uses() -> None:
     for _ in range(40):  # calls leave a second apart, far slower than the pace allows
         w.on_success(w.on_send(clock.now, size=2), 0.04, clock.advance(1.0), 1, size=2)
     assert w.rate == rate
+
+
+def test_adaptive_growth_follows_the_smoothed_latency_not_one_quick_answer() -> None:
+    def after_a_quick_answer(profile: WindowProfile) -> float:
+        clock, w = FakeClock(), Window(profile)
+        for _ in range(4):
+            round_trip(w, clock, latency=0.05)
+        for _ in range(20):  # the API queues: answers now take 0.4 s
+            clock.advance(0.1)
+            w.on_success(w.on_send(), 0.4, clock.now, w.limit)
+        before = w.cwnd
+        clock.advance(0.1)
+        w.on_success(w.on_send(), 0.05, clock.now, w.limit)
+        return w.cwnd - before
+
+    assert after_a_quick_answer(ADAPTIVE) == 0
+    assert after_a_quick_answer(RENO) == 5, "one answer under the gate grows reno's window"
