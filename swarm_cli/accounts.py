@@ -27,9 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import (
     ClientError,
@@ -40,6 +39,9 @@ from botocore.exceptions import (
 
 from .ec2 import THROTTLE_CODES, THROTTLE_STATUSES
 from .targets import ACCOUNT_ID, REGION
+
+if TYPE_CHECKING:
+    import boto3
 
 ROLE_ARN = re.compile(r"arn:(aws[a-z-]*):iam::([^:]*):role/(.+)")
 # STS's own limits, checked here so that the error can name the file and line.
@@ -162,7 +164,10 @@ def assume(
     session is not thread-safe: call this from one thread, or give each thread
     its own session.
     """
-    session = session or boto3.session.Session(region_name=region)
+    if session is None:
+        from .ec2 import new_session
+
+        session = new_session(region=region)
     # Our own throttle retries below; botocore's would also retry what is not one.
     config = Config(
         retries={"mode": "standard", "total_max_attempts": 1},

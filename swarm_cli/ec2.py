@@ -199,6 +199,30 @@ def _raise_unparsable_errors(response_dict: Mapping[str, Any], **_: Any) -> None
     raise HttpError(status, request_id, f"non-XML body: {snippet}" if snippet else "empty body")
 
 
+_shared_loader: Any = None
+
+
+def new_session(
+    *, profile: str | None = None, region: str | None = None, **credentials: str
+) -> boto3.session.Session:
+    """A boto3 session sharing one botocore data loader with every other of this process.
+
+    EC2's service model is a large JSON file: a session of its own reads and parses
+    it again, which costs a run's start a tenth of a second per session.
+    """
+    global _shared_loader
+    import botocore.session
+
+    core = botocore.session.get_session()
+    if _shared_loader is None:
+        _shared_loader = core.get_component("data_loader")
+    else:
+        core.register_component("data_loader", _shared_loader)
+    return boto3.session.Session(
+        botocore_session=core, profile_name=profile, region_name=region, **credentials
+    )
+
+
 def make_client(
     region: str | None,
     *,
@@ -209,7 +233,7 @@ def make_client(
     credentials: Mapping[str, str] | None = None,
 ) -> Any:
     """One client for every thread; botocore's own retries off so the window sees all."""
-    session = boto3.session.Session(profile_name=profile, region_name=region, **(credentials or {}))
+    session = new_session(profile=profile, region=region, **(credentials or {}))
     config = Config(
         retries={"mode": "standard", "total_max_attempts": 1},
         max_pool_connections=max(10, max_pool),

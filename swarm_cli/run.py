@@ -4,6 +4,7 @@ once and wired to one ledger, the progress view, the failure budget and the sign
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import signal
 import threading
@@ -348,6 +349,9 @@ def run_job(
                 bound_rate=o.bound_rate,
                 already_done=o.already_done,
             )
+            # Whatever start-up made (see cli.main) is kept for good: never scan it again.
+            gc.freeze()
+            gc.enable()
             with view:
                 for lane in lanes:
                     lane.thread.start()

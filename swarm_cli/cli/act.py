@@ -242,11 +242,11 @@ class Instance(Protocol):
 
 def expect_account(flags: Flags, region: str | None, err: Console) -> None:
     """--expect-account: checked with STS before anything else is read or sent."""
-    import boto3
+    from ..ec2 import new_session
 
     assert flags.expect_account is not None
     try:
-        session = boto3.session.Session(profile_name=flags.profile)
+        session = new_session(profile=flags.profile)
         got = check_account(
             session, flags.expect_account, endpoint_url=flags.endpoint_url, region=region
         )
@@ -556,9 +556,9 @@ def plan_groups(
 
 def warn_unknown_regions(regions: set[str], err: Console) -> None:
     """A region botocore does not know is more likely a typo than a new region."""
-    import boto3
+    from ..ec2 import new_session
 
-    session = boto3.session.Session()
+    session = new_session()
     known = {
         r
         for partition in session.get_available_partitions()
@@ -593,11 +593,12 @@ def _account_region(account: Account | None) -> str | None:
 
 
 def session_region(profile: str | None, err: Console) -> str | None:
-    import boto3
     from botocore.exceptions import ProfileNotFound
 
+    from ..ec2 import new_session
+
     try:
-        region = boto3.session.Session(profile_name=profile).region_name
+        region = new_session(profile=profile).region_name
     except ProfileNotFound as exc:
         fail(err, str(exc), EXIT_AUTH)
     return str(region) if region else None
@@ -633,16 +634,15 @@ class Reach:
 
     def connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
         """Credentials and a client for every pair not reached yet (calling again is cheap)."""
-        import boto3
         from botocore.exceptions import BotoCoreError, ClientError
 
         from ..accounts import AccountsError, assume
-        from ..ec2 import make_client, redact_url
+        from ..ec2 import make_client, new_session, redact_url
 
         f = self.flags
         credentials = self._credentials
         try:
-            session = boto3.session.Session(profile_name=f.profile)
+            session = new_session(profile=f.profile)
         except Exception as exc:
             client_error(exc, err)
         for pair in groups:
@@ -684,14 +684,14 @@ class Reach:
 
     def alias(self, pair: Pair) -> str | None:
         """The account's alias, where IAM lets us read it (a nicety: None otherwise)."""
-        import boto3
+        from ..ec2 import new_session
 
         if pair not in self._clients:
             return None
         try:
             kwargs = self._credentials.get(pair.account) or {}
             profile = self.flags.profile if pair.account is None else None
-            session = boto3.session.Session(profile_name=profile, **kwargs)
+            session = new_session(profile=profile, **kwargs)
             iam = session.client(
                 "iam", region_name=pair.region, endpoint_url=self.flags.endpoint_url
             )
