@@ -64,8 +64,12 @@ class WindowProfile:
     # Grow above ssthresh only while the smoothed latency (not one lucky answer) is under
     # the gate: an API that queues calls answers some quickly and most slowly (TCP Vegas).
     smoothed_gate: bool = False
+    # Slow start's cost is counted in round trips: where one takes longer than
+    # ``scaled_start`` seconds, each answer adds one more per such span (at most 4), so
+    # that a 300 ms API reaches ssthresh in two round trips instead of four. None: +1.
+    scaled_start: float | None = None
     rate_mode: bool = False
-    rate_decrease: float = 0.85
+    rate_decrease: float = 0.9
     probe_interval: float = 0.5
     probe_step: float = 0.05
 
@@ -105,6 +109,7 @@ ADAPTIVE = WindowProfile(
     timeout_is_congestion=True,
     rate_mode=True,
     smoothed_gate=True,
+    scaled_start=0.1,
 )
 PROFILES: dict[str, WindowProfile] = {p.name: p for p in (ADAPTIVE, SEED, RENO)}
 
@@ -232,7 +237,7 @@ class Window:
             return False
         if self._phase == "slow-start":
             # One more per answer doubles the window per round trip.
-            grown = min(self.cwnd + 1, self.ssthresh, float(p.max_window))
+            grown = min(self.cwnd + self._start_step(), self.ssthresh, float(p.max_window))
             if grown >= self.ssthresh:
                 self._phase = "avoidance"
             return self._set(grown, now)
@@ -243,6 +248,12 @@ class Window:
         if self.throttled and p.increase_after_throttle is not None:
             step = p.increase_after_throttle
         return self._set(self.cwnd + step, now)
+
+    def _start_step(self) -> float:
+        span = self.profile.scaled_start
+        if span is None or math.isinf(self.min_latency):
+            return 1.0
+        return float(min(4, max(1, int(self.min_latency / span + 1e-9))))
 
     def _paced_success(self, now: float, in_flight: int) -> bool:
         assert self.rate is not None

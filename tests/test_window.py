@@ -410,7 +410,7 @@ def _measured_window(headroom: float = 0.0) -> tuple[FakeClock, Window]:
 def test_adaptive_paces_a_little_under_what_got_through() -> None:
     clock, w = _measured_window()
     assert w.phase == "paced"
-    assert w.rate is not None and abs(w.rate - 0.85 * 40) < 1.0
+    assert w.rate is not None and abs(w.rate - 0.9 * 40) < 1.0
     assert abs(w.pace - 2 / w.rate) < 1e-9, "a call of 2 IDs waits 2 / rate"
     assert w.send_at() > clock.now
 
@@ -492,3 +492,18 @@ def test_adaptive_growth_follows_the_smoothed_latency_not_one_quick_answer() -> 
 
     assert after_a_quick_answer(ADAPTIVE) == 0
     assert after_a_quick_answer(RENO) == 5, "one answer under the gate grows reno's window"
+
+
+def test_adaptive_slow_start_takes_fewer_round_trips_when_they_are_long() -> None:
+    def sizes(profile: WindowProfile, latency: float) -> list[int]:
+        clock, w = FakeClock(), Window(profile)
+        seen = [w.limit]
+        while w.phase == "slow-start":
+            round_trip(w, clock, latency=latency)
+            seen.append(w.limit)
+        return seen
+
+    assert sizes(ADAPTIVE, 0.04) == [1, 2, 4, 8, 16], "a quick API doubles per round trip"
+    # +3 per answer at 300 ms (within a round trip, growth stops once half is unused).
+    assert sizes(ADAPTIVE, 0.3) == [1, 4, 10, 16]
+    assert sizes(SEED, 0.3) == [1, 2, 4, 8, 16], "the seed doubles whatever the latency"
