@@ -86,8 +86,7 @@ class WindowProfile:
 
 
 SEED = WindowProfile(name="seed")
-# The window alone, as TCP Reno with the seed's constants: what ``adaptive`` does until
-# throttles have shown the limit.
+# The window alone, as TCP Reno with the seed's constants.
 RENO = WindowProfile(
     name="reno",
     relative_gate=2.0,
@@ -98,19 +97,8 @@ RENO = WindowProfile(
     pacing=True,
     timeout_is_congestion=True,
 )
-ADAPTIVE = WindowProfile(
-    name="adaptive",
-    relative_gate=2.0,
-    once_per_round_trip=True,
-    require_use=True,
-    reno_ssthresh=True,
-    increase_after_throttle=1.0,
-    pacing=True,
-    timeout_is_congestion=True,
-    rate_mode=True,
-    smoothed_gate=True,
-    scaled_start=0.1,
-)
+# Reno until throttles have shown the limit, then the measured rate, paced.
+ADAPTIVE = replace(RENO, name="adaptive", rate_mode=True, smoothed_gate=True, scaled_start=0.1)
 PROFILES: dict[str, WindowProfile] = {p.name: p for p in (ADAPTIVE, SEED, RENO)}
 
 
