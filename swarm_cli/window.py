@@ -141,11 +141,8 @@ class Window:
 
     @property
     def phase(self) -> Phase:
+        """slow-start or avoidance (the window's), or paced once rate mode has begun."""
         return "paced" if self.rate is not None else self._phase
-
-    @phase.setter
-    def phase(self, value: Phase) -> None:
-        self._phase = value
 
     @property
     def recover_point(self) -> int:
@@ -308,7 +305,7 @@ class Window:
         got = self.delivery(now)
         if self.rate is None:
             self._step = max(p.probe_step * got, 0.01)
-        self.found = max(self.found, got) if self.rate is None else got
+        self.found = got
         target = p.rate_decrease * got
         if self.rate is not None:
             target = min(target, p.rate_decrease * self.rate)
