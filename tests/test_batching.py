@@ -4,7 +4,7 @@ import itertools
 import json
 from pathlib import Path
 
-from test_cli import terminate_json, write_ids
+from test_cli import swarm, terminate_json, write_ids
 
 from swarm_cli.actions import ACTIONS
 from swarm_cli.batching import AUTO_MOST, AutoBatch, initial_size
@@ -82,3 +82,26 @@ def test_a_run_with_auto_batches_and_traces(sandbox: Sandbox, tmp_path: Path) ->
     assert sent and all(x["batch"] >= 1 for x in sent)
     assert {"t", "cwnd", "in_flight", "pace", "phase", "done"} <= set(sent[0])
     assert max(x["done"] for x in lines) <= 60
+
+
+def test_a_trace_that_cannot_be_written_is_a_warning_not_a_stop(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(5)
+    code, out, err = swarm(
+        "terminate",
+        "--ids",
+        write_ids(tmp_path / "ids.txt", ids),
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+        "--yes",
+        "--progress",
+        "none",
+        "--trace",
+        str(tmp_path / "no-such-folder" / "trace.jsonl"),
+    )
+    assert code == 0, err
+    assert "no trace" in err
+    assert "5 of 5 succeeded" in out
