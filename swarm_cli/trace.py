@@ -3,15 +3,19 @@
 One line per call sent, per answer, per throttle and per change of the window:
 ``{"t": seconds since the run started, "event", "pair", "cwnd", "ssthresh",
 "in_flight", "pace", "phase", "batch", "done"}``.
+
+Events arrive under the engine's lock: they are only queued there, and a thread of
+the trace's own writes them, so a slow or full disk never holds a run up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import queue
 import threading
 import time
-from typing import IO
+from typing import IO, Any
 
 from .engine import Event
 
@@ -19,14 +23,17 @@ TRACED = frozenset({"sent", "answered", "throttled", "timed_out", "window", "out
 
 
 class Trace:
-    """One file for every pair of a run; lines are written as events come, under a lock."""
+    """One file for every pair of a run, written by a thread of its own."""
 
     def __init__(self, path: str, *, started: float | None = None) -> None:
         self.path = path
-        self._file: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
         self._started = time.monotonic() if started is None else started
         self._lock = threading.Lock()
         self._done: dict[str, int] = {}
+        self._lines: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write_all, name="trace", daemon=True)
+        self._writer.start()
 
     def subscriber(self, pair: str) -> Trace.Pair:
         return Trace.Pair(self, pair)
@@ -36,9 +43,9 @@ class Trace:
             if event.type == "succeeded":
                 self._done[pair] = self._done.get(pair, 0) + 1
                 return
-            if self._file is None or event.type not in TRACED:
+            if event.type not in TRACED:
                 return
-            line = {
+            line: dict[str, Any] = {
                 "t": round(event.at - self._started, 4),
                 "event": event.type,
                 "pair": pair,
@@ -50,23 +57,28 @@ class Trace:
                 "batch": event.batch,
                 "done": self._done.get(pair, 0),
             }
-            if event.type == "answered":
-                line["latency"] = round(event.latency, 4)
-                line["ids"] = len(event.ids)
+        if event.type == "answered":
+            line["latency"] = round(event.latency, 4)
+            line["ids"] = len(event.ids)
+        self._lines.put(line)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Write what is queued and close the file; a disk that hangs is not waited on
+        longer than ``timeout`` (the writer is a daemon thread: it never holds the exit)."""
+        self._lines.put(None)
+        self._writer.join(timeout)
+
+    def _write_all(self) -> None:
+        failed = False
+        while (line := self._lines.get()) is not None:
+            if failed:
+                continue  # a trace is an aid: once the disk refuses it, lines are dropped
             try:
                 self._file.write(json.dumps(line) + "\n")
-            except OSError:  # a trace is an aid: it never stops a run
-                self._close()
-
-    def close(self) -> None:
-        with self._lock:
-            self._close()
-
-    def _close(self) -> None:
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.close()
-            self._file = None
+            except OSError:
+                failed = True
+        with contextlib.suppress(OSError):
+            self._file.close()
 
     class Pair:
         def __init__(self, trace: Trace, pair: str) -> None:
