@@ -522,9 +522,7 @@ class Engine:
     def _phase(self) -> str:
         if self.outage.down:
             return "outage"
-        if self.window.pace:
-            return "paced"
-        if self.window.phase == "paced":
+        if self.window.pace or self.window.phase == "paced":
             return "paced"
         oldest = next(iter(self._calls), None)  # tickets rise, and the dict keeps their order
         if oldest is not None and oldest <= self.window.recover_point:

@@ -310,8 +310,12 @@ def sandbox_cmd(
     AWS_ENDPOINT_URL); with --env-out and --ids-out, a CI step can wait for the
     env file and then run swarm terminate against it.
     """
+    import gc
     import random
 
+    # cli.main holds garbage collection off for a quick first call; a server that runs
+    # until Ctrl-C needs it back, or moto's cycles would pile up for as long as it serves.
+    gc.enable()
     out, err = consoles()
     require_sandbox(err)
     from ..sandbox import ACCOUNT, Sandbox, environment, fake_ids
