@@ -11,10 +11,8 @@ no intent is ever left without a record.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
-import queue
 import signal
 import threading
 import time
@@ -29,6 +27,7 @@ from .batching import AutoBatch
 from .outage import Outage
 from .outcome import Kind, Outcome
 from .rto import Rto
+from .runtime import Runtime, ThreadRuntime
 from .window import Window
 
 Action = Callable[[Sequence[str]], Mapping[str, Outcome]]
@@ -133,39 +132,6 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-class Workers:
-    """Daemon threads that run calls, started as needed up to ``cap``.
-
-    Daemon threads, unlike ThreadPoolExecutor's, never hold the process up at
-    exit: a call stuck on an endpoint that does not answer has already been
-    given up by the engine, and must not keep swarm from exiting.
-    """
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._threads = 0
-
-    def submit(self, task: Callable[[], None]) -> None:
-        self._work.put(task)
-        if not self._idle.acquire(blocking=False) and self._threads < self.cap:
-            self._threads += 1
-            threading.Thread(target=self._loop, name="swarm-call", daemon=True).start()
-
-    def _loop(self) -> None:
-        while (task := self._work.get()) is not None:
-            # A failing subscriber must not kill the thread: the dispatcher polls, and
-            # the run's close records whatever the failed task left open.
-            with contextlib.suppress(Exception):
-                task()
-            self._idle.release()
-
-    def shutdown(self) -> None:
-        for _ in range(self._threads):
-            self._work.put(None)
-
-
 class Engine:
     def __init__(
         self,
@@ -181,6 +147,7 @@ class Engine:
         outage: Outage | None = None,
         drain_timeout: float = 3.0,
         poll_interval: float = 2.0,
+        runtime: Runtime | None = None,
     ) -> None:
         if isinstance(batch_size, int) and batch_size < 1:
             raise ValueError("batch size must be at least 1")
@@ -191,15 +158,15 @@ class Engine:
         self.batching = batch_size
         self.batch_size = batch_size if isinstance(batch_size, int) else batch_size.size
         self.max_attempts = max_attempts
-        self.clock = clock
+        # Headroom above the window for calls given up on but still blocked in a socket.
+        self.runtime = runtime or ThreadRuntime(window.profile.max_window * 2 + 8, clock)
+        self.clock = self.runtime.clock
         self.backoff = backoff
         self.subscribers = list(subscribers)
         self.timeouts: Timeouts = timeouts or Rto()
         self.outage = outage or Outage()
         self.drain_timeout = drain_timeout
         self.poll_interval = poll_interval  # between asks of an intent that is not there yet
-        # Headroom above the window for calls given up on but still blocked in a socket.
-        self._workers = Workers(cap=window.profile.max_window * 2 + 8)
         self._cond = threading.Condition()
         self._queue: deque[_Intent] = deque()
         self._delayed: list[tuple[float, int, _Intent]] = []
@@ -294,7 +261,7 @@ class Engine:
                     wake.append(self._delayed[0][0])
                 if self._queue and now < ready_at:
                     wake.append(ready_at)
-                self._cond.wait(max(0.0, min(wake) - now))
+                self.runtime.wait(self._cond, max(0.0, min(wake) - now))
             self._emit("stopping", outcome=self._stop_cause)
 
     def _send(self, now: float) -> None:
@@ -310,7 +277,7 @@ class Engine:
         heapq.heappush(self._deadlines, (call.deadline, ticket))
         self._emit("sent", ids=tuple(i.id for i in batch))
         try:
-            self._workers.submit(lambda: self._call(call))
+            self.runtime.submit(lambda: self._attempt(call), lambda out: self._answer(call, out))
         except BaseException:
             del self._calls[ticket]  # never left: no phantom call in flight
             self._queue.extendleft(reversed(batch))
@@ -326,7 +293,7 @@ class Engine:
                 self._expire(now)
                 if now >= deadline:
                     break
-                self._cond.wait(min(POLL, deadline - now))
+                self.runtime.wait(self._cond, min(POLL, deadline - now))
 
     def _close(self) -> None:
         """Resolve every open intent ``pending``, with the reason the run stopped."""
@@ -347,7 +314,7 @@ class Engine:
                     why = cause or Outcome(Kind.UNREACHABLE, "NotSent")
                 self._resolve(intent, "pending", why)
             self._closed = True
-        self._workers.shutdown()
+        self.runtime.shutdown()
 
     def _take_batch(self) -> list[_Intent]:
         first = self._queue.popleft()
@@ -359,12 +326,20 @@ class Engine:
             batch.append(nxt)
         return batch
 
-    def _call(self, call: _Call) -> None:
+    def _attempt(self, call: _Call) -> dict[str, Outcome] | None:
+        """The call itself, off the dispatcher; None if it was given up on before it left
+        (a call the engine has already settled is never sent late)."""
+        if call.done or self._closed:
+            return None
         ids = [i.id for i in call.batch]
         try:
-            outcomes = dict(self.action(ids))
+            return dict(self.action(ids))
         except Exception as err:  # an action must classify; anything else is retried, bounded
-            outcomes = {i: Outcome(Kind.TRANSIENT, type(err).__name__, str(err)) for i in ids}
+            return {i: Outcome(Kind.TRANSIENT, type(err).__name__, str(err)) for i in ids}
+
+    def _answer(self, call: _Call, outcomes: dict[str, Outcome] | None) -> None:
+        if outcomes is None:
+            return
         with self._cond:
             if call.done or self._closed:
                 return  # given up on already: its intents were requeued or recorded

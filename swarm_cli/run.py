@@ -19,12 +19,13 @@ from rich.text import Text
 from .actions import ACTIONS, ActionSpec
 from .batching import AutoBatch
 from .display import ProgressMode, choose_progress
-from .engine import RESOLVED, Action, Engine, Event, RunResult, signal_name
+from .engine import RESOLVED, Action, Engine, Event, RunResult, Subscriber, signal_name
 from .ledger import LedgerError, LedgerWriter
 from .outage import Outage
 from .outcome import Kind, Outcome
 from .report import Pair, PairReport, Problem, Reason, Report
 from .rto import FixedTimeout, Rto
+from .runtime import Runtime
 from .stats import Stats
 from .trace import Trace
 from .window import ADAPTIVE, Window, WindowProfile
@@ -86,6 +87,28 @@ class Job:
     @property
     def total(self) -> int:
         return sum(len(ids) for ids in self.groups.values())
+
+
+def new_engine(
+    action: Action,
+    options: RunOptions,
+    subscribers: Sequence[Subscriber] = (),
+    runtime: Runtime | None = None,
+) -> Engine:
+    """One pair's engine and controller, as every run builds them (the simulator too)."""
+    o = options
+    return Engine(
+        action,
+        Window(o.window, headroom=o.headroom),
+        batch_size=AutoBatch(o.batch_size) if o.auto_batch else o.batch_size,
+        max_attempts=o.max_attempts,
+        subscribers=subscribers,
+        timeouts=Rto() if o.call_timeout is None else FixedTimeout(o.call_timeout),
+        outage=Outage(max_outage=o.max_outage),
+        drain_timeout=o.drain_timeout,
+        poll_interval=o.poll_interval,
+        runtime=runtime,
+    )
 
 
 # Builds the action for one pair (its client, credentials, dry run); may raise, which
@@ -285,17 +308,8 @@ def run_job(
         except Exception as err:  # that pair's set-up failed: it sends nothing
             action, refused = _no_action, _setup_failure(err, classify)
         stats = Stats()
-        window = Window(o.window, headroom=o.headroom)
-        engine = Engine(
-            action,
-            window,
-            batch_size=AutoBatch(o.batch_size) if o.auto_batch else o.batch_size,
-            max_attempts=o.max_attempts,
-            subscribers=[stats, problems.subscriber(pair), *([budget] if budget else [])],
-            timeouts=Rto() if o.call_timeout is None else FixedTimeout(o.call_timeout),
-            outage=Outage(max_outage=o.max_outage),
-            drain_timeout=o.drain_timeout,
-            poll_interval=o.poll_interval,
+        engine = new_engine(
+            action, o, [stats, problems.subscriber(pair), *([budget] if budget else [])]
         )
         if refused is not None:
             engine.refuse(refused)

@@ -1,0 +1,223 @@
+"""The controller over the whole grid of bucket regimes, in virtual time.
+
+    python benchmarks/grid.py                          # the default profile, 175 regimes x 3 seeds
+    python benchmarks/grid.py --profile adaptive --profile reno
+    python benchmarks/grid.py --noise 0.2              # a fifth of calls throttled at random
+    python benchmarks/grid.py --two-buckets            # EC2's two buckets, --batch-size auto
+
+Every regime is one token bucket of burst B and refill R per second, calls of latency
+L +-40%, N = B + 40 R IDs, batch 1 (``benchmarks/sim.py`` drives the real engine and
+controller). A regime's figure is its worst seed. The goals: every regime within 1.15x
+the bound with at most B + 5% of calls throttled, and a median within 1.05x.
+
+Prints a table per profile (each profile side by side in one run), saves the numbers as
+JSON and draws one heatmap (SVG) per profile in benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sim import Regime, Result, simulate  # noqa: E402
+
+BURSTS = (1, 3, 20, 100, 1000)
+RATES = (0.2, 0.5, 2, 5, 20, 100, 200)
+LATENCIES = (0.02, 0.1, 0.3, 1, 2)
+SEEDS = (0, 1, 2)
+TIME_GOAL = 1.15
+MEDIAN_GOAL = 1.05
+THROTTLE_SHARE = 0.05
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def regimes(noise: float = 0.0, two_buckets: bool = False) -> list[Regime]:
+    out = []
+    for b, r, lat in itertools.product(BURSTS, RATES, LATENCIES):
+        n = int(b + 40 * r)
+        if two_buckets:
+            # The request bucket as given; an instance bucket 10x its burst and 4x its rate.
+            out.append(Regime(b, r, lat, n * 4, batch=None, res_burst=b * 10, res_rate=r * 4))
+        else:
+            out.append(Regime(b, r, lat, n, noise=noise))
+    return out
+
+
+def _one(args: tuple[Regime, int, str]) -> Result:
+    regime, seed, profile = args
+    return simulate(regime, seed=seed, profile=profile)
+
+
+def throttle_ok(r: Result) -> bool:
+    return r.throttled <= r.burst + THROTTLE_SHARE * r.calls
+
+
+def worst_of(results: list[Result]) -> dict[tuple[float, float, float], Result]:
+    worst: dict[tuple[float, float, float], Result] = {}
+    for r in results:
+        key = (r.burst, r.rate, r.latency)
+        w = worst.get(key)
+        if w is None or r.ratio > w.ratio:
+            # The worst seed's time; its throttles are the worst seed's too.
+            worst[key] = r if w is None or r.throttled >= w.throttled else _with(r, w.throttled)
+        elif r.throttled > w.throttled:
+            worst[key] = _with(w, r.throttled)
+    return worst
+
+
+def _with(r: Result, throttled: int) -> Result:
+    return Result(**{**asdict(r), "throttled": throttled})
+
+
+def summary(worst: dict[tuple[float, float, float], Result], noise: float) -> dict[str, object]:
+    ratios = sorted(r.ratio for r in worst.values())
+    # With noise, a share of every call is throttled whatever the pace: the goal is
+    # that it costs no more than that share of time.
+    goal = TIME_GOAL / (1 - noise) if noise else TIME_GOAL
+    slow = [r for r in worst.values() if r.ratio > goal]
+    loud = [r for r in worst.values() if not noise and not throttle_ok(r)]
+    return {
+        "regimes": len(worst),
+        "over_time_goal": len(slow),
+        "over_throttle_goal": len(loud),
+        "median": round(statistics.median(ratios), 3),
+        "worst": round(ratios[-1], 3),
+        "time_goal": round(goal, 3),
+        "slowest": [asdict(r) for r in sorted(slow, key=lambda r: -r.ratio)[:12]],
+        "loudest": [asdict(r) for r in sorted(loud, key=lambda r: r.calls - r.throttled)[:12]],
+    }
+
+
+def table(profile: str, worst: dict[tuple[float, float, float], Result], noise: float) -> str:
+    """Worst ratio per (burst, rate), the worst over latencies, as a text grid."""
+    goal = TIME_GOAL / (1 - noise) if noise else TIME_GOAL
+    lines = [f"{profile}: worst wall / bound over latencies (* over {goal:.2f}x, ! throttles)"]
+    lines.append("burst \\ rate " + "".join(f"{r:>9g}" for r in RATES))
+    for b in BURSTS:
+        cells = []
+        for r in RATES:
+            rows = [worst[(b, r, lat)] for lat in LATENCIES]
+            ratio = max(x.ratio for x in rows)
+            mark = ("*" if ratio > goal else " ") + (
+                "!" if not noise and not all(throttle_ok(x) for x in rows) else " "
+            )
+            cells.append(f"{ratio:7.2f}{mark}")
+        lines.append(f"{b:>12g} " + "".join(cells))
+    return "\n".join(lines)
+
+
+def heatmap(profile: str, worst: dict[tuple[float, float, float], Result], title: str) -> str:
+    """One SVG: a panel per latency, burst down, rate across, colour by wall / bound."""
+    cell, gap, left, top = 34, 24, 70, 58
+    panel_w = cell * len(RATES)
+    width = left + len(LATENCIES) * (panel_w + gap)
+    height = top + cell * len(BURSTS) + 60
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="sans-serif" font-size="10">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="8" y="16" font-size="13">{title}</text>',
+    ]
+    for k, lat in enumerate(LATENCIES):
+        x0 = left + k * (panel_w + gap)
+        out.append(f'<text x="{x0}" y="{top - 26}" font-size="11">latency {lat:g} s</text>')
+        for j, r in enumerate(RATES):
+            out.append(
+                f'<text x="{x0 + j * cell + cell / 2}" y="{top - 6}" '
+                f'text-anchor="middle">{r:g}</text>'
+            )
+        for i, b in enumerate(BURSTS):
+            if k == 0:
+                out.append(
+                    f'<text x="{left - 6}" y="{top + i * cell + cell / 2 + 3}" '
+                    f'text-anchor="end">B {b:g}</text>'
+                )
+            for j, r in enumerate(RATES):
+                res = worst[(b, r, lat)]
+                colour = _colour(res.ratio)
+                x, y = x0 + j * cell, top + i * cell
+                mark = "" if throttle_ok(res) else "!"
+                out.append(
+                    f'<rect x="{x}" y="{y}" width="{cell - 1}" height="{cell - 1}" '
+                    f'fill="{colour}"><title>B {b:g}, R {r:g}/s, L {lat:g} s: '
+                    f"{res.ratio:.2f}x, {res.throttled} of {res.calls} throttled</title></rect>"
+                )
+                out.append(
+                    f'<text x="{x + cell / 2}" y="{y + cell / 2 + 3}" text-anchor="middle">'
+                    f"{res.ratio:.2f}{mark}</text>"
+                )
+    legend_y = top + cell * len(BURSTS) + 22
+    out.append(
+        f'<text x="{left}" y="{legend_y}">rate R per s across, burst B down; cell: worst wall / '
+        f"bound of 3 seeds; green within {TIME_GOAL}x, red far over; ! throttled more than "
+        f"B + 5% of calls</text>"
+    )
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _colour(ratio: float) -> str:
+    if ratio <= 1.05:
+        return "#4caf50"
+    if ratio <= TIME_GOAL:
+        return "#a5d6a7"
+    if ratio <= 1.5:
+        return "#ffcc80"
+    if ratio <= 3:
+        return "#ff8a65"
+    return "#e53935"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--profile", action="append", help="profiles side by side (default adaptive)")
+    ap.add_argument("--noise", type=float, default=0.0, help="share of calls throttled at random")
+    ap.add_argument("--two-buckets", action="store_true")
+    ap.add_argument("--seeds", type=int, default=len(SEEDS))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--out", type=Path, default=RESULTS, help="folder for JSON and SVG")
+    ap.add_argument("--no-save", action="store_true")
+    a = ap.parse_args(argv)
+    profiles = a.profile or ["adaptive"]
+    grid = regimes(a.noise, a.two_buckets)
+    suffix = ("-noise" if a.noise else "") + ("-two-buckets" if a.two_buckets else "")
+    report: dict[str, object] = {}
+    with ProcessPoolExecutor(a.jobs) as pool:
+        for profile in profiles:
+            work = [(g, s, profile) for g in grid for s in range(a.seeds)]
+            results = list(pool.map(_one, work, chunksize=4))
+            worst = worst_of(results)
+            s = summary(worst, a.noise)
+            report[profile] = {"summary": s, "results": [asdict(r) for r in results]}
+            print(table(profile, worst, a.noise))
+            print(
+                f"{profile}: {s['over_time_goal']} of {s['regimes']} regimes over "
+                f"{s['time_goal']}x, {s['over_throttle_goal']} over the throttle line, "
+                f"median {s['median']}x, worst {s['worst']}x\n"
+            )
+            if not a.no_save:
+                a.out.mkdir(parents=True, exist_ok=True)
+                title = (
+                    f"profile {profile}{' with ' + str(a.noise) + ' random throttles' if a.noise else ''}"
+                    f"{' (two buckets, batch auto)' if a.two_buckets else ''}: "
+                    f"{s['over_time_goal']} of {s['regimes']} over {s['time_goal']}x, "
+                    f"median {s['median']}x"
+                )
+                (a.out / f"grid-{profile}{suffix}.svg").write_text(heatmap(profile, worst, title))
+    if not a.no_save:
+        (a.out / f"grid{suffix}.json").write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
