@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sim import Regime, Result, simulate  # noqa: E402
+from sim import Regime, Result, simulate
 
 BURSTS = (1, 3, 20, 100, 1000)
 RATES = (0.2, 0.5, 2, 5, 20, 100, 200)
@@ -207,9 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             if not a.no_save:
                 a.out.mkdir(parents=True, exist_ok=True)
+                extra = f" with {a.noise:g} of calls throttled at random" if a.noise else ""
+                extra += " (two buckets, batch auto)" if a.two_buckets else ""
                 title = (
-                    f"profile {profile}{' with ' + str(a.noise) + ' random throttles' if a.noise else ''}"
-                    f"{' (two buckets, batch auto)' if a.two_buckets else ''}: "
+                    f"profile {profile}{extra}: "
                     f"{s['over_time_goal']} of {s['regimes']} over {s['time_goal']}x, "
                     f"median {s['median']}x"
                 )

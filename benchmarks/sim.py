@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from swarm_cli.engine import Event  # noqa: E402
-from swarm_cli.outcome import Kind, Outcome  # noqa: E402
-from swarm_cli.run import RunOptions, new_engine  # noqa: E402
-from swarm_cli.runtime import VirtualRuntime  # noqa: E402
-from swarm_cli.window import PROFILES  # noqa: E402
+from swarm_cli.engine import Event
+from swarm_cli.outcome import Kind, Outcome
+from swarm_cli.run import RunOptions, new_engine
+from swarm_cli.runtime import VirtualRuntime
+from swarm_cli.window import PROFILES
 
 THROTTLED = Outcome(Kind.THROTTLED, "RequestLimitExceeded", http_status=503)
 NOISE = Outcome(Kind.THROTTLED, "HTTP503", http_status=503)
@@ -126,10 +126,10 @@ class Api:
             self.throttled += 1
             return dict.fromkeys(ids, NOISE)
         costs = [len(ids) if per_id else 1 for _, per_id in self.buckets]
-        if any(b.level(now) < c for (b, _), c in zip(self.buckets, costs)):
+        if any(b.level(now) < c for (b, _), c in zip(self.buckets, costs, strict=True)):
             self.throttled += 1
             return dict.fromkeys(ids, THROTTLED)
-        for (b, _), c in zip(self.buckets, costs):
+        for (b, _), c in zip(self.buckets, costs, strict=True):
             b.tokens -= c
         return dict.fromkeys(ids, DONE)
 
