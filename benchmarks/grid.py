@@ -53,9 +53,9 @@ def regimes(noise: float = 0.0, two_buckets: bool = False) -> list[Regime]:
     return out
 
 
-def _one(args: tuple[Regime, int, str]) -> Result:
-    regime, seed, profile = args
-    return simulate(regime, seed=seed, profile=profile)
+def _one(args: tuple[Regime, int, str, dict[str, float]]) -> Result:
+    regime, seed, profile, overrides = args
+    return simulate(regime, seed=seed, profile=profile, overrides=overrides)
 
 
 def throttle_ok(r: Result) -> bool:
@@ -180,7 +180,11 @@ def _colour(ratio: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--profile", action="append", help="profiles side by side (default adaptive)")
+    ap.add_argument(
+        "--profile",
+        action="append",
+        help="profiles side by side (default adaptive); NAME:field=value,... tries constants",
+    )
     ap.add_argument("--noise", type=float, default=0.0, help="share of calls throttled at random")
     ap.add_argument("--two-buckets", action="store_true")
     ap.add_argument("--seeds", type=int, default=len(SEEDS))
@@ -194,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, object] = {}
     with ProcessPoolExecutor(a.jobs) as pool:
         for profile in profiles:
-            work = [(g, s, profile) for g in grid for s in range(a.seeds)]
+            name, _, sets = profile.partition(":")
+            overrides = {k: float(v) for k, v in (kv.split("=") for kv in sets.split(",") if kv)}
+            work = [(g, s, name, overrides) for g in grid for s in range(a.seeds)]
             results = list(pool.map(_one, work, chunksize=4))
             worst = worst_of(results)
             s = summary(worst, a.noise)

@@ -28,7 +28,7 @@ import math
 import random
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -141,6 +141,7 @@ def simulate(
     profile: str = "adaptive",
     headroom: float = 0.0,
     log: bool = False,
+    overrides: Mapping[str, float] | None = None,
 ) -> Result:
     rng = random.Random(seed)
     lo, hi = regime.latency * (1 - regime.jitter), regime.latency * (1 + regime.jitter)
@@ -150,7 +151,9 @@ def simulate(
         batch_size=regime.batch or 10,
         auto_batch=regime.batch is None,
         headroom=headroom,
-        window=PROFILES[profile].bounded(max_window=regime.max_window),
+        window=replace(PROFILES[profile], **(overrides or {})).bounded(
+            max_window=regime.max_window
+        ),
     )
     subscribers = [_log] if log else []
     engine = new_engine(api, options, subscribers, runtime=runtime)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from .actions.base import Limits
-from .window import Window
+from .window import Control
 
 AUTO_SECONDS = 0.5
 AUTO_MOST = 1000  # EC2 takes up to 1000 instance IDs per call
@@ -51,7 +51,7 @@ class AutoBatch:
     def __repr__(self) -> str:
         return f"AutoBatch(size={self.size})"
 
-    def update(self, window: Window, now: float) -> int:
+    def update(self, window: Control, now: float) -> int:
         """The size for the next call: it changes at most once per AUTO_EVERY, by half or double."""
         if now < self._next:
             return self.size

@@ -28,7 +28,7 @@ from .outage import Outage
 from .outcome import Kind, Outcome
 from .rto import Rto
 from .runtime import Runtime, ThreadRuntime
-from .window import Window
+from .window import Control
 
 Action = Callable[[Sequence[str]], Mapping[str, Outcome]]
 Clock = Callable[[], float]
@@ -136,7 +136,7 @@ class Engine:
     def __init__(
         self,
         action: Action,
-        window: Window,
+        window: Control,
         *,
         batch_size: int | AutoBatch = 1,
         max_attempts: int = 5,

@@ -28,7 +28,7 @@ from .rto import FixedTimeout, Rto
 from .runtime import Runtime
 from .stats import Stats
 from .trace import Trace
-from .window import ADAPTIVE, Window, WindowProfile
+from .window import ADAPTIVE, Profile, new_controller
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT; other signals give 128 + their number
@@ -44,7 +44,7 @@ class RunOptions:
     headroom: float = 0.0  # --headroom: the share of the found rate left to other clients
     trace: str | None = None  # --trace: the window's state per call, as JSON lines
     max_attempts: int = 5
-    window: WindowProfile = ADAPTIVE
+    window: Profile = ADAPTIVE
     ledger: str | None = None
     progress: ProgressMode = "auto"
     drain_timeout: float = 3.0
@@ -99,7 +99,7 @@ def new_engine(
     o = options
     return Engine(
         action,
-        Window(o.window, headroom=o.headroom),
+        new_controller(o.window, o.headroom),
         batch_size=AutoBatch(o.batch_size) if o.auto_batch else o.batch_size,
         max_attempts=o.max_attempts,
         subscribers=subscribers,

@@ -18,7 +18,7 @@ from typing import Any
 from .ec2 import classify_exception
 from .outcome import Kind
 from .run import EXIT_AUTH, EXIT_FAILED, EXIT_USAGE
-from .window import Window
+from .window import Control
 
 # EC2 takes MaxResults from 5 to 1000; the largest page costs the fewest calls of a
 # bucket that every Describe* action of the account and region shares.
@@ -163,7 +163,7 @@ def select(
     older_than: timedelta | None = None,
     exclude: set[str] | frozenset[str] = frozenset(),
     now: datetime,
-    window: Window | None = None,
+    window: Control | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     page_size: int = PAGE_SIZE,

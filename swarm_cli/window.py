@@ -11,6 +11,8 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from .control import Controller, ControllerProfile
+
 Phase = Literal["slow-start", "avoidance", "paced"]
 MIN_LATENCY_WINDOW = 10.0  # seconds a lowest latency stays the reference
 # Successes over the last this many seconds give the delivery rate.
@@ -83,23 +85,6 @@ class WindowProfile:
         if hi < lo:
             raise ValueError(f"the maximum window ({hi}) is below the minimum ({lo})")
         return replace(self, min_window=lo, max_window=hi)
-
-
-SEED = WindowProfile(name="seed")
-# The window alone, as TCP Reno with the seed's constants.
-RENO = WindowProfile(
-    name="reno",
-    relative_gate=2.0,
-    once_per_round_trip=True,
-    require_use=True,
-    reno_ssthresh=True,
-    increase_after_throttle=1.0,
-    pacing=True,
-    timeout_is_congestion=True,
-)
-# Reno until throttles have shown the limit, then the measured rate, paced.
-ADAPTIVE = replace(RENO, name="adaptive", rate_mode=True, smoothed_gate=True, scaled_start=0.1)
-PROFILES: dict[str, WindowProfile] = {p.name: p for p in (ADAPTIVE, SEED, RENO)}
 
 
 class Window:
@@ -384,3 +369,31 @@ class Window:
 
     def _clamp(self, value: float) -> float:
         return float(min(max(value, self.profile.min_window), self.profile.max_window))
+
+
+SEED = WindowProfile(name="seed")
+# The window alone, as TCP Reno with the seed's constants.
+RENO = WindowProfile(
+    name="reno",
+    relative_gate=2.0,
+    once_per_round_trip=True,
+    require_use=True,
+    reno_ssthresh=True,
+    increase_after_throttle=1.0,
+    pacing=True,
+    timeout_is_congestion=True,
+)
+# Reno until throttles have shown the limit, then the measured rate, paced.
+RATE = replace(RENO, name="rate", rate_mode=True, smoothed_gate=True, scaled_start=0.1)
+ADAPTIVE = ControllerProfile()
+Profile = WindowProfile | ControllerProfile
+# What the engine drives: the model, or the window of the seed and reno.
+Control = Window | Controller
+PROFILES: dict[str, Profile] = {p.name: p for p in (ADAPTIVE, SEED, RENO, RATE)}
+
+
+def new_controller(profile: Profile, headroom: float = 0.0) -> Control:
+    """The controller a profile names: the model, or the window of the seed and reno."""
+    if isinstance(profile, ControllerProfile):
+        return Controller(profile, headroom=headroom)
+    return Window(profile, headroom=headroom)

@@ -9,7 +9,7 @@ from test_cli import swarm, terminate_json, write_ids
 from swarm_cli.actions import ACTIONS
 from swarm_cli.batching import AUTO_MOST, AutoBatch, initial_size
 from swarm_cli.sandbox import Sandbox
-from swarm_cli.window import ADAPTIVE, Window
+from swarm_cli.window import RATE, Window
 
 
 def test_initial_size_is_half_a_second_of_the_documented_instance_rate() -> None:
@@ -31,7 +31,7 @@ def feed(w: Window, batch: AutoBatch, ids_per_second: float, start: float, end: 
 
 
 def throttled() -> Window:
-    w = Window(ADAPTIVE)
+    w = Window(RATE)
     w.on_throttle(w.on_send(0.0), 0.0)
     return w
 
@@ -48,7 +48,7 @@ def test_carries_half_a_second_of_what_gets_through_moving_by_half_or_double() -
 
 
 def test_keeps_its_size_until_throttles_show_the_limit() -> None:
-    w = Window(ADAPTIVE)
+    w = Window(RATE)
     for k in range(20):
         w.on_success(w.on_send(k * 0.05), 0.04, k * 0.05, 1, size=10)
     batch = AutoBatch(10)
@@ -56,7 +56,7 @@ def test_keeps_its_size_until_throttles_show_the_limit() -> None:
 
 
 def test_grows_when_the_window_is_as_wide_as_it_may_be() -> None:
-    w = Window(ADAPTIVE.bounded(max_window=2))
+    w = Window(RATE.bounded(max_window=2))
     for k in range(4):
         w.on_success(w.on_send(k * 0.05), 0.04, k * 0.05, 2, size=10)
     assert w.cwnd == 2

@@ -11,7 +11,7 @@ from swarm_cli.outage import Outage
 from swarm_cli.outcome import Kind, Outcome
 from swarm_cli.rto import FixedTimeout
 from swarm_cli.stats import Stats
-from swarm_cli.window import ADAPTIVE, SEED, Window
+from swarm_cli.window import RATE, SEED, Window
 
 
 class Instrumented:
@@ -102,7 +102,7 @@ class PaceCheck:
 
 
 def test_sends_wait_for_the_pace_set_at_the_floor() -> None:
-    window = Window(ADAPTIVE.bounded(max_window=4))
+    window = Window(RATE.bounded(max_window=4))
     throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", http_status=503)
     script = {i: [throttle] * 2 for i in ids(2)}
     check = PaceCheck(window)
@@ -115,7 +115,7 @@ def test_sends_wait_for_the_pace_set_at_the_floor() -> None:
 def test_throttled_intents_return_to_queue_and_never_fail() -> None:
     throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", http_status=503)
     script = {"i-00000001": [throttle] * 7, "i-00000002": [throttle] * 3}
-    window = Window(ADAPTIVE)
+    window = Window(RATE)
     events: list[Event] = []
     engine = Engine(
         Instrumented(window, script=script), window, subscribers=[events.append], max_attempts=2
@@ -198,7 +198,7 @@ def test_batches_split_by_requeue_and_batch_limit() -> None:
 
 
 def test_every_intent_resolves_exactly_once() -> None:
-    window = Window(ADAPTIVE.bounded(max_window=16))
+    window = Window(RATE.bounded(max_window=16))
     flaky = Outcome(Kind.TRANSIENT, "InternalError", http_status=500)
     script = {i: [flaky] for i in ids(300)[::7]}
     events: list[Event] = []
@@ -229,7 +229,7 @@ UNREACHABLE = Outcome(Kind.UNREACHABLE, "EndpointConnectionError", "connection r
 
 
 def test_a_call_that_never_answers_is_given_up_and_its_intents_retried() -> None:
-    window = Window(ADAPTIVE)
+    window = Window(RATE)
     release = threading.Event()
     calls: list[tuple[str, ...]] = []
 
@@ -254,7 +254,7 @@ def test_a_call_that_never_answers_is_given_up_and_its_intents_retried() -> None
 
 
 def test_an_outage_is_ridden_out_without_charging_attempts() -> None:
-    window = Window(ADAPTIVE.bounded(max_window=8))
+    window = Window(RATE.bounded(max_window=8))
     down = threading.Event()
     down.set()
     sent_while_down = 0
@@ -286,7 +286,7 @@ def test_an_outage_is_ridden_out_without_charging_attempts() -> None:
 
 
 def test_an_endpoint_that_never_answers_is_given_up_and_everything_is_pending() -> None:
-    window = Window(ADAPTIVE)
+    window = Window(RATE)
     sent: list[int] = []
 
     def action(batch: Sequence[str]) -> Mapping[str, Outcome]:

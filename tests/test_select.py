@@ -23,7 +23,7 @@ from swarm_cli.select import (
     parse_filters,
     select,
 )
-from swarm_cli.window import ADAPTIVE, SEED, Window
+from swarm_cli.window import ADAPTIVE, SEED, new_controller
 from tests.conftest import OPEN
 
 REGION = "us-east-1"
@@ -205,7 +205,7 @@ def test_throttled_pages_are_asked_again(profile: Any) -> None:
         filters = parse_filters(["tag:env=ci"])
         client = make_client(REGION, endpoint_url=box.endpoint)
         sleeps = Sleeps()
-        window = None if profile is None else Window(profile)
+        window = None if profile is None else new_controller(profile)
         got = select(client, filters, now=now(), page_size=5, window=window, sleep=sleeps)
         assert {s.id for s in got} == truth(box, filters)
         assert {i for ids in groups.values() for i in ids} >= {s.id for s in got}

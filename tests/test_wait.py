@@ -27,7 +27,7 @@ from swarm_cli.wait import (
     record_reached,
     wait_for,
 )
-from swarm_cli.window import ADAPTIVE, Window
+from swarm_cli.window import RATE, Window
 
 EAST, WEST = "us-east-1", "eu-west-1"
 QUIET = RunOptions(progress="none")
@@ -249,7 +249,7 @@ def test_an_instance_not_there_yet_is_asked_again_until_it_is(sandbox: Sandbox) 
             sandbox.client().stop_instances(InstanceIds=ids)
         return outcomes
 
-    engine = Engine(stop_after_first_look, Window(ADAPTIVE), batch_size=10, poll_interval=0.01)
+    engine = Engine(stop_after_first_look, Window(RATE), batch_size=10, poll_interval=0.01)
     result = engine.run(ids)
 
     assert result.counts["succeeded"] == 6

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swarm_cli.window import ADAPTIVE, RENO, SEED, Window, WindowProfile
+from swarm_cli.window import RATE, RENO, SEED, Window, WindowProfile
 
 
 class FakeClock:
@@ -248,7 +248,7 @@ events = st.lists(
 
 @given(
     events,
-    st.sampled_from([SEED, RENO, ADAPTIVE]),
+    st.sampled_from([SEED, RENO, RATE]),
     st.integers(min_value=1, max_value=8),
     st.integers(min_value=8, max_value=100),
 )
@@ -396,7 +396,7 @@ def test_seed_grows_per_round_trip_in_slow_start_whatever_the_latency() -> None:
 
 def _measured_window(headroom: float = 0.0) -> tuple[FakeClock, Window]:
     """An adaptive window that has just gone to rate mode, having seen 40 IDs/s get through."""
-    clock, w = FakeClock(), Window(ADAPTIVE, headroom=headroom)
+    clock, w = FakeClock(), Window(RATE, headroom=headroom)
     for _ in range(3):
         round_trip(w, clock)
     w.on_throttle(w.on_send(clock.now), clock.now)  # the burst is spent: one at a time
@@ -465,7 +465,7 @@ def test_headroom_is_checked() -> None:
 
     for bad in (-0.1, 1.0):
         with pytest.raises(ValueError):
-            Window(ADAPTIVE, headroom=bad)
+            Window(RATE, headroom=bad)
 
 
 def test_adaptive_does_not_probe_a_rate_nothing_uses() -> None:
@@ -490,7 +490,7 @@ def test_adaptive_growth_follows_the_smoothed_latency_not_one_quick_answer() -> 
         w.on_success(w.on_send(), 0.05, clock.now, w.limit)
         return w.cwnd - before
 
-    assert after_a_quick_answer(ADAPTIVE) == 0
+    assert after_a_quick_answer(RATE) == 0
     assert after_a_quick_answer(RENO) == 5, "one answer under the gate grows reno's window"
 
 
@@ -503,7 +503,7 @@ def test_adaptive_slow_start_takes_fewer_round_trips_when_they_are_long() -> Non
             seen.append(w.limit)
         return seen
 
-    assert sizes(ADAPTIVE, 0.04) == [1, 2, 4, 8, 16], "a quick API doubles per round trip"
+    assert sizes(RATE, 0.04) == [1, 2, 4, 8, 16], "a quick API doubles per round trip"
     # +3 per answer at 300 ms (within a round trip, growth stops once half is unused).
-    assert sizes(ADAPTIVE, 0.3) == [1, 4, 10, 16]
+    assert sizes(RATE, 0.3) == [1, 4, 10, 16]
     assert sizes(SEED, 0.3) == [1, 2, 4, 8, 16], "the seed doubles whatever the latency"

@@ -20,7 +20,7 @@ from ..batching import initial_size
 from ..display import render_summary
 from ..report import Report
 from ..run import EXIT_INTERRUPTED, EXIT_USAGE
-from ..window import PROFILES, WindowProfile
+from ..window import PROFILES, Profile
 
 app = typer.Typer(
     name="swarm",
@@ -194,9 +194,10 @@ WindowOpt = Annotated[
     WindowChoice,
     typer.Option(
         "--window-profile",
-        help="adaptive: the default: a window until throttles show the limit, then paced at "
-        "the rate measured; seed: the reference TCP profile, reproduced exactly; reno: the "
-        "window alone, halved once per round trip.",
+        help="adaptive: the default: one call first, then a paced startup, then calls paced "
+        "at the rate that has been getting through, probed upward on a clock; seed: the "
+        "reference TCP profile, reproduced exactly; reno: the window alone, halved once per "
+        "round trip.",
     ),
 ]
 MaxAttempts = Annotated[
@@ -347,9 +348,7 @@ def require_sandbox(err: Console) -> None:
         fail(err, problem, EXIT_USAGE)
 
 
-def window_profile(
-    choice: WindowChoice, min_window: int, max_window: int, err: Console
-) -> WindowProfile:
+def window_profile(choice: WindowChoice, min_window: int, max_window: int, err: Console) -> Profile:
     try:
         return PROFILES[choice.value].bounded(min_window=min_window, max_window=max_window)
     except ValueError as exc:

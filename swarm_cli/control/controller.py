@@ -1,0 +1,293 @@
+"""The controller: a canary call, a paced startup, then calls paced at what gets through.
+
+Composed of the estimator (what the refill pays for), the prober (ask for more on a
+clock while nothing pushes back), the noise floor (throttles that do not answer to the
+pace) and the pacer with its cap on calls in flight. Time comes in as arguments; nothing
+here sleeps, locks or reads a clock.
+
+- canary: the first call goes alone, so a wrong credential or a refused instance shows
+  on one call.
+- startup: the window opens to ``initial`` calls and grows by ``growth`` per success,
+  sends paced across the round trip (never back to back, which would drain a small
+  burst in an instant and say nothing of the refill), until the first throttle.
+- paced: calls leave at the upper estimate of what the refill pays for; every probe
+  interval without throttles (beyond the noise) the rate grows by ``probe_gain``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from .estimator import DeliveryEstimator
+from .noise import NoiseFloor
+from .pacing import Pacer, cap_for
+
+Phase = Literal["canary", "startup", "paced"]
+MIN_RTT_SPAN = 10.0  # seconds a lowest latency stays the reference
+CALM_SHARE = 0.05
+MAX_BACKOFF = 4  # probe intervals grow to at most 2**this times the shortest
+
+
+@dataclass(frozen=True)
+class ControllerProfile:
+    name: str = "adaptive"
+    initial: float = 10.0  # calls in flight after the canary (TCP's IW10)
+    growth: float = 1.0  # added per success in startup: 1 doubles the window per round trip
+    startup_gain: float = 2.0  # startup paces at this many windows per round trip
+    probe_gain: float = 1.25
+    probe_rounds: float = 2.0  # a probe interval is at least this many round trips
+    probe_interval: float = 0.25  # ... and at least this long
+    most_decrease: float = 0.7  # a throttle lowers the rate to no less than this share
+    cap_gain: float = 2.0
+    cap_slack: int = 4
+    min_window: int = 1
+    max_window: int = 500
+
+    def bounded(
+        self, min_window: int | None = None, max_window: int | None = None
+    ) -> ControllerProfile:
+        lo = self.min_window if min_window is None else min_window
+        hi = self.max_window if max_window is None else max_window
+        if lo < 1:
+            raise ValueError("the minimum window must be at least 1")
+        if hi < lo:
+            raise ValueError(f"the maximum window ({hi}) is below the minimum ({lo})")
+        return replace(self, min_window=lo, max_window=hi)
+
+
+class Controller:
+    """Decides when the next call may leave and how many may be in flight."""
+
+    def __init__(self, profile: ControllerProfile, *, headroom: float = 0.0) -> None:
+        if not 0.0 <= headroom < 1.0:
+            raise ValueError("the headroom must be at least 0 and below 1")
+        self.profile = profile
+        self.headroom = headroom
+        self.estimator = DeliveryEstimator()
+        self.noise = NoiseFloor()
+        self.pacer = Pacer()
+        self.stage: Phase = "canary"
+        self.cwnd = float(self._clamp(1))
+        self.rate: float | None = None  # IDs per second, once paced
+        self.found = 0.0  # what the refill paid for at the last throttle
+        self.min_latency = math.inf
+        self._min_latency_at = -math.inf
+        self.srtt: float | None = None
+        self._sent = 0
+        self._recover = 0
+        self._in_flight: dict[int, tuple[float, int]] = {}
+        self._size = 1
+        self._next_probe = math.inf
+        self._throttles_since_probe = 0
+        self._answers_since_probe = 0
+        self._until_ready = False  # paced at a guess until the estimate covers a round trip
+        self._last_throttle = -math.inf
+        self._probed = False  # the rate was raised by a probe since the last decrease
+        self._backoff = 0  # probes found the limit this many times more than they found room
+
+    # What the engine and the views read.
+
+    @property
+    def phase(self) -> str:
+        return self.stage
+
+    @property
+    def throttled(self) -> bool:
+        return self.estimator.started
+
+    @property
+    def ssthresh(self) -> float:
+        return self.found
+
+    @property
+    def pace(self) -> float:
+        return self.pacer.gap
+
+    @property
+    def recover_point(self) -> int:
+        return self._recover
+
+    @property
+    def limit(self) -> int:
+        return self._clamp(int(self.cwnd))
+
+    def send_at(self) -> float:
+        return self.pacer.next_at()
+
+    def delivery(self, now: float) -> float:
+        return self.estimator.rate(now, self._srtt())
+
+    # Events.
+
+    def on_send(self, now: float | None = None, size: int = 1) -> int:
+        self._sent += 1
+        self._size = size
+        at = 0.0 if now is None else now
+        self._in_flight[self._sent] = (at, size)
+        if self.rate is not None:
+            self.pacer.on_send(at, size, self.rate)
+        elif self.stage == "startup":
+            self.pacer.on_send(at, 1, self.profile.startup_gain * self.cwnd / self._rtt())
+        return self._sent
+
+    def on_success(
+        self, ticket: int, latency: float, now: float, in_flight: int, size: int = 1
+    ) -> bool:
+        sent_at, size = self._in_flight.pop(ticket, (now - latency, size))
+        self._see_latency(latency, now)
+        self.estimator.on_answer(sent_at, size, True, latency)
+        back = self.noise.on_answer(ticket, throttled=False)
+        before = self.cwnd
+        if self.stage == "canary":
+            self.stage = "startup"
+            self.cwnd = float(self._clamp(self.profile.initial))
+        elif self.stage == "startup":
+            self.cwnd = float(self._clamp(self.cwnd + self.profile.growth))
+        else:
+            if back is not None:
+                self._set_rate(back)
+            elif self._until_ready and self.estimator.ready(now, self._srtt()):
+                self._until_ready = False
+                rtt = self._srtt()
+                self._set_rate(self.noise.correct(self.estimator.upper(now, rtt, size)))
+            self._answers_since_probe += 1
+            self._probe(now)
+        return self.cwnd != before
+
+    def on_throttle(self, ticket: int, now: float) -> bool:
+        sent_at, size = self._in_flight.pop(ticket, (now, self._size))
+        self.estimator.on_answer(sent_at, size, False, now - sent_at)
+        back = self.noise.on_answer(ticket, throttled=True)
+        before = self.cwnd
+        rtt = self._srtt()
+        upper = self.noise.correct(self.estimator.upper(now, rtt, size))
+        self.found = self.noise.correct(self.estimator.rate(now, rtt))
+        if self.rate is None:
+            # The first throttle: the burst is spent. From here on, what the refill pays.
+            sending = (
+                self.profile.startup_gain * self.cwnd / rtt if self.stage == "startup" else 1 / rtt
+            )
+            self.stage = "paced"
+            # Nothing sent since has been answered yet: half what was sending, until it is.
+            self._set_rate(sending * size / 2)
+            self._recover = self._sent
+            self._until_ready = True
+            self._last_throttle = now
+            self._next_probe = now + self._probe_interval()
+        elif back is not None:
+            self._set_rate(back)
+        else:
+            self._answers_since_probe += 1
+            if not self.noise.quiet():
+                self._throttles_since_probe += 1
+                self._last_throttle = now
+            if self._until_ready and self.estimator.ready(now, rtt):
+                self._until_ready = False
+                self._set_rate(upper)
+            elif self._until_ready:
+                # No answer yet covers a round trip of calls sent since the bucket ran dry:
+                # each throttle halves what may leave until one does. The calls in flight
+                # then are what tells the refill, and they left at the old pace.
+                self._set_rate(max(self.rate / 2, size / rtt))
+            elif ticket <= self._recover:
+                pass  # it left before the last decrease: nothing new about the limit
+            elif self._probed:
+                # The last probe found the limit: back one step, and probe less often. (The
+                # span's estimate may hold a stretch when the bucket sat full, and read low.)
+                self._probed = False
+                self._backoff = min(self._backoff + 1, MAX_BACKOFF)
+                self._recover = self._sent
+                self._set_rate(self.rate / self.profile.probe_gain)
+            elif self.estimator.solid(now) and upper > self.rate:
+                # A later span shows more getting through than the pace allows (an earlier
+                # one counted a stretch when the bucket sat full): follow it up.
+                self._set_rate(upper)
+            elif upper < self.rate and not self.noise.quiet():
+                if self.estimator.solid(now) and upper >= self.rate * self.profile.most_decrease:
+                    # Only a decrease to a measured rate says anything of the noise.
+                    self.noise.decreased(self.rate, self._sent)
+                self._recover = self._sent
+                # At most this much lower per round trip: a span that held a stretch with
+                # the bucket full reads low, and the next throttle will come soon enough.
+                self._set_rate(max(upper, self.rate * self.profile.most_decrease))
+        return self.cwnd != before
+
+    def on_error(self, ticket: int, now: float) -> bool:
+        """A server error: says nothing of the limit."""
+        self._in_flight.pop(ticket, None)
+        return False
+
+    def on_timeout(self, ticket: int, now: float) -> bool:
+        """No answer at all: half the rate, and half the calls that may wait on it."""
+        self._in_flight.pop(ticket, None)
+        if ticket <= self._recover:
+            return False
+        self._recover = self._sent
+        before = self.cwnd
+        if self.rate is not None:
+            self._set_rate(self.rate / 2)
+        else:
+            self.cwnd = float(self._clamp(self.cwnd / 2))
+        return self.cwnd != before
+
+    def restart(self, now: float) -> None:
+        """After an outage: a canary again, everything measured forgotten."""
+        self.stage = "canary"
+        self.rate = None
+        self.cwnd = float(self._clamp(1))
+        self.estimator.reset()
+        self.noise = NoiseFloor()
+        self.pacer.reset()
+        self.min_latency, self._min_latency_at, self.srtt = math.inf, -math.inf, None
+        self._in_flight.clear()
+        self._recover = self._sent
+        self._next_probe = math.inf
+
+    # Parts.
+
+    def _probe(self, now: float) -> None:
+        assert self.rate is not None
+        if now < self._next_probe:
+            return
+        interval = self._probe_interval()
+        # Calm: throttles in this interval no more than the noise makes, and a few in a
+        # hundred (a small bucket behind calls of uneven latency throttles some anyway).
+        allowed = (self.noise.floor + CALM_SHARE) * self._answers_since_probe
+        calm = self._answers_since_probe > 0 and self._throttles_since_probe <= allowed
+        if calm and self.pacer.binds:
+            if self._probed:
+                self._backoff = max(0, self._backoff - 1)  # the last probe found room
+            self._probed = True
+            self._set_rate(self.rate * self.profile.probe_gain)
+        self._next_probe = now + interval
+        self._throttles_since_probe = self._answers_since_probe = 0
+
+    def _probe_interval(self) -> float:
+        base = max(self.profile.probe_interval, self.profile.probe_rounds * self._rtt())
+        return base * float(2**self._backoff)
+
+    def _set_rate(self, rate: float) -> None:
+        if self.headroom and self.found:
+            rate = min(rate, (1.0 - self.headroom) * self.found)
+        self.rate = max(rate, 1e-3)
+        self.pacer.retime(self.rate)
+        p = self.profile
+        cap = cap_for(self.rate, self._rtt(), self._size, p.cap_gain, p.cap_slack)
+        self.cwnd = float(self._clamp(cap))
+
+    def _srtt(self) -> float:
+        # Answers to calls sent over the last smoothed round trip are about half in.
+        return self._rtt() if self.srtt is None else max(self.srtt, 1e-3)
+
+    def _rtt(self) -> float:
+        return 0.05 if math.isinf(self.min_latency) else max(self.min_latency, 1e-3)
+
+    def _see_latency(self, latency: float, now: float) -> None:
+        if latency <= self.min_latency or now - self._min_latency_at > MIN_RTT_SPAN:
+            self.min_latency, self._min_latency_at = latency, now
+        self.srtt = latency if self.srtt is None else self.srtt + (latency - self.srtt) / 8
+
+    def _clamp(self, value: float) -> int:
+        return int(min(max(value, self.profile.min_window), self.profile.max_window))

@@ -1,0 +1,99 @@
+"""What gets through: the refill, measured between two throttles.
+
+A throttle says the bucket was empty when that call reached it. Between two calls that
+found it empty, every token the refill added was spent by a success (the bucket holds no
+more than it held before), so the IDs that succeeded in calls sent between them, over
+the time between them, is the refill's rate, whatever the pace was meanwhile. The span
+used is the latest one that holds enough successes; with few (a slow refill) the
+estimate counts one call more than it saw, over the time since, so it stays above what
+was seen and sinks as time passes without a success: calls keep arriving soon after
+each token, and the gaps between them double while none comes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+# Successes a span should hold before a later, shorter one is trusted over it.
+FEW = 16
+KEEP_SUCCESSES = 4096
+SLOWEST_DECAY = 0.99  # per answer: the longest latency seen fades
+KEEP_THROTTLES = 256
+
+
+class DeliveryEstimator:
+    def __init__(self, few: int = FEW) -> None:
+        self.few = few
+        self._ok_at: list[float] = []  # send times of successful calls, in order
+        self._ok_ids: list[int] = []  # their IDs, in the same order
+        self._throttled_at: list[float] = []  # send times of throttled calls, in order
+        self._last_sent = -math.inf  # when the latest answered call left
+        self._slowest = 0.0  # the longest recent answer: calls sent since may be unanswered
+
+    @property
+    def started(self) -> bool:
+        """Whether a throttle has shown the bucket empty yet."""
+        return bool(self._throttled_at)
+
+    def reset(self) -> None:
+        self._ok_at.clear()
+        self._ok_ids.clear()
+        self._throttled_at.clear()
+        self._last_sent = -math.inf
+
+    def on_answer(self, sent_at: float, ids: int, ok: bool, latency: float = 0.0) -> None:
+        """A call that left at ``sent_at`` was answered after ``latency``: ok or throttled."""
+        self._last_sent = max(self._last_sent, sent_at)
+        self._slowest = max(latency, self._slowest * SLOWEST_DECAY)
+        if ok:
+            k = bisect.bisect(self._ok_at, sent_at)
+            self._ok_at.insert(k, sent_at)
+            self._ok_ids.insert(k, ids)
+            if len(self._ok_at) > KEEP_SUCCESSES:
+                del self._ok_at[: KEEP_SUCCESSES // 4], self._ok_ids[: KEEP_SUCCESSES // 4]
+        else:
+            bisect.insort(self._throttled_at, sent_at)
+            if len(self._throttled_at) > KEEP_THROTTLES:
+                del self._throttled_at[: KEEP_THROTTLES // 4]
+
+    def _ok_between(self, a: float, b: float) -> int:
+        i = bisect.bisect_right(self._ok_at, a)
+        j = bisect.bisect_left(self._ok_at, b)
+        return sum(self._ok_ids[i:j])
+
+    def _span(self, now: float) -> tuple[float, int, float] | None:
+        """(start, IDs succeeded since, seconds since) of the span to trust."""
+        thr = self._throttled_at
+        if not thr:
+            return None
+        last = thr[-1]
+        start = thr[0]
+        for t in reversed(thr[:-1]):
+            if self._ok_between(t, last) >= self.few:
+                start = t
+                break
+        # Calls sent since the slowest answer's time ago may still be on their way: counting
+        # up to then only keeps a short span from reading low.
+        end = max(min(self._last_sent, now - self._slowest), last)
+        return start, self._ok_between(start, end), end - start
+
+    def solid(self, now: float) -> bool:
+        """Whether the span holds enough successes to stand for the refill."""
+        got = self._span(now)
+        return got is not None and got[1] >= self.few
+
+    def ready(self, now: float, rtt: float) -> bool:
+        """Whether answers to calls sent since the bucket ran dry cover a round trip yet."""
+        got = self._span(now)
+        return got is not None and got[2] >= rtt
+
+    def rate(self, now: float, rtt: float) -> float:
+        """IDs per second the refill has been paying for (0 before any throttle)."""
+        got = self._span(now)
+        return 0.0 if got is None else got[1] / max(got[2], rtt, 1e-3)
+
+    def upper(self, now: float, rtt: float, size: int) -> float:
+        """The rate with one more call of ``size`` IDs (infinite before any throttle)."""
+        got = self._span(now)
+        return math.inf if got is None else (got[1] + size) / max(got[2], rtt, 1e-3)

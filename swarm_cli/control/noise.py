@@ -1,0 +1,65 @@
+"""Whether throttles answer to the pace: a decrease that did not reduce them is not
+repeated.
+
+A bucket's throttles fall when calls slow down; throttles that come at a share of calls
+whatever the pace (an API answering some calls 503 at random) do not. After each
+decrease, the share of throttles among the next answers is compared with the share
+before it: if it hardly fell, that share is noise, the decrease is undone, and from then
+on throttles up to that share say nothing of the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WEIGHT = 1 / 16  # of each answer in the running throttle share
+AFTER = 16  # answers after a decrease before it is judged
+LOUD = 0.1  # a share under this is what pacing just above the refill costs anyway
+HELD = 0.7  # a share that kept this much of itself did not answer to the decrease
+MOST = 0.5  # more than this share of throttles is a limit, whatever else it is
+
+
+@dataclass
+class _Decrease:
+    rate_before: float
+    share_before: float
+    ticket: int
+    answers: int = 0
+    throttled: int = 0
+
+
+class NoiseFloor:
+    def __init__(self) -> None:
+        self.share = 0.0  # running share of throttled answers
+        self.floor = 0.0  # share of throttles that do not answer to the pace
+        self._pending: _Decrease | None = None
+
+    def on_answer(self, ticket: int, throttled: bool) -> float | None:
+        """Count one answer. Returns a rate to go back to when a decrease proved useless."""
+        self.share += WEIGHT * ((1.0 if throttled else 0.0) - self.share)
+        d = self._pending
+        if d is None or ticket <= d.ticket:
+            return None
+        d.answers += 1
+        d.throttled += throttled
+        if d.answers < AFTER:
+            return None
+        self._pending = None
+        after = d.throttled / d.answers
+        if d.share_before >= LOUD and after >= HELD * d.share_before:
+            self.floor = min(MOST, max(self.floor, after))
+            return d.rate_before
+        return None
+
+    def quiet(self, margin: float = 0.05) -> bool:
+        """Whether the throttles now are within the noise."""
+        return self.share <= self.floor + margin
+
+    def decreased(self, rate_before: float, ticket: int) -> None:
+        """The rate was lowered; calls after ``ticket`` show whether that helped."""
+        if self._pending is None:
+            self._pending = _Decrease(rate_before, self.share, ticket)
+
+    def correct(self, rate: float) -> float:
+        """What got through, counted as if the noise's throttles had gone through too."""
+        return rate / (1.0 - min(self.floor, 0.9))

@@ -1,0 +1,154 @@
+"""The controller's parts, each with time passed in, and the controller they make."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from swarm_cli.control import Controller, ControllerProfile
+from swarm_cli.control.estimator import DeliveryEstimator
+from swarm_cli.control.noise import AFTER, NoiseFloor
+from swarm_cli.control.pacing import Pacer, cap_for
+from swarm_cli.runtime import VirtualRuntime
+
+
+def test_estimator_counts_the_refill_between_two_throttles() -> None:
+    e = DeliveryEstimator(few=4)
+    e.on_answer(1.0, 1, False, 0.1)  # the bucket was empty at 1.0
+    for k in range(10):  # ten successes sent between 1.0 and 3.0
+        e.on_answer(1.1 + 0.19 * k, 1, True, 0.1)
+    e.on_answer(3.0, 1, False, 0.1)  # and empty again at 3.0
+    assert e.rate(now=10.0, rtt=0.1) == pytest.approx(10 / 2.0)
+    assert e.upper(now=10.0, rtt=0.1, size=1) == pytest.approx(11 / 2.0)
+    assert e.solid(now=10.0)
+
+
+def test_estimator_has_nothing_to_say_before_a_throttle() -> None:
+    e = DeliveryEstimator()
+    e.on_answer(0.0, 5, True, 0.1)
+    assert not e.started
+    assert e.rate(1.0, 0.1) == 0.0
+    assert math.isinf(e.upper(1.0, 0.1, 1))
+
+
+def test_estimator_upper_sinks_while_no_success_comes() -> None:
+    """A slow refill: only throttles, so the estimate is one call over a growing span."""
+    e = DeliveryEstimator()
+    e.on_answer(0.0, 1, False, 0.02)
+    uppers = []
+    for t in (1.0, 2.0, 4.0):
+        e.on_answer(t, 1, False, 0.02)
+        uppers.append(e.upper(now=t + 0.02, rtt=0.02, size=1))
+    assert uppers == pytest.approx([1.0, 0.5, 0.25])
+
+
+def test_estimator_prefers_the_latest_span_with_enough_successes() -> None:
+    e = DeliveryEstimator(few=4)
+    e.on_answer(0.0, 1, False, 0.1)
+    e.on_answer(5.0, 1, True, 0.1)  # one success in five seconds: the bucket sat full
+    e.on_answer(10.0, 1, False, 0.1)
+    for k in range(8):  # eight in one second, between two throttles
+        e.on_answer(10.05 + 0.1 * k, 1, True, 0.1)
+    e.on_answer(11.0, 1, False, 0.1)
+    assert e.rate(now=20.0, rtt=0.1) == pytest.approx(8.0)
+
+
+def test_pacer_spreads_calls_and_retimes_when_the_rate_changes() -> None:
+    p = Pacer()
+    p.on_send(10.0, size=2, rate=4.0)
+    assert p.next_at() == pytest.approx(10.5)
+    p.retime(1.0)
+    assert p.next_at() == pytest.approx(12.0)
+    p.hold(20.0)
+    assert p.next_at() == 20.0
+
+
+def test_cap_carries_the_rate_over_a_round_trip_with_slack() -> None:
+    assert cap_for(rate=100.0, rtt=0.3, size=1, gain=2.0, slack=4) == 64
+    assert cap_for(rate=100.0, rtt=0.3, size=10, gain=2.0, slack=4) == 10
+
+
+def test_noise_floor_learns_throttles_that_do_not_answer_to_a_decrease() -> None:
+    n = NoiseFloor()
+    for k in range(64):
+        n.on_answer(k, throttled=k % 5 == 0)
+    n.decreased(rate_before=100.0, ticket=64)
+    back = None
+    for k in range(65, 65 + AFTER):
+        back = n.on_answer(k, throttled=k % 5 == 0) or back
+    assert back == 100.0, "the decrease is undone"
+    assert 0.1 <= n.floor <= 0.3
+    assert n.quiet()
+
+
+def test_noise_floor_keeps_a_decrease_that_worked() -> None:
+    n = NoiseFloor()
+    for k in range(64):
+        n.on_answer(k, throttled=k % 2 == 0)
+    n.decreased(rate_before=100.0, ticket=64)
+    results = [n.on_answer(k, throttled=False) for k in range(65, 65 + AFTER)]
+    assert results == [None] * AFTER
+    assert n.floor == 0.0
+
+
+def test_canary_goes_alone_then_the_window_opens_to_ten() -> None:
+    c = Controller(ControllerProfile())
+    assert c.limit == 1 and c.phase == "canary"
+    t = c.on_send(0.0)
+    c.on_success(t, 0.1, 0.1, in_flight=1)
+    assert c.phase == "startup"
+    assert c.limit == 10
+
+
+def test_startup_paces_sends_across_the_round_trip() -> None:
+    c = Controller(ControllerProfile())
+    c.on_success(c.on_send(0.0), 0.1, 0.1, in_flight=1)
+    c.on_send(1.0)
+    # Ten calls at twice a window per round trip: one every 5 ms, never back to back.
+    assert c.send_at() == pytest.approx(1.0 + 0.1 / (2 * 10))
+
+
+def test_first_throttle_ends_startup_and_paces() -> None:
+    c = Controller(ControllerProfile())
+    c.on_success(c.on_send(0.0), 0.1, 0.1, in_flight=1)
+    tickets = [c.on_send(0.1 + 0.005 * k) for k in range(10)]
+    c.on_throttle(tickets[0], 0.2)
+    assert c.phase == "paced"
+    assert c.rate is not None and c.rate > 0
+    assert c.throttled
+
+
+def test_headroom_caps_the_rate_below_what_got_through() -> None:
+    c = Controller(ControllerProfile(), headroom=0.2)
+    c.found = 50.0
+    c.rate = 0.0
+    c._set_rate(100.0)
+    assert c.rate == pytest.approx(40.0)
+
+
+def test_bad_headroom_is_refused() -> None:
+    with pytest.raises(ValueError):
+        Controller(ControllerProfile(), headroom=1.0)
+
+
+def test_max_window_bounds_the_cap() -> None:
+    c = Controller(ControllerProfile().bounded(max_window=4))
+    c.on_success(c.on_send(0.0), 0.1, 0.1, in_flight=1)
+    assert c.limit == 4
+
+
+def test_virtual_runtime_runs_work_half_way_and_answers_after_the_latency() -> None:
+    rt = VirtualRuntime(latency=lambda: 1.0)
+    seen: list[tuple[str, float]] = []
+    rt.submit(lambda: seen.append(("work", rt.clock())) or 7, lambda r: seen.append(("done", r)))
+    cond = threading.Condition()
+    with cond:
+        rt.wait(cond, 10.0)
+        rt.wait(cond, 10.0)
+    assert seen == [("work", 0.5), ("done", 7)]
+    assert rt.clock() == 1.0
+    with cond:
+        rt.wait(cond, 2.0)  # nothing due: the clock moves by the timeout
+    assert rt.clock() == 3.0
