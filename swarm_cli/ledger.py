@@ -23,6 +23,10 @@ STATUS_RANK = {status: rank for rank, status in enumerate(STATUSES)}
 # The code of the extra ``succeeded`` record written when ``--wait`` saw the
 # instance reach the action's target state; its ``reached`` field says when.
 REACHED_CODE = "Reached"
+# The actions whose success is final: a terminated instance never comes back, so
+# no later run's record of it (pending, failed) can undo it. For every other
+# action (stop, start, reboot) the latest run decides.
+FINAL_SUCCESS: frozenset[str] = frozenset({"terminate"})
 
 
 class LedgerError(Exception):
@@ -64,16 +68,27 @@ class Record:
     run_intents: int | None = None
     # When --wait saw the instance in the action's target state (ISO 8601).
     reached: str | None = None
+    # When the run that wrote this record started (ISO 8601): the same on every
+    # record of a run, so that the latest run decides. Older swarms wrote none.
+    started: str | None = None
     v: int = FORMAT_VERSION
 
-    def order(self) -> tuple[int, str, str, int]:
-        """Merge order: the larger record wins (a join-semilattice, so merges commute).
+    def order(self) -> tuple[bool, str, str, int, str, int]:
+        """Merge order: the larger record wins (a last-writer-wins register per intent).
 
-        Only two records with the same run and seq tie, and a writer never
-        gives two records the same seq; :func:`fold` still breaks such ties
-        by the whole record, so the merge does not depend on input order.
+        For terminate a success wins over everything (it is final); otherwise,
+        and among successes, the latest run wins: runs are ordered by when they
+        started, then by run id; within a run, by status rank (succeeded >
+        failed > missing > pending), then time and seq. A record of an older
+        swarm, which names no start, counts as a run that started when it was
+        written. The order is total, so merges commute, associate and are
+        idempotent. Only two records with the same run and seq tie, and a
+        writer never gives two records the same seq; :func:`fold` still breaks
+        such ties by the whole record, so the merge does not depend on input order.
         """
-        return (STATUS_RANK[self.status], self.ts, self.run, self.seq)
+        final = self.status == "succeeded" and self.action in FINAL_SUCCESS
+        started = self.started or self.ts
+        return (final, started, self.run, STATUS_RANK[self.status], self.ts, self.seq)
 
     def to_dict(self) -> dict[str, Any]:
         # dataclasses.asdict deep-copies every value; these are all scalars.
@@ -137,6 +152,7 @@ _SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
     "block": ((int, _NONE), False),
     "run_intents": ((int, _NONE), False),
     "reached": ((str, _NONE), False),
+    "started": ((str, _NONE), False),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", _NONE: "null"}
 
@@ -208,6 +224,8 @@ class LedgerWriter:
         *,
         on_error: Callable[[OSError], None] | None = None,
         fsync_interval: float = 1.0,
+        started: str | None = None,
+        seq_after: int = 0,
     ) -> None:
         if fsync_interval < 0:
             raise ValueError("fsync_interval must not be negative")
@@ -216,6 +234,9 @@ class LedgerWriter:
         self.action = action
         self.region = region
         self.account = account
+        # On every record: when the run started (now, unless this writer adds to a
+        # run begun earlier, as --wait's reached records do).
+        self.started = started or utc_now()
         self._on_error = on_error
         self._fsync_interval = fsync_interval
         try:
@@ -238,13 +259,21 @@ class LedgerWriter:
         # The thread's appends and write_ahead() share one file descriptor; a
         # short write must not let another writer's bytes into the middle of a line.
         self._io_lock = threading.Lock()
-        self._seq = 0
+        # Records get seqs after ``seq_after``: a writer that adds to a run begun
+        # by another writer continues its numbering instead of repeating it.
+        self._seq = seq_after
         self._closed = False
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._error: OSError | None = None
         self._unsynced: list[Record] = []
         self._lost: list[Record] = []
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last record written or queued; a writer adding to the run starts after."""
+        with self._lock:
+            return self._seq
 
     @property
     def error(self) -> OSError | None:
@@ -301,6 +330,7 @@ class LedgerWriter:
                     intents=len(ids),
                     block=first,
                     run_intents=run_intents,
+                    started=self.started,
                 )
             if not ids:
                 return
@@ -364,6 +394,7 @@ class LedgerWriter:
                 attempts=attempts,
                 request_id=request_id,
                 reached=reached,
+                started=self.started,
             )
             # Queued under the lock, so outcomes reach the file in sequence order.
             self._queue.put(record)
