@@ -7,6 +7,7 @@ instances still running, and ``--resume`` must act on exactly those.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -97,3 +98,58 @@ def test_after_stop_start_and_a_stop_killed_midway_the_running_ones_are_listed_a
     assert running(box, ids) == set()
     code, out, err = swarm("ledger", "failed", "--action", "stop", str(ledger))
     assert (code, out) == (0, ""), err
+
+
+@pytest.mark.slow
+def test_a_resume_sends_only_what_describe_instances_shows_is_not_done(
+    stopped_started_stopped_midway: Scenario,
+) -> None:
+    box, ids, ledger, ids_file = stopped_started_stopped_midway
+    # Someone else stops two of those the ledger holds as not done.
+    code, out, _ = swarm("ledger", "failed", "--action", "stop", str(ledger))
+    listed = sorted(out.split())
+    box.client().stop_instances(InstanceIds=listed[:2])
+    left = running(box, ids)
+    assert len(left) == len(listed) - 2 or len(left) == len(listed) - 3  # a call was in flight
+    before, looked = stops_sent(box), box.calls_by("DescribeInstances")
+    code, err = act(box, "stop", ids_file, ledger, "--resume")
+    assert code == 0, err
+    assert running(box, ids) == set()
+    assert stops_sent(box) - before == len(left), err  # the rest was found stopped: not sent
+    assert box.calls_by("DescribeInstances") > looked  # Describe calls, not mutations
+    assert f"shows {len(listed) - len(left)} of {len(listed)} already stopped" in err
+    records = [json.loads(line) for line in ledger.read_text().splitlines()]
+    already = {r["id"] for r in records if r.get("code") == "AlreadyInState"}
+    assert already == set(listed) - left and len(already) >= 2
+    code, out, err = swarm("ledger", "failed", "--action", "stop", str(ledger))
+    assert (code, out) == (0, ""), err
+
+
+def test_a_resumed_reboot_resends_what_is_not_known_done(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(3)
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "v": 1,
+                    "ts": "2026-01-01T00:00:00Z",
+                    "run": "r",
+                    "seq": n + 1,
+                    "action": "reboot",
+                    "id": i,
+                    "status": status,
+                    "region": "us-east-1",
+                }
+            )
+            + "\n"
+            for n, (i, status) in enumerate(
+                zip(ids, ["succeeded", "pending", "failed"], strict=True)
+            )
+        )
+    )
+    code, err = act(sandbox, "reboot", ids_file, ledger, "--resume")
+    assert code == 0, err
+    assert "reboot leaves no state to check; the 2 not known rebooted are sent again" in err
+    assert sandbox.counters.accepted_by_action.get("RebootInstances") == 2

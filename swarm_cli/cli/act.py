@@ -213,9 +213,14 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     endpoint = reach.endpoint or ""
     if flags.dry_run:
         show_plan(spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err)
+    already = reconcile_resume(spec, flags, groups, reach, options, found, err)
     settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
-    if not flags.yes:
-        confirm(spec, groups, endpoint, flags, reach, found, err)
+    for pair, outcomes in already.items():  # already done: recorded so, whatever a rail says
+        settled[pair] = {**settled.get(pair, {}), **outcomes}
+    to_send = {p: [i for i in ids if i not in already.get(p, {})] for p, ids in groups.items()}
+    to_send = {p: ids for p, ids in to_send.items() if ids}
+    if not flags.yes and to_send:
+        confirm(spec, to_send, endpoint, flags, reach, found, err)
     job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
 
     def action(pair: Pair) -> InstanceCall:
@@ -227,6 +232,40 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     if flags.report:
         save_report(report, flags.report, err)
     finish(report, flags.output, out, err, quiet=flags.quiet)
+
+
+def reconcile_resume(
+    spec: ActionSpec,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: "Reach",
+    options: RunOptions,
+    found: dict[str, "Instance"],
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """--resume: the intents not known done that EC2 shows done already; none are sent."""
+    from ..resume import observable, reconcile
+
+    if not flags.resume or not groups:
+        return {}
+    if not observable(spec.name):
+        count = sum(len(ids) for ids in groups.values())
+        err.print(
+            f"resume: {spec.name} leaves no state to check; the {count} not known "
+            f"{spec.verb} are sent again",
+            markup=False,
+        )
+        return {}
+    seen = reconcile(spec.name, groups, reach.client, err, options=options)
+    found.update(seen.found)
+    text = (
+        f"resume: DescribeInstances shows {seen.already} of {seen.checked} already "
+        f"{spec.verb} (recorded, not sent); {seen.checked - seen.already} to send"
+    )
+    if seen.unread:
+        text += f" ({seen.unread} could not be read: they are sent)"
+    err.print(text, markup=False)
+    return seen.done
 
 
 class Instance(Protocol):
