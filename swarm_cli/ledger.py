@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
-from typing import Any, Final, TypeVar
+from typing import Any, BinaryIO, Final, TypeVar
 
 FORMAT_VERSION = 1
 STATUSES = ("pending", "missing", "failed", "succeeded")
@@ -632,22 +632,60 @@ def read_records(path: str, damaged: list[Damaged] | None = None) -> Iterator[Re
         yield record
 
 
-def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Record, bytes]]:
-    """:func:`read_records`, with each record's line as read (for merges to copy)."""
+# A ledger line is a few hundred bytes; one longer than this is skipped unread.
+MAX_LINE_BYTES = 1 << 20
+
+
+def open_ledger(path: str) -> BinaryIO:
+    """Open a ledger for reading; refuse anything but a regular file (a FIFO, a device).
+
+    The file is opened without blocking (a FIFO would hang the open) and then
+    checked, so a file swapped in after a check cannot get past it.
+    """
     try:
-        handle = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
         raise LedgerError(f"cannot read the ledger {path}: {_reason(err)}") from None
-    with handle:
-        number = 0
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, a device)"
+            raise LedgerError(f"cannot read the ledger {path}: it is {kind}, not a swarm ledger")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Record, bytes]]:
+    """:func:`read_records`, with each record's line as read (for merges to copy).
+
+    Raises :class:`LedgerError` for a file whose whole lines hold no swarm
+    record at all: it is not a ledger, and reading it as one would say nothing
+    is left. (A file holding only a line cut short, a run killed while writing
+    its first, is a ledger without records.)
+    A line longer than :data:`MAX_LINE_BYTES` is skipped as damage, unread.
+    """
+    with open_ledger(path) as handle:
+        number = records = bad = 0
         while True:
             try:
-                raw = handle.readline()
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+                long = len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")
+                while long and (rest := handle.readline(_CHUNK_BYTES)):
+                    if rest.endswith(b"\n"):
+                        break
             except OSError as err:
                 raise LedgerError(f"cannot read the ledger {path}: {_reason(err)}") from None
             if not raw:
-                return
+                break
             number += 1
+            if long:
+                bad += 1
+                if damaged is not None:
+                    damaged.append(Damaged(path, number, f"longer than {MAX_LINE_BYTES} bytes"))
+                continue
             if not raw.strip():
                 continue
             try:
@@ -655,10 +693,17 @@ def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Reco
             except LedgerVersionError as err:
                 raise LedgerVersionError(f"{path} line {number}: {err}") from None
             except ValueError as err:
+                # Only whole lines: a last line cut short by a kill is a ledger's damage.
+                bad += raw.endswith(b"\n")
                 if damaged is not None:
                     damaged.append(Damaged(path, number, str(err)))
                 continue
+            records += 1
             yield record, raw
+    if bad and not records:
+        raise LedgerError(
+            f"{path} is not a swarm ledger: none of its {bad} line(s) is a swarm record"
+        )
 
 
 def _decode(raw: bytes) -> object:
@@ -698,9 +743,11 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
     A symbolic link is refused: appending through it writes wherever it points
     at the time (another run's ledger, a file swapped in since), and the
     ledger is the one record of what was destroyed. The last check opens the
-    file for appending and closes it unwritten (creating it empty if missing),
-    because permission bits say nothing to root or about a read-only mount.
-    Raises :class:`LedgerError` with a one-line message saying what to do.
+    file for appending and closes it unwritten, because permission bits say
+    nothing to root or about a read-only mount; a file that open created is
+    removed again, so that a run refused later (or not confirmed) leaves no
+    empty ledger behind. Raises :class:`LedgerError` with a one-line message
+    saying what to do.
     """
     folder = os.path.dirname(path) or "."
     if not os.path.exists(folder):
@@ -734,7 +781,19 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
         raise LedgerError(
             f"cannot write the ledger {path}: {_reason(err)}: pass --ledger elsewhere"
         ) from None
-    os.close(fd)
+    try:
+        if not exists:
+            _remove_if_empty(path, os.fstat(fd))
+    finally:
+        os.close(fd)
+
+
+def _remove_if_empty(path: str, made: os.stat_result) -> None:
+    """Remove ``path`` if it is still the empty file ``made`` describes (ours, unwritten)."""
+    with contextlib.suppress(OSError):
+        now = os.stat(path, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino) and now.st_size == 0:
+            os.unlink(path)
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -779,16 +838,28 @@ def fold_files(
     paths: Iterable[str],
     damaged: list[Damaged] | None = None,
     cut_short: list[CutShort] | None = None,
+    empty: list[str] | None = None,
 ) -> dict[tuple[str, str], Record]:
     """Merge the ledgers of any number of runs or shards, in any order.
 
-    Runs whose write-ahead is incomplete go to ``cut_short``.
+    Runs whose write-ahead is incomplete go to ``cut_short``; ledgers that
+    hold no record at all (a run killed before its first intent) to ``empty``.
     """
     watch = WriteAheadCheck()
-    state = fold(watch(r) for path in paths for r in read_records(path, damaged))
+    state = fold(watch(r) for path in paths for r in _counted(path, damaged, empty))
     if cut_short is not None:
         cut_short.extend(watch.cut_short())
     return state
+
+
+def _counted(path: str, damaged: list[Damaged] | None, empty: list[str] | None) -> Iterator[Record]:
+    """The records of ``path``; ``path`` goes to ``empty`` when it holds none."""
+    count = 0
+    for record in read_records(path, damaged):
+        count += 1
+        yield record
+    if not count and empty is not None:
+        empty.append(path)
 
 
 def merge_files(
@@ -796,6 +867,7 @@ def merge_files(
     out: str,
     damaged: list[Damaged] | None = None,
     cut_short: list[CutShort] | None = None,
+    empty: list[str] | None = None,
 ) -> int:
     """Write the merged state of ``paths`` to ``out`` as a ledger; return its record count.
 
@@ -815,7 +887,9 @@ def merge_files(
     watch = WriteAheadCheck()
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
     for path in paths:
+        count = 0
         for record, raw in _read_lines(path, damaged):
+            count += 1
             watch(record)
             key = (record.action, record.id)
             current = best.get(key)
@@ -826,6 +900,8 @@ def merge_files(
                 or (record == current[0] and raw > current[1])
             ):
                 best[key] = (record, raw)
+        if not count and empty is not None:
+            empty.append(path)
     lines = (best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best))
     _replace(out, lines)
     if cut_short is not None:

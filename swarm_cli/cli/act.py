@@ -165,15 +165,19 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         except LedgerError as exc:
             fail(err, str(exc), EXIT_USAGE)
     resumed = 0
-    if flags.resume and not os.path.exists(flags.ledger):
-        err.print(f"resume: no ledger at {flags.ledger} yet; every ID is to go", markup=False)
-    elif flags.resume:
-        done = succeeded(flags.ledger, spec.name, err)
+    done = succeeded(flags.ledger, spec.name, err) if flags.resume else None
+    if flags.resume and done is None:
+        err.print(f"resume: no records in {flags.ledger} yet; every ID is to go", markup=False)
+    elif done is not None:
         before = sum(len(ids) for ids in groups.values())
         groups = {p: [i for i in ids if i not in done] for p, ids in groups.items()}
         left = sum(len(ids) for ids in groups.values())
         resumed = before - left
-        err.print(f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} to go")
+        err.print(
+            f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} not "
+            f"known {spec.verb}",
+            markup=False,
+        )
     groups = {p: ids for p, ids in groups.items() if ids}
     total = sum(len(ids) for ids in groups.values())
     try:
@@ -779,15 +783,24 @@ def load_targets(ids: str, err: Console) -> Targets:
     return targets
 
 
-def succeeded(ledger: str, action: str, err: Console) -> set[str]:
-    """IDs the ledger holds as done for ``action``: what a resume skips."""
+def succeeded(ledger: str, action: str, err: Console) -> set[str] | None:
+    """IDs the ledger holds as done for ``action``: what a resume skips.
+
+    None when there is no ledger yet, or one without records (a run stopped
+    before its first intent); a file that is not a swarm ledger (no line is a
+    swarm record, a FIFO, a device) is refused before anything is sent.
+    """
+    if not os.path.lexists(ledger):
+        return None
     damaged: list[Damaged] = []
     try:
         state = fold(read_records(ledger, damaged))
     except LedgerError as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        fail(err, f"--resume: {exc}; nothing was sent", EXIT_USAGE)
     if damaged:
         warn(err, describe_damage(damaged))
+    if not state:
+        return None
     return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
 
 

@@ -71,7 +71,8 @@ def ledger_failed(
     """  # noqa: E501 - rich keeps a docstring's line breaks
     wanted = {"failed", "pending"} | ({"missing"} if missing else set())
     cut_short: list[CutShort] = []
-    state = _fold_ledgers(paths, cut_short)
+    empty: list[str] = []
+    state = _fold_ledgers(paths, cut_short, empty)
     if action is None:
         actions = sorted({act for act, _ in state})
         if len(actions) > 1:
@@ -90,7 +91,7 @@ def ledger_failed(
         typer.echo("instance_id,region,account\n" + rows, nl=False)
     else:
         typer.echo("".join(f"{r.id}\n" for r in left), nl=False)
-    if cut_short:
+    if cut_short or empty:
         # Some intents of a run never reached the ledger: this list is not the whole.
         raise typer.Exit(EXIT_FAILED)
 
@@ -102,7 +103,7 @@ def ledger_summary(
 ) -> None:
     """Count intents by their merged state, per action."""
 
-    state = _fold_ledgers(paths)
+    state = _fold_ledgers(paths, empty=[])
     counts: dict[str, dict[str, int]] = {}
     for (act, _), record in state.items():
         per = counts.setdefault(act, dict.fromkeys(STATUSES, 0))
@@ -115,20 +116,32 @@ def ledger_summary(
 
 
 def _fold_ledgers(
-    paths: list[Path], cut_short: list[CutShort] | None = None
+    paths: list[Path], cut_short: list[CutShort] | None = None, empty: list[str] | None = None
 ) -> dict[tuple[str, str], Record]:
     """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning.
 
-    Runs whose intents were not all written ahead go to ``cut_short`` as well.
+    Runs whose intents were not all written ahead go to ``cut_short`` as well,
+    and ledgers without a single record to ``empty``, each with a warning.
     """
 
     def read(damaged: list[Damaged], short: list[CutShort]) -> dict[tuple[str, str], Record]:
-        state = fold_files(map(str, paths), damaged, short)
+        state = fold_files(map(str, paths), damaged, short, empty)
         if cut_short is not None:
             cut_short.extend(short)
         return state
 
-    return _reading(read)
+    state = _reading(read)
+    for path in empty or ():
+        _no_records(path)
+    return state
+
+
+def _no_records(path: str) -> None:
+    typer.echo(
+        f"warning: {path} holds no records: a run stopped before recording its first "
+        "intent sent nothing from it; this ledger cannot say what is left",
+        err=True,
+    )
 
 
 T = TypeVar("T")
@@ -162,9 +175,12 @@ def ledger_merge(
     Merging is order-free: any order, any grouping, and merging twice give the same
     ledger. The output is replaced atomically, so it may be one of the inputs.
     """
+    empty: list[str] = []
     count = _reading(
         lambda damaged, cut_short: merge_files(
-            [str(p) for p in paths], str(out), damaged, cut_short
+            [str(p) for p in paths], str(out), damaged, cut_short, empty
         )
     )
+    for path in empty:
+        _no_records(path)
     typer.echo(f"merged {len(paths)} ledger(s) into {out}: {count} intent(s)", err=True)
