@@ -239,14 +239,22 @@ class LedgerWriter:
         self.started = started or utc_now()
         self._on_error = on_error
         self._fsync_interval = fsync_interval
+        # O_NOFOLLOW in the call that creates the file: a symbolic link swapped in
+        # at the path since it was checked (during the confirmation) is refused, not
+        # written through. O_NONBLOCK: a FIFO swapped in must not hang the open.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            self._fd = os.open(path, flags | os.O_CLOEXEC, 0o666)
         except OSError as err:
             raise LedgerError(f"cannot open the ledger {path}: {_reason(err)}") from None
         try:
+            os.set_blocking(self._fd, True)
             # Character devices such as /dev/null cannot be synced: nothing there is durable.
             info = os.fstat(self._fd)
             self._syncable = stat.S_ISREG(info.st_mode)
+            if self._syncable:
+                # The file's name is durable only once its folder is synced.
+                _sync_folder(path)
             # A line cut short by an earlier crash must not swallow this run's first record.
             if self._syncable and info.st_size and _last_byte(path) not in (b"\n", None):
                 os.write(self._fd, b"\n")
@@ -764,7 +772,7 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
         # A device keeps nothing (/dev/null) or refuses all (/dev/full): only a file will do.
         if not stat.S_ISREG(mode):
             raise LedgerError(f"ledger {path} is not a regular file: pass a file path to --ledger")
-    if ids_path is not None and ids_path != "-" and _same_file(path, ids_path):
+    if ids_path is not None and ids_path != "-" and same_file(path, ids_path):
         raise LedgerError(f"ledger {path} is the ID list {ids_path}: pass another --ledger")
     if exists and not os.access(path, os.W_OK):
         raise LedgerError(f"ledger {path} is not writable: fix its mode or pass --ledger elsewhere")
@@ -796,7 +804,7 @@ def _remove_if_empty(path: str, made: os.stat_result) -> None:
             os.unlink(path)
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -944,15 +952,20 @@ def _replace(path: str, lines: Iterable[bytes]) -> None:
         raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
     # The rename is durable only once the folder is synced.
     try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        _sync_folder(path)
     except OSError as err:
         raise LedgerError(
             f"wrote the ledger {path} but cannot sync its folder: {_reason(err)}"
         ) from None
+
+
+def _sync_folder(path: str) -> None:
+    """fsync the folder holding ``path``, so that its entry survives a power cut."""
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _write_fd(fd: int, data: bytes) -> None:

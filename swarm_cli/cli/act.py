@@ -41,6 +41,7 @@ from ..report import Pair, Report
 from ..run import (
     EXIT_AUTH,
     EXIT_FAILED,
+    EXIT_LEDGER,
     EXIT_REFUSED,
     EXIT_USAGE,
     Job,
@@ -145,6 +146,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         )
     if selecting and flags.sandbox:
         fail(err, "--sandbox rehearses an ID list: pass --ids (swarm list prints one)", EXIT_USAGE)
+    check_outputs(flags, err)
     accounts = load_account_map(flags.accounts, flags.role_arn, err)
     region = flags.region or session_region(flags.profile, err)
     reach = Reach(flags, accounts, flags.options.window.max_window)
@@ -236,6 +238,42 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     if flags.report:
         save_report(report, flags.report, err)
     finish(report, flags.output, out, err, quiet=flags.quiet)
+
+
+def check_outputs(flags: Flags, err: Console) -> None:
+    """--trace, --report, --plan-out: never the ledger, an input or each other; never a link.
+
+    Each is replaced or truncated when written: onto the ledger it would wipe
+    the record of earlier runs, onto the ID list the list itself.
+    """
+    from ..ledger import same_file
+
+    inputs = {
+        "--ledger": flags.ledger,
+        "--ids": flags.ids,
+        "--exclude-ids": flags.exclude_ids,
+        "--accounts": flags.accounts,
+    }
+    outputs = {
+        "--trace": flags.options.trace,
+        "--report": flags.report,
+        "--plan-out": flags.plan_out,
+    }
+    named = [(k, v) for k, v in inputs.items() if v and v != "-"]
+    for option, path in outputs.items():
+        if not path:
+            continue
+        if os.path.islink(path):
+            fail(err, f"{option} {path} is a symbolic link: pass the real path", EXIT_USAGE)
+        for other, taken in named:
+            if same_file(path, taken):
+                fail(
+                    err,
+                    f"{option} {path} is the {other} file: writing it would destroy it; pass "
+                    "another path (nothing was sent)",
+                    EXIT_USAGE,
+                )
+        named.append((option, path))
 
 
 def reconcile_resume(
@@ -492,7 +530,20 @@ def follow_up(
         waited = wait_for(job, report.done, reach.client, err, timeout=flags.wait_timeout)
         report.extra["wait"] = waited.extra.get("wait", {})
         if job.options.ledger:
-            record_reached(job.options.ledger, report.run, spec.name, waited)
+            try:
+                record_reached(
+                    job.options.ledger,
+                    report.run,
+                    spec.name,
+                    waited,
+                    started=report.ledger_started,
+                    seq_after=report.ledger_seq,
+                )
+            except LedgerError as exc:
+                error(err, f"--wait: {exc}")
+                report.ledger_error = str(exc)
+                report.exit_code = EXIT_LEDGER
+                return
         if waited.exit_code and not report.exit_code:
             report.exit_code = waited.exit_code
 
