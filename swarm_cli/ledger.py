@@ -29,6 +29,25 @@ REACHED_CODE = "Reached"
 FINAL_SUCCESS: frozenset[str] = frozenset({"terminate"})
 
 
+# Failure codes a retry cannot fix while nothing else changes: the instance is
+# protected (by EC2, or by --protect-tag), in a state the action does not apply
+# to, or the ID is not an instance ID.
+PERMANENT_CODES: frozenset[str] = frozenset(
+    {
+        "OperationNotPermitted",
+        "IncorrectInstanceState",
+        "UnsupportedOperation",
+        "InvalidInstanceID.Malformed",
+        "Protected",
+    }
+)
+
+
+def permanent(record: Record) -> bool:
+    """A failure that a retry would only repeat (see :data:`PERMANENT_CODES`)."""
+    return record.status == "failed" and record.code in PERMANENT_CODES
+
+
 class LedgerError(Exception):
     """A ledger that cannot be opened, read or written; the message is one line for the user."""
 

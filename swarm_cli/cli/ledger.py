@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from ..actions import ACTIONS
 from ..ledger import (
     STATUSES,
     CutShort,
@@ -19,8 +21,10 @@ from ..ledger import (
     describe_damage,
     fold_files,
     merge_files,
+    permanent,
 )
 from ..run import EXIT_FAILED, EXIT_USAGE
+from ..targets import Target, Targets, TargetsError, read_ids
 from .common import Output, OutputOpt, ledger_app
 
 LedgersArg = Annotated[
@@ -64,10 +68,29 @@ def ledger_failed(
             "in its place.",
         ),
     ] = ListFormat.auto,
+    ids: Annotated[
+        Path | None,
+        typer.Option(
+            "--ids",
+            metavar="LIST",
+            help="The ID list the runs were meant to cover: list every ID of it that no "
+            "ledger shows done, those of which no ledger has any record included (a shard "
+            "whose job died); exit 1 if there is any.",
+            dir_okay=False,
+        ),
+    ] = None,
+    retryable: Annotated[
+        bool,
+        typer.Option(
+            "--retryable",
+            help="Leave out permanent failures (protected, wrong state, malformed ID), "
+            "which a retry would only repeat; they are counted on stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Print the IDs worth retrying (failed or pending), one per line.
 
-    Pending means not known to be done: never sent, or in flight when the run was stopped or killed. Feed them back: swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
+    Pending means not known to be done: never sent, in flight when the run was stopped or killed, or never answered. Feed them back: swarm terminate --ids <(swarm ledger failed --retryable swarm-ledger.jsonl)
     """  # noqa: E501 - rich keeps a docstring's line breaks
     wanted = {"failed", "pending"} | ({"missing"} if missing else set())
     cut_short: list[CutShort] = []
@@ -83,17 +106,65 @@ def ledger_failed(
             raise typer.Exit(EXIT_USAGE)
         action = actions[0] if actions else "terminate"
     left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
-    places = {(r.account, r.region) for r in left}
+    stuck = [r for r in left if permanent(r)]
+    if retryable:
+        left = [r for r in left if not permanent(r)]
+    rows = [(r.id, r.region, r.account) for r in left]
+    never: list[Target] = []
+    if ids is not None:
+        targets = _read_list(ids)
+        listed = {t.id for t in targets.items}
+        rows = [row for row in rows if row[0] in listed]
+        stuck = [r for r in stuck if r.id in listed]
+        never = [t for t in targets.items if (action, t.id) not in state]
+        rows += [(t.id, t.region, t.account) for t in never]
+    places = {(account, region) for _, region, account in rows}
     if form is ListFormat.csv or (
         form is ListFormat.auto and (len(places) > 1 or any(a for a, _ in places))
     ):
-        rows = "".join(f"{r.id},{r.region or ''},{r.account or ''}\n" for r in left)
-        typer.echo("instance_id,region,account\n" + rows, nl=False)
+        text = "".join(f"{i},{region or ''},{account or ''}\n" for i, region, account in rows)
+        typer.echo("instance_id,region,account\n" + text, nl=False)
     else:
-        typer.echo("".join(f"{r.id}\n" for r in left), nl=False)
+        typer.echo("".join(f"{i}\n" for i, _, _ in rows), nl=False)
+    if stuck:
+        codes = Counter(r.code for r in stuck)
+        typer.echo(
+            f"{len(stuck)} failed permanently ("
+            + ", ".join(f"{n} {code}" for code, n in sorted(codes.items()))
+            + "): a retry fails again unless that changes"
+            + ("; left out (--retryable)" if retryable else "; --retryable leaves them out"),
+            err=True,
+        )
+    if ids is not None:
+        verb = ACTIONS[action].verb if action in ACTIONS else f"done ({action})"
+        typer.echo(
+            f"{len(rows)} of {len(targets.items)} ID(s) of {ids} not known {verb}"
+            + (f", {len(never)} of them in no ledger at all" if never else ""),
+            err=True,
+        )
+        if rows:
+            raise typer.Exit(EXIT_FAILED)
     if cut_short or empty:
         # Some intents of a run never reached the ledger: this list is not the whole.
         raise typer.Exit(EXIT_FAILED)
+
+
+def _read_list(path: Path) -> Targets:
+    """``--ids LIST`` of ``ledger failed``: every bad line is an error (exit 2)."""
+    try:
+        targets = read_ids(str(path))
+    except TargetsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    if targets.bad:
+        first = targets.bad[0]
+        typer.echo(
+            f"error: {len(targets.bad)} invalid line(s) in {path}, e.g. line {first.line}: "
+            f"{first.reason}",
+            err=True,
+        )
+        raise typer.Exit(EXIT_USAGE)
+    return targets
 
 
 @ledger_app.command("summary")
