@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
 
 import typer
 from rich.console import Console
@@ -87,6 +87,9 @@ from .common import (
     warn,
     window_profile,
 )
+
+if TYPE_CHECKING:
+    from ..saga import UndoPlan
 
 EXIT_CODES = (
     "Exit codes: 0 all done · 1 some failed or pending (see the ledger) · 2 bad usage or "
@@ -1223,11 +1226,12 @@ def rollback(
 
     The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
     """  # noqa: E501 - rich keeps a docstring's line breaks
-    from ..saga import SagaError, undo_plan
+    from ..saga import SagaError, check_ids, undo_plan
 
     out, err = consoles()
     try:
-        plan = undo_plan([ledger], run or None)
+        plan = undo_plan([ledger], run or None, allow_empty=True)
+        check_ids(plan)
     except (SagaError, LedgerError) as exc:
         fail(err, str(exc), EXIT_USAGE)
     flags = Flags(
@@ -1248,7 +1252,7 @@ def rollback(
         wait=wait,
     )
     reach = Reach(flags, load_account_map(accounts, role_arn, err), 500)
-    reach.connect(plan.groups, err)
+    reach.connect({**plan.groups, **plan.unsure}, err)
     if reach.unreachable:
         # An undo is all or nothing: nothing is written or sent until every account is in reach.
         fail(
@@ -1258,13 +1262,42 @@ def rollback(
             EXIT_AUTH,
         )
     endpoint = reach.endpoint or ""
+    groups = reconcile_undo(plan, reach, flags.options, err)
+    if not groups:
+        fail(err, f"run {plan.run} ({plan.of}) got nothing done: nothing to undo", EXIT_USAGE)
     if not yes:
-        confirm(plan.action, plan.groups, endpoint, flags, reach, {}, err)
+        confirm(plan.action, groups, endpoint, flags, reach, {}, err)
     options = replace(flags.options, endpoint=endpoint)
-    report = run_plan(plan.action, plan.groups, options, reach, err, f"rollback of {plan.run}")
-    job = Job(plan.action, plan.groups, options)
+    report = run_plan(plan.action, groups, options, reach, err, f"rollback of {plan.run}")
+    job = Job(plan.action, groups, options)
     follow_up(plan.action, flags, job, report, reach, err)
     finish(report, output, out, err)
+
+
+def reconcile_undo(
+    plan: "UndoPlan", reach: Reach, options: RunOptions, err: Console
+) -> dict[Pair, list[str]]:
+    """What to undo: the run's successes, and those of its pending intents EC2 shows done.
+
+    A call in flight when the run was killed may have been carried out though
+    the ledger says pending; DescribeInstances tells (in batches, through a
+    window). Those in the run's end state are undone with the rest.
+    """
+    from ..resume import reconcile
+
+    groups = {p: list(ids) for p, ids in plan.groups.items()}
+    count = sum(len(ids) for ids in plan.unsure.values())
+    if not count:
+        return groups
+    seen = reconcile(plan.of, plan.unsure, reach.client, err, options=options)
+    for pair, done in seen.done.items():
+        groups.setdefault(pair, []).extend(done)
+    err.print(
+        f"rollback: {count} intent(s) of the run were left pending; DescribeInstances shows "
+        f"{seen.already} of them {ACTIONS[plan.of].verb}: they are undone too",
+        markup=False,
+    )
+    return groups
 
 
 @app.command("list")
