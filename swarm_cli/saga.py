@@ -127,20 +127,28 @@ def undo_plan(
             raise SagaError(f"run {record.run}: the ledger names no region for {record.id}")
         seen.add(record.id)
         groups.setdefault(Pair(record.account, record.region), []).append(record.id)
+    # Each intent's last word in the run: its best status, then its latest record.
     best: dict[str, Record] = {}
     for record in records:
-        if record.id not in seen and (
-            record.id not in best
-            or STATUS_RANK[record.status] > STATUS_RANK[best[record.id].status]
-        ):
+        if record.id in seen:
+            continue
+        known = best.get(record.id)
+        if known is None or _last_word(record) > _last_word(known):
             best[record.id] = record
     unsure: dict[Pair, list[str]] = {}
     for record in best.values():
-        if record.status == "pending" and record.region is not None:
+        # Pending as written ahead (a kill left no outcome: maybe sent), or after a
+        # call that got no answer; a run that stopped in order says "not sent" (0 attempts).
+        maybe_sent = record.intents is not None or record.attempts > 0
+        if record.status == "pending" and maybe_sent and record.region is not None:
             unsure.setdefault(Pair(record.account, record.region), []).append(record.id)
     if not groups and not (allow_empty and unsure):
         raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
     return UndoPlan(label, undo, groups, action, unsure)
+
+
+def _last_word(record: Record) -> tuple[int, int]:
+    return (STATUS_RANK[record.status], record.seq)
 
 
 def check_ids(plan: UndoPlan) -> None:

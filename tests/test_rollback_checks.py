@@ -53,6 +53,16 @@ def test_the_pending_intents_of_a_run_are_unsure(tmp_path: Path) -> None:
     plan = undo_plan([str(ledger)])
     assert plan.groups == {Pair(None, EAST): [ids[0]]}
     assert plan.unsure == {Pair(None, EAST): [ids[1]]} and plan.of == "stop"
+    # A run that stopped in order says which intents it never sent (0 attempts):
+    # those are known not done; one sent without an answer is not known.
+    stopped = tmp_path / "stopped.jsonl"
+    writer = LedgerWriter(str(stopped), "run1", "stop", EAST)
+    writer.write_ahead(ids)
+    writer.write(ids[0], "succeeded", attempts=1)
+    writer.write(ids[1], "pending", code="NotSent")
+    writer.write(ids[2], "pending", code="CallTimeout", attempts=2)
+    assert writer.close() == []
+    assert undo_plan([str(stopped)]).unsure == {Pair(None, EAST): [ids[2]]}
     nothing = tmp_path / "nothing.jsonl"
     write_stop(nothing, [(ids[1], "pending")])
     with pytest.raises(SagaError, match="got nothing done"):

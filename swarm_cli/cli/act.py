@@ -515,18 +515,27 @@ def follow_up(
         try:
             # From the ledger when there is one: what is on disk is what was done.
             ledger = job.options.ledger
-            plan = undo_plan([ledger], report.run) if ledger else undo_report(report)
+            if ledger:
+                plan = undo_plan([ledger], report.run, allow_empty=True)
+            else:
+                plan = undo_report(report)
         except (SagaError, LedgerError) as exc:
             err.print(f"rollback: {exc}", markup=False)
         else:
-            err.print(
-                f"rollback: the failure budget is spent; {plan.action.name} the "
-                f"{plan.total} instance(s) this run {spec.verb}"
-            )
-            undo = run_plan(plan.action, plan.groups, job.options, reach, err, "rollback")
-            report.extra["rollback"] = undo.to_dict()
-            if undo.exit_code:
-                report.exit_code = undo.exit_code
+            # Calls still unanswered when the budget stopped the run may have been done.
+            groups = reconcile_undo(plan, reach, job.options, err)
+            count = sum(len(ids) for ids in groups.values())
+            if not count:
+                err.print(f"rollback: run {plan.run} got nothing done: nothing to undo")
+            else:
+                err.print(
+                    f"rollback: the failure budget is spent; {plan.action.name} the "
+                    f"{count} instance(s) this run {spec.verb}"
+                )
+                undo = run_plan(plan.action, groups, job.options, reach, err, "rollback")
+                report.extra["rollback"] = undo.to_dict()
+                if undo.exit_code:
+                    report.exit_code = undo.exit_code
     if flags.wait and not flags.dry_run and spec.target_state and report.done:
         from ..wait import record_reached, wait_for
 
