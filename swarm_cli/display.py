@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from .ledger import PERMANENT_CODES
 from .report import Report, Sample
 from .stats import Snapshot, Stats
 
@@ -622,11 +623,16 @@ def render_summary(report: Report, console: Console) -> None:
         say(f"  ledger NOT fully written: {report.ledger_error}", style="bold red")
     if report.ledger:
         say(f"  ledger: {report.ledger}")
-        if c["failed"] + c["pending"]:
+        stuck = sum(
+            1 for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES
+        )
+        if stuck:
+            say(f"  failed permanently (protected, wrong state): {stuck}; a retry fails again")
+        if c["failed"] + c["pending"] > stuck:
             say(
                 f"  retry the rest: swarm {report.action} --ids "
-                f"<(swarm ledger failed --action {report.action} {report.ledger})"
+                f"<(swarm ledger failed --retryable --action {report.action} {report.ledger})"
                 if report.action != "terminate"
                 else f"  retry the rest: swarm terminate --ids "
-                f"<(swarm ledger failed {report.ledger})"
+                f"<(swarm ledger failed --retryable {report.ledger})"
             )

@@ -92,6 +92,7 @@ class _Intent:
     attempts: int = 0  # calls that carried it, throttled ones included
     errors: int = 0  # transient failures, bounded by max_attempts
     limit: int = 1_000_000  # most IDs it may travel with (bisection of bad batches)
+    unanswered: Outcome | None = None  # why a call of it got no answer: it may have happened
 
 
 @dataclass
@@ -454,8 +455,14 @@ class Engine:
             heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
         else:  # transient, or unreachable before an outage is declared
             intent.errors += 1
+            if kind is Kind.UNREACHABLE:
+                intent.unanswered = outcome
             if intent.errors >= self.max_attempts:
-                self._resolve(intent, "failed", outcome)
+                if intent.unanswered is not None:
+                    # A call that got no answer may have happened: not known done, not failed.
+                    self._resolve(intent, "pending", intent.unanswered)
+                else:
+                    self._resolve(intent, "failed", outcome)
             else:
                 due = now + self.backoff(intent.errors)
                 heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))

@@ -11,12 +11,13 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from .files import create_fd
 from .report import PairReport, Problem, Reason, Report, Sample
 
 MAX_PROBLEM_ROWS = 1000  # the ledger has them all; a page this long is already a lot
@@ -129,17 +130,20 @@ def write_html(report: Report, path: str) -> None:
     """Write the page whole or not at all: a reader never opens half a report."""
     target = os.path.abspath(path)
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        mode: int | None = stat.S_IMODE(os.stat(target, follow_symlinks=False).st_mode)
     except FileNotFoundError:
-        mode = 0o644  # a report is for sharing; the temp file would be private
-    fd, temp = tempfile.mkstemp(
-        dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".tmp"
-    )
+        mode = None  # a new report gets the mode the umask gives
+    base = f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp"
+    temp = os.path.join(os.path.dirname(target), base)
+    # O_EXCL and O_NOFOLLOW: the temp file is a new file of ours, never a link's target;
+    # the rename then replaces a link at ``path`` rather than writing through it.
+    fd = create_fd(temp, exclusive=True)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(render_html(report))
             out.flush()
-            os.fchmod(out.fileno(), mode)
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
             os.fsync(out.fileno())
         os.replace(temp, target)
     except BaseException:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
-from typing import Any, Final, TypeVar
+from typing import Any, BinaryIO, Final, TypeVar
 
 FORMAT_VERSION = 1
 STATUSES = ("pending", "missing", "failed", "succeeded")
@@ -23,6 +23,29 @@ STATUS_RANK = {status: rank for rank, status in enumerate(STATUSES)}
 # The code of the extra ``succeeded`` record written when ``--wait`` saw the
 # instance reach the action's target state; its ``reached`` field says when.
 REACHED_CODE = "Reached"
+# The actions whose success is final: a terminated instance never comes back, so
+# no later run's record of it (pending, failed) can undo it. For every other
+# action (stop, start, reboot) the latest run decides.
+FINAL_SUCCESS: frozenset[str] = frozenset({"terminate"})
+
+
+# Failure codes a retry cannot fix while nothing else changes: the instance is
+# protected (by EC2, or by --protect-tag), in a state the action does not apply
+# to, or the ID is not an instance ID.
+PERMANENT_CODES: frozenset[str] = frozenset(
+    {
+        "OperationNotPermitted",
+        "IncorrectInstanceState",
+        "UnsupportedOperation",
+        "InvalidInstanceID.Malformed",
+        "Protected",
+    }
+)
+
+
+def permanent(record: Record) -> bool:
+    """A failure that a retry would only repeat (see :data:`PERMANENT_CODES`)."""
+    return record.status == "failed" and record.code in PERMANENT_CODES
 
 
 class LedgerError(Exception):
@@ -64,16 +87,27 @@ class Record:
     run_intents: int | None = None
     # When --wait saw the instance in the action's target state (ISO 8601).
     reached: str | None = None
+    # When the run that wrote this record started (ISO 8601): the same on every
+    # record of a run, so that the latest run decides. Older swarms wrote none.
+    started: str | None = None
     v: int = FORMAT_VERSION
 
-    def order(self) -> tuple[int, str, str, int]:
-        """Merge order: the larger record wins (a join-semilattice, so merges commute).
+    def order(self) -> tuple[bool, str, str, int, str, int]:
+        """Merge order: the larger record wins (a last-writer-wins register per intent).
 
-        Only two records with the same run and seq tie, and a writer never
-        gives two records the same seq; :func:`fold` still breaks such ties
-        by the whole record, so the merge does not depend on input order.
+        For terminate a success wins over everything (it is final); otherwise,
+        and among successes, the latest run wins: runs are ordered by when they
+        started, then by run id; within a run, by status rank (succeeded >
+        failed > missing > pending), then time and seq. A record of an older
+        swarm, which names no start, counts as a run that started when it was
+        written. The order is total, so merges commute, associate and are
+        idempotent. Only two records with the same run and seq tie, and a
+        writer never gives two records the same seq; :func:`fold` still breaks
+        such ties by the whole record, so the merge does not depend on input order.
         """
-        return (STATUS_RANK[self.status], self.ts, self.run, self.seq)
+        final = self.status == "succeeded" and self.action in FINAL_SUCCESS
+        started = self.started or self.ts
+        return (final, started, self.run, STATUS_RANK[self.status], self.ts, self.seq)
 
     def to_dict(self) -> dict[str, Any]:
         # dataclasses.asdict deep-copies every value; these are all scalars.
@@ -137,6 +171,7 @@ _SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
     "block": ((int, _NONE), False),
     "run_intents": ((int, _NONE), False),
     "reached": ((str, _NONE), False),
+    "started": ((str, _NONE), False),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", _NONE: "null"}
 
@@ -208,6 +243,8 @@ class LedgerWriter:
         *,
         on_error: Callable[[OSError], None] | None = None,
         fsync_interval: float = 1.0,
+        started: str | None = None,
+        seq_after: int = 0,
     ) -> None:
         if fsync_interval < 0:
             raise ValueError("fsync_interval must not be negative")
@@ -216,16 +253,27 @@ class LedgerWriter:
         self.action = action
         self.region = region
         self.account = account
+        # On every record: when the run started (now, unless this writer adds to a
+        # run begun earlier, as --wait's reached records do).
+        self.started = started or utc_now()
         self._on_error = on_error
         self._fsync_interval = fsync_interval
+        # O_NOFOLLOW in the call that creates the file: a symbolic link swapped in
+        # at the path since it was checked (during the confirmation) is refused, not
+        # written through. O_NONBLOCK: a FIFO swapped in must not hang the open.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            self._fd = os.open(path, flags | os.O_CLOEXEC, 0o666)
         except OSError as err:
             raise LedgerError(f"cannot open the ledger {path}: {_reason(err)}") from None
         try:
+            os.set_blocking(self._fd, True)
             # Character devices such as /dev/null cannot be synced: nothing there is durable.
             info = os.fstat(self._fd)
             self._syncable = stat.S_ISREG(info.st_mode)
+            if self._syncable:
+                # The file's name is durable only once its folder is synced.
+                _sync_folder(path)
             # A line cut short by an earlier crash must not swallow this run's first record.
             if self._syncable and info.st_size and _last_byte(path) not in (b"\n", None):
                 os.write(self._fd, b"\n")
@@ -238,13 +286,21 @@ class LedgerWriter:
         # The thread's appends and write_ahead() share one file descriptor; a
         # short write must not let another writer's bytes into the middle of a line.
         self._io_lock = threading.Lock()
-        self._seq = 0
+        # Records get seqs after ``seq_after``: a writer that adds to a run begun
+        # by another writer continues its numbering instead of repeating it.
+        self._seq = seq_after
         self._closed = False
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._error: OSError | None = None
         self._unsynced: list[Record] = []
         self._lost: list[Record] = []
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last record written or queued; a writer adding to the run starts after."""
+        with self._lock:
+            return self._seq
 
     @property
     def error(self) -> OSError | None:
@@ -301,6 +357,7 @@ class LedgerWriter:
                     intents=len(ids),
                     block=first,
                     run_intents=run_intents,
+                    started=self.started,
                 )
             if not ids:
                 return
@@ -364,6 +421,7 @@ class LedgerWriter:
                 attempts=attempts,
                 request_id=request_id,
                 reached=reached,
+                started=self.started,
             )
             # Queued under the lock, so outcomes reach the file in sequence order.
             self._queue.put(record)
@@ -601,22 +659,60 @@ def read_records(path: str, damaged: list[Damaged] | None = None) -> Iterator[Re
         yield record
 
 
-def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Record, bytes]]:
-    """:func:`read_records`, with each record's line as read (for merges to copy)."""
+# A ledger line is a few hundred bytes; one longer than this is skipped unread.
+MAX_LINE_BYTES = 1 << 20
+
+
+def open_ledger(path: str) -> BinaryIO:
+    """Open a ledger for reading; refuse anything but a regular file (a FIFO, a device).
+
+    The file is opened without blocking (a FIFO would hang the open) and then
+    checked, so a file swapped in after a check cannot get past it.
+    """
     try:
-        handle = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
         raise LedgerError(f"cannot read the ledger {path}: {_reason(err)}") from None
-    with handle:
-        number = 0
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, a device)"
+            raise LedgerError(f"cannot read the ledger {path}: it is {kind}, not a swarm ledger")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Record, bytes]]:
+    """:func:`read_records`, with each record's line as read (for merges to copy).
+
+    Raises :class:`LedgerError` for a file whose whole lines hold no swarm
+    record at all: it is not a ledger, and reading it as one would say nothing
+    is left. (A file holding only a line cut short, a run killed while writing
+    its first, is a ledger without records.)
+    A line longer than :data:`MAX_LINE_BYTES` is skipped as damage, unread.
+    """
+    with open_ledger(path) as handle:
+        number = records = bad = 0
         while True:
             try:
-                raw = handle.readline()
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+                long = len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n")
+                while long and (rest := handle.readline(_CHUNK_BYTES)):
+                    if rest.endswith(b"\n"):
+                        break
             except OSError as err:
                 raise LedgerError(f"cannot read the ledger {path}: {_reason(err)}") from None
             if not raw:
-                return
+                break
             number += 1
+            if long:
+                bad += 1
+                if damaged is not None:
+                    damaged.append(Damaged(path, number, f"longer than {MAX_LINE_BYTES} bytes"))
+                continue
             if not raw.strip():
                 continue
             try:
@@ -624,10 +720,17 @@ def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Reco
             except LedgerVersionError as err:
                 raise LedgerVersionError(f"{path} line {number}: {err}") from None
             except ValueError as err:
+                # Only whole lines: a last line cut short by a kill is a ledger's damage.
+                bad += raw.endswith(b"\n")
                 if damaged is not None:
                     damaged.append(Damaged(path, number, str(err)))
                 continue
+            records += 1
             yield record, raw
+    if bad and not records:
+        raise LedgerError(
+            f"{path} is not a swarm ledger: none of its {bad} line(s) is a swarm record"
+        )
 
 
 def _decode(raw: bytes) -> object:
@@ -667,9 +770,11 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
     A symbolic link is refused: appending through it writes wherever it points
     at the time (another run's ledger, a file swapped in since), and the
     ledger is the one record of what was destroyed. The last check opens the
-    file for appending and closes it unwritten (creating it empty if missing),
-    because permission bits say nothing to root or about a read-only mount.
-    Raises :class:`LedgerError` with a one-line message saying what to do.
+    file for appending and closes it unwritten, because permission bits say
+    nothing to root or about a read-only mount; a file that open created is
+    removed again, so that a run refused later (or not confirmed) leaves no
+    empty ledger behind. Raises :class:`LedgerError` with a one-line message
+    saying what to do.
     """
     folder = os.path.dirname(path) or "."
     if not os.path.exists(folder):
@@ -686,7 +791,7 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
         # A device keeps nothing (/dev/null) or refuses all (/dev/full): only a file will do.
         if not stat.S_ISREG(mode):
             raise LedgerError(f"ledger {path} is not a regular file: pass a file path to --ledger")
-    if ids_path is not None and ids_path != "-" and _same_file(path, ids_path):
+    if ids_path is not None and ids_path != "-" and same_file(path, ids_path):
         raise LedgerError(f"ledger {path} is the ID list {ids_path}: pass another --ledger")
     if exists and not os.access(path, os.W_OK):
         raise LedgerError(f"ledger {path} is not writable: fix its mode or pass --ledger elsewhere")
@@ -703,10 +808,22 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
         raise LedgerError(
             f"cannot write the ledger {path}: {_reason(err)}: pass --ledger elsewhere"
         ) from None
-    os.close(fd)
+    try:
+        if not exists:
+            _remove_if_empty(path, os.fstat(fd))
+    finally:
+        os.close(fd)
 
 
-def _same_file(a: str, b: str) -> bool:
+def _remove_if_empty(path: str, made: os.stat_result) -> None:
+    """Remove ``path`` if it is still the empty file ``made`` describes (ours, unwritten)."""
+    with contextlib.suppress(OSError):
+        now = os.stat(path, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino) and now.st_size == 0:
+            os.unlink(path)
+
+
+def same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -748,16 +865,28 @@ def fold_files(
     paths: Iterable[str],
     damaged: list[Damaged] | None = None,
     cut_short: list[CutShort] | None = None,
+    empty: list[str] | None = None,
 ) -> dict[tuple[str, str], Record]:
     """Merge the ledgers of any number of runs or shards, in any order.
 
-    Runs whose write-ahead is incomplete go to ``cut_short``.
+    Runs whose write-ahead is incomplete go to ``cut_short``; ledgers that
+    hold no record at all (a run killed before its first intent) to ``empty``.
     """
     watch = WriteAheadCheck()
-    state = fold(watch(r) for path in paths for r in read_records(path, damaged))
+    state = fold(watch(r) for path in paths for r in _counted(path, damaged, empty))
     if cut_short is not None:
         cut_short.extend(watch.cut_short())
     return state
+
+
+def _counted(path: str, damaged: list[Damaged] | None, empty: list[str] | None) -> Iterator[Record]:
+    """The records of ``path``; ``path`` goes to ``empty`` when it holds none."""
+    count = 0
+    for record in read_records(path, damaged):
+        count += 1
+        yield record
+    if not count and empty is not None:
+        empty.append(path)
 
 
 def merge_files(
@@ -765,6 +894,7 @@ def merge_files(
     out: str,
     damaged: list[Damaged] | None = None,
     cut_short: list[CutShort] | None = None,
+    empty: list[str] | None = None,
 ) -> int:
     """Write the merged state of ``paths`` to ``out`` as a ledger; return its record count.
 
@@ -784,7 +914,9 @@ def merge_files(
     watch = WriteAheadCheck()
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
     for path in paths:
+        count = 0
         for record, raw in _read_lines(path, damaged):
+            count += 1
             watch(record)
             key = (record.action, record.id)
             current = best.get(key)
@@ -795,6 +927,8 @@ def merge_files(
                 or (record == current[0] and raw > current[1])
             ):
                 best[key] = (record, raw)
+        if not count and empty is not None:
+            empty.append(path)
     lines = (best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best))
     _replace(out, lines)
     if cut_short is not None:
@@ -837,15 +971,20 @@ def _replace(path: str, lines: Iterable[bytes]) -> None:
         raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
     # The rename is durable only once the folder is synced.
     try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        _sync_folder(path)
     except OSError as err:
         raise LedgerError(
             f"wrote the ledger {path} but cannot sync its folder: {_reason(err)}"
         ) from None
+
+
+def _sync_folder(path: str) -> None:
+    """fsync the folder holding ``path``, so that its entry survives a power cut."""
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _write_fd(fd: int, data: bytes) -> None:

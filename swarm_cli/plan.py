@@ -633,7 +633,9 @@ def plan_ids_text(plan: Plan) -> str:
 
 def write_plan_ids(plan: Plan, path: str) -> int:
     """Write :func:`plan_ids_text` to ``path``; return how many IDs it holds."""
-    with open(path, "w", encoding="utf-8") as handle:
+    from .files import create_text
+
+    with create_text(path) as handle:  # never through a symbolic link
         handle.write(plan_ids_text(plan))
     return sum(len(ids) for ids in plan.acting_ids().values())
 

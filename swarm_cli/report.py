@@ -127,6 +127,10 @@ class Report:
     extra: dict[str, Any] = field(default_factory=dict)
     # The IDs each pair got done, for a wait or a rollback (not printed: it can be long).
     done: dict[Pair, list[str]] = field(default_factory=dict, repr=False)
+    # When the run's ledger records say it started, and its last seq, for records
+    # added to the run later (--wait's reached states); not printed.
+    ledger_started: str | None = field(default=None, repr=False)
+    ledger_seq: int = field(default=0, repr=False)
 
     @property
     def total(self) -> int:

@@ -415,6 +415,8 @@ def run_job(
         budget_spent=Reason.of(budget.spent) if budget else None,
         elapsed_seconds=time.monotonic() - started,
         done={lane.pair: lane.done for lane in lanes},
+        ledger_started=writer.started if writer is not None else None,
+        ledger_seq=writer.last_seq if writer is not None else 0,
     )
     report.exit_code = exit_code(report, missing_ok=o.missing_ok)
     return report

@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .actions import ACTIONS, ActionSpec
-from .ledger import Record, read_records
+from .ledger import STATUS_RANK, Record, read_records
 from .report import Pair, Report
+from .targets import ACCOUNT_ID, INSTANCE_ID, REGION
 
 _COUNT = re.compile(r"\d+")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
@@ -52,6 +53,11 @@ class UndoPlan:
     run: str
     action: ActionSpec  # the action that undoes the run's
     groups: dict[Pair, list[str]]
+    # The run's own action ("stop" for a plan that starts).
+    of: str = field(default="", compare=False)
+    # Intents the run(s) left pending (in flight at a kill, never answered, never
+    # sent): the ledger cannot say whether they were done; ask EC2 before undoing.
+    unsure: dict[Pair, list[str]] = field(default_factory=dict, compare=False)
 
     @property
     def total(self) -> int:
@@ -65,7 +71,9 @@ def _undo_spec(run: str, action: str) -> ActionSpec:
     return ACTIONS[spec.undo]
 
 
-def undo_plan(paths: Sequence[str], run: str | Sequence[str] | None = None) -> UndoPlan:
+def undo_plan(
+    paths: Sequence[str], run: str | Sequence[str] | None = None, *, allow_empty: bool = False
+) -> UndoPlan:
     """The plan that undoes ``run`` (one ID or several) of the ledgers ``paths``.
 
     Without ``run``, the ledgers must hold exactly one run of a reversible action
@@ -75,8 +83,9 @@ def undo_plan(paths: Sequence[str], run: str | Sequence[str] | None = None) -> U
     got done (their ``succeeded`` records, ``Reached`` ones included: a wait only
     confirms what the run did), grouped by the account and region of their
     records, in ledger order. Raises :class:`SagaError` when there is no such
-    run, its action cannot be undone, or it got nothing done; ``LedgerError`` when
-    a ledger cannot be read.
+    run, its action cannot be undone, or it got nothing done (unless
+    ``allow_empty``: it may have left intents pending, :attr:`UndoPlan.unsure`);
+    ``LedgerError`` when a ledger cannot be read.
     """
     by_run: dict[str, list[Record]] = {}
     for path in paths:
@@ -118,9 +127,50 @@ def undo_plan(paths: Sequence[str], run: str | Sequence[str] | None = None) -> U
             raise SagaError(f"run {record.run}: the ledger names no region for {record.id}")
         seen.add(record.id)
         groups.setdefault(Pair(record.account, record.region), []).append(record.id)
-    if not groups:
+    # Each intent's last word in the run: its best status, then its latest record.
+    best: dict[str, Record] = {}
+    for record in records:
+        if record.id in seen:
+            continue
+        known = best.get(record.id)
+        if known is None or _last_word(record) > _last_word(known):
+            best[record.id] = record
+    unsure: dict[Pair, list[str]] = {}
+    for record in best.values():
+        # Pending as written ahead (a kill left no outcome: maybe sent), or after a
+        # call that got no answer; a run that stopped in order says "not sent" (0 attempts).
+        maybe_sent = record.intents is not None or record.attempts > 0
+        if record.status == "pending" and maybe_sent and record.region is not None:
+            unsure.setdefault(Pair(record.account, record.region), []).append(record.id)
+    if not groups and not (allow_empty and unsure):
         raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
-    return UndoPlan(label, undo, groups)
+    return UndoPlan(label, undo, groups, action, unsure)
+
+
+def _last_word(record: Record) -> tuple[int, int]:
+    return (STATUS_RANK[record.status], record.seq)
+
+
+def check_ids(plan: UndoPlan) -> None:
+    """Refuse a plan whose IDs, regions or accounts are not what EC2 names them.
+
+    They are read from a ledger, which is a text file anyone may have edited:
+    an escape sequence, an upper-case or padded ID, or a region that is a host
+    name must never reach a call. Raises :class:`SagaError` naming the first.
+    """
+    bad: list[str] = []
+    for pairs in (plan.groups, plan.unsure):
+        for pair, ids in pairs.items():
+            if not REGION.fullmatch(pair.region):
+                bad.append(f"region {pair.region[:40]!a}")
+            if pair.account is not None and not ACCOUNT_ID.fullmatch(pair.account):
+                bad.append(f"account {pair.account[:40]!a}")
+            bad += [f"ID {i[:40]!a}" for i in ids if not INSTANCE_ID.fullmatch(i)]
+    if bad:
+        raise SagaError(
+            f"run {plan.run}: the ledger holds {len(bad)} value(s) that are not as EC2 names "
+            f"them (first: {bad[0]}): fix or remove those lines; nothing was sent"
+        )
 
 
 def _describe_run(run: str, records: Sequence[Record]) -> str:

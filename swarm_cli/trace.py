@@ -18,6 +18,7 @@ import time
 from typing import IO, Any
 
 from .engine import Event
+from .files import create_text
 
 TRACED = frozenset({"sent", "answered", "throttled", "timed_out", "window", "outage", "recovered"})
 
@@ -27,7 +28,8 @@ class Trace:
 
     def __init__(self, path: str, *, started: float | None = None) -> None:
         self.path = path
-        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
+        # Never through a symbolic link: a planted one would have its target truncated.
+        self._file: IO[str] = create_text(path)
         self._started = time.monotonic() if started is None else started
         self._lock = threading.Lock()
         self._done: dict[str, int] = {}

@@ -225,20 +225,28 @@ def wait_for(
     return WaitReport(**copied, target=target, reached_at=reached_at)
 
 
-def record_reached(ledger_path: str, run_id: str, action: str, report: Report) -> int:
+def record_reached(
+    ledger_path: str,
+    run_id: str,
+    action: str,
+    report: Report,
+    *,
+    started: str | None = None,
+    seq_after: int = 0,
+) -> int:
     """Append a ``succeeded`` record with code ``Reached`` per instance the wait saw arrive.
 
-    The records belong to the action's run (``run_id``, ``action``) and name each
-    instance's own account and region. Their seqs start again at 1 within the
-    run (the writer cannot continue the run's numbering); their later
-    timestamps still order them after the run's own records. Returns how many
-    were written; raises :class:`LedgerError` if any could not be.
+    The records belong to the action's run (``run_id``, ``action``, and the run's
+    ``started``, so they merge as its own) and name each instance's own account
+    and region. Their seqs continue the run's after ``seq_after`` (its last),
+    so no two records of the run share one. Returns how many were written;
+    raises :class:`LedgerError` if any could not be, or the ledger not opened.
     """
     spec = ACTIONS.get(action)
     target = report.target if isinstance(report, WaitReport) else None
     target = target or (spec.target_state if spec else None) or "reached"
     reached_at = report.reached_at if isinstance(report, WaitReport) else {}
-    writer = LedgerWriter(ledger_path, run_id, action, None)
+    writer = LedgerWriter(ledger_path, run_id, action, None, started=started, seq_after=seq_after)
     count = 0
     try:
         for pair, ids in report.done.items():

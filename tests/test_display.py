@@ -385,23 +385,28 @@ def test_summary_names_failures_and_the_retry_command() -> None:
         pairs=[
             PairReport(
                 "us-east-1",
-                total=3,
-                counts={"succeeded": 2, "failed": 1, "missing": 0, "pending": 0},
+                total=4,
+                counts={"succeeded": 2, "failed": 1, "missing": 0, "pending": 1},
                 calls=5,
                 throttled_calls=1,
                 window=WindowReport(final=2, peak=4, decreases=1),
             )
         ],
-        problems=[Problem("i-00000003", "failed", "OperationNotPermitted", "protected")],
+        problems=[
+            Problem("i-00000003", "failed", "OperationNotPermitted", "protected"),
+            Problem("i-00000004", "pending", "CallTimeout", "no answer within 3.0s"),
+        ],
         ledger="l.jsonl",
         elapsed_seconds=2.0,
     )
     out = console()
     render_summary(report, out)
     text = out.file.getvalue()  # type: ignore[attr-defined]
-    assert "terminate: 2 of 3 succeeded in 2.0s" in text
+    assert "terminate: 2 of 4 succeeded in 2.0s" in text
     assert "i-00000003  failed  OperationNotPermitted  protected" in text
-    assert "swarm terminate --ids <(swarm ledger failed l.jsonl)" in text
+    # The protected one is not retried forever; the unanswered one is.
+    assert "failed permanently (protected, wrong state): 1; a retry fails again" in text
+    assert "swarm terminate --ids <(swarm ledger failed --retryable l.jsonl)" in text
 
 
 def test_summary_of_several_pairs_has_a_row_each() -> None:

@@ -318,8 +318,48 @@ def test_unreachable_calls_before_an_outage_stay_bounded_by_max_attempts() -> No
             return dict.fromkeys(batch, UNREACHABLE)
         return dict.fromkeys(batch, Outcome(Kind.TRANSIENT, "InternalError", http_status=500))
 
-    result = Engine(action, window, max_attempts=3, backoff=lambda n: 0.0).run(ids(4))
-    assert result.counts["failed"] == 4
+    events: list[Event] = []
+    engine = Engine(action, window, max_attempts=3, backoff=lambda n: 0.0)
+    engine.subscribers.append(events.append)
+    result = engine.run(ids(4))
+    # Bounded; an intent one of whose calls got no answer is not known failed.
+    assert result.counts["failed"] + result.counts["pending"] == 4
+    assert result.counts["pending"] > 0
+    assert {e.outcome.code for e in events if e.type == "pending" and e.outcome} == {
+        "EndpointConnectionError"
+    }
+
+
+def test_calls_that_time_out_until_attempts_run_out_leave_their_intents_pending() -> None:
+    window = Window(SEED)
+    release = threading.Event()
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        if batch[0] == "i-00000000":
+            release.wait(10)  # never answers in time: maybe done, maybe not
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    def transient(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        return dict.fromkeys(batch, Outcome(Kind.TRANSIENT, "InternalError", http_status=500))
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        window,
+        max_attempts=2,
+        timeouts=FixedTimeout(0.05),
+        backoff=lambda n: 0.0,
+        outage=Outage(max_outage=60),
+        subscribers=[events.append],
+    ).run(ids(3))
+    release.set()
+    assert result.counts == {"succeeded": 2, "failed": 0, "missing": 0, "pending": 1}
+    (pending,) = [e for e in events if e.type == "pending"]
+    assert pending.ids == ("i-00000000",) and pending.outcome is not None
+    assert pending.outcome.code == "CallTimeout"
+    # Answers that say the call failed still fail the intent once attempts run out.
+    failed = Engine(transient, Window(SEED), max_attempts=2, backoff=lambda n: 0.0).run(ids(2))
+    assert failed.counts["failed"] == 2
 
 
 def test_a_signal_drains_calls_in_flight_then_records_the_rest_pending() -> None:

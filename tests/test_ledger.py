@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from swarm_cli.ledger import (
     FORMAT_VERSION,
     REACHED_CODE,
+    STATUS_RANK,
     STATUSES,
     CutShort,
     Damaged,
@@ -76,8 +77,9 @@ def test_writer_appends_flushed_records_with_every_field(tmp_path: Path) -> None
         "block": None,
         "run_intents": None,
         "reached": None,
+        "started": writer.started,
     }
-    assert line["ts"].endswith("Z")
+    assert line["ts"].endswith("Z") and writer.started <= line["ts"]
     assert writer.close() == []
     again = LedgerWriter(str(path), "run2", "terminate", "eu-west-1")
     again.write("i-abcdef01", "succeeded")
@@ -409,10 +411,10 @@ def test_the_reader_yields_records_or_raises_a_ledger_error(
 # The path check
 
 
-def test_a_fine_ledger_path_passes_and_is_created_empty(tmp_path: Path) -> None:
+def test_a_fine_ledger_path_passes_and_leaves_no_file_behind(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     check_ledger_path(str(path), ids_path="-")
-    assert path.read_bytes() == b""
+    assert not path.exists()  # a run refused or not confirmed later leaves no empty ledger
     path.write_text("kept\n")
     check_ledger_path(str(path))
     assert path.read_text() == "kept\n"
@@ -495,6 +497,7 @@ records = st.builds(
     account=st.sampled_from([None, "111111111111"]),
     code=st.sampled_from([None, "Boom", REACHED_CODE]),
     reached=st.sampled_from([None, TIMES[0]]),
+    started=st.sampled_from([None, *TIMES]),
 )
 record_sets = st.lists(records, max_size=12)
 State = dict[tuple[str, str], Record]
@@ -564,18 +567,102 @@ def test_shard_ledgers_of_any_split_merge_to_the_whole(
             id=st.sampled_from(["i-00000001", "i-00000002", "i-00000003"]),
             status=st.just("pending"),
             intents=st.sampled_from([None, 3]),
+            started=st.sampled_from([None, *TIMES]),
         ),
         max_size=12,
     ),
 )
-def test_pending_records_never_mask_an_outcome(
+def test_pending_records_mask_only_what_a_later_run_may_undo(
     outcomes: list[Record], pending: list[Record]
 ) -> None:
     before = fold(outcomes)
     after = merge(outcomes, pending)
     for key, record in before.items():
-        if record.status != "pending":
-            assert after[key] is record
+        if record.status == "pending":
+            continue
+        run = (record.started or record.ts, record.run)
+        later = [p for p in pending if (p.action, p.id) == key and (p.started or p.ts, p.run) > run]
+        if (record.action == "terminate" and record.status == "succeeded") or not later:
+            assert after[key] is record  # a termination is final; its own run's intent is no news
+        else:
+            assert after[key].status == "pending"  # a later run is at it again: not known done
+
+
+RUNS = {"a": TIMES[0], "b": TIMES[1], "c": TIMES[1], "d": TIMES[2]}  # b and c started together
+
+
+@st.composite
+def run_records(draw: st.DrawFn) -> Record:
+    """A record as writers write them: every record of a run names the run's start."""
+    run = draw(st.sampled_from(sorted(RUNS)))
+    return Record(
+        ts=draw(st.sampled_from([*TIMES, "2026-01-04T00:00:00.000000Z"])),
+        run=run,
+        seq=draw(st.integers(1, 6)),
+        action=draw(st.sampled_from(["terminate", "stop", "start", "reboot"])),
+        id=draw(st.sampled_from(["i-00000001", "i-00000002"])),
+        status=draw(st.sampled_from(STATUSES)),
+        started=None if run == "a" and draw(st.booleans()) else RUNS[run],
+    )
+
+
+def _expected(records: list[Record]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(run, status) of each intent, by the rule as DESIGN.md states it."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for key in {(r.action, r.id) for r in records}:
+        mine = [r for r in records if (r.action, r.id) == key]
+        if key[0] == "terminate" and any(r.status == "succeeded" for r in mine):
+            done = [r for r in mine if r.status == "succeeded"]
+            out[key] = (max(done, key=lambda r: (r.started or r.ts, r.run)).run, "succeeded")
+            continue
+        latest = max(mine, key=lambda r: (r.started or r.ts, r.run))
+        runs = [
+            r
+            for r in mine
+            if (r.started or r.ts, r.run) == (latest.started or latest.ts, latest.run)
+        ]
+        out[key] = (latest.run, max(runs, key=lambda r: STATUS_RANK[r.status]).status)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(run_records(), max_size=16),
+    st.lists(st.integers(0, 3), max_size=16),
+    st.randoms(use_true_random=False),
+)
+def test_the_fold_follows_the_action_over_any_interleaving_of_runs_and_shards(
+    whole: list[Record], shard_of: list[int], rng: random.Random
+) -> None:
+    expected = _expected(whole)
+    state = fold(whole)
+    assert {k: (r.run, r.status) for k, r in state.items()} == expected
+    shards: list[list[Record]] = [[] for _ in range(4)]
+    for index, record in enumerate(whole):
+        shards[shard_of[index] if index < len(shard_of) else 0].append(record)
+    for part in shards:
+        rng.shuffle(part)
+    rng.shuffle(shards)
+    # Shards folded on their own, then merged in any order and grouping: the same state.
+    folded = [list(fold(part).values()) for part in shards]
+    assert merge(*folded) == state
+    assert (
+        merge(merge(folded[0], folded[1]).values(), merge(folded[2], folded[3]).values()) == state
+    )
+    assert merge(merge(*folded).values(), whole) == state
+
+
+def test_the_latest_run_decides_a_stop_and_a_success_is_final_for_terminate() -> None:
+    first = Record(TIMES[0], "a", 2, "stop", "i-00000001", "succeeded", started=TIMES[0])
+    # A later run of the same stop, killed before this intent was answered.
+    again = Record(TIMES[1], "b", 1, "stop", "i-00000001", "pending", started=TIMES[1])
+    assert fold([first, again])[("stop", "i-00000001")] is again
+    kill = replace(first, action="terminate")
+    retry = replace(again, action="terminate")
+    assert fold([retry, kill])[("terminate", "i-00000001")] is kill
+    # Within one run, the status rank: its outcome beats its own write-ahead record.
+    answer = replace(again, seq=5, ts=TIMES[0], status="failed")
+    assert fold([answer, again])[("stop", "i-00000001")] is answer
 
 
 def test_a_tie_between_two_records_does_not_depend_on_input_order() -> None:

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
 
 import typer
 from rich.console import Console
@@ -41,6 +41,7 @@ from ..report import Pair, Report
 from ..run import (
     EXIT_AUTH,
     EXIT_FAILED,
+    EXIT_LEDGER,
     EXIT_REFUSED,
     EXIT_USAGE,
     Job,
@@ -86,6 +87,9 @@ from .common import (
     warn,
     window_profile,
 )
+
+if TYPE_CHECKING:
+    from ..saga import UndoPlan
 
 EXIT_CODES = (
     "Exit codes: 0 all done · 1 some failed or pending (see the ledger) · 2 bad usage or "
@@ -145,6 +149,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         )
     if selecting and flags.sandbox:
         fail(err, "--sandbox rehearses an ID list: pass --ids (swarm list prints one)", EXIT_USAGE)
+    check_outputs(flags, err)
     accounts = load_account_map(flags.accounts, flags.role_arn, err)
     region = flags.region or session_region(flags.profile, err)
     reach = Reach(flags, accounts, flags.options.window.max_window)
@@ -165,15 +170,19 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         except LedgerError as exc:
             fail(err, str(exc), EXIT_USAGE)
     resumed = 0
-    if flags.resume and not os.path.exists(flags.ledger):
-        err.print(f"resume: no ledger at {flags.ledger} yet; every ID is to go", markup=False)
-    elif flags.resume:
-        done = succeeded(flags.ledger, spec.name, err)
+    done = succeeded(flags.ledger, spec.name, err) if flags.resume else None
+    if flags.resume and done is None:
+        err.print(f"resume: no records in {flags.ledger} yet; every ID is to go", markup=False)
+    elif done is not None:
         before = sum(len(ids) for ids in groups.values())
         groups = {p: [i for i in ids if i not in done] for p, ids in groups.items()}
         left = sum(len(ids) for ids in groups.values())
         resumed = before - left
-        err.print(f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} to go")
+        err.print(
+            f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} not "
+            f"known {spec.verb}",
+            markup=False,
+        )
     groups = {p: ids for p, ids in groups.items() if ids}
     total = sum(len(ids) for ids in groups.values())
     try:
@@ -213,9 +222,14 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     endpoint = reach.endpoint or ""
     if flags.dry_run:
         show_plan(spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err)
+    already = reconcile_resume(spec, flags, groups, reach, options, found, err)
     settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
-    if not flags.yes:
-        confirm(spec, groups, endpoint, flags, reach, found, err)
+    for pair, outcomes in already.items():  # already done: recorded so, whatever a rail says
+        settled[pair] = {**settled.get(pair, {}), **outcomes}
+    to_send = {p: [i for i in ids if i not in already.get(p, {})] for p, ids in groups.items()}
+    to_send = {p: ids for p, ids in to_send.items() if ids}
+    if not flags.yes and to_send:
+        confirm(spec, to_send, endpoint, flags, reach, found, err)
     job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
 
     def action(pair: Pair) -> InstanceCall:
@@ -227,6 +241,76 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     if flags.report:
         save_report(report, flags.report, err)
     finish(report, flags.output, out, err, quiet=flags.quiet)
+
+
+def check_outputs(flags: Flags, err: Console) -> None:
+    """--trace, --report, --plan-out: never the ledger, an input or each other; never a link.
+
+    Each is replaced or truncated when written: onto the ledger it would wipe
+    the record of earlier runs, onto the ID list the list itself.
+    """
+    from ..ledger import same_file
+
+    inputs = {
+        "--ledger": flags.ledger,
+        "--ids": flags.ids,
+        "--exclude-ids": flags.exclude_ids,
+        "--accounts": flags.accounts,
+    }
+    outputs = {
+        "--trace": flags.options.trace,
+        "--report": flags.report,
+        "--plan-out": flags.plan_out,
+    }
+    named = [(k, v) for k, v in inputs.items() if v and v != "-"]
+    for option, path in outputs.items():
+        if not path:
+            continue
+        if os.path.islink(path):
+            fail(err, f"{option} {path} is a symbolic link: pass the real path", EXIT_USAGE)
+        for other, taken in named:
+            if same_file(path, taken):
+                fail(
+                    err,
+                    f"{option} {path} is the {other} file: writing it would destroy it; pass "
+                    "another path (nothing was sent)",
+                    EXIT_USAGE,
+                )
+        named.append((option, path))
+
+
+def reconcile_resume(
+    spec: ActionSpec,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: "Reach",
+    options: RunOptions,
+    found: dict[str, "Instance"],
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """--resume: the intents not known done that EC2 shows done already; none are sent."""
+    from ..resume import observable, reconcile
+
+    if not flags.resume or not groups:
+        return {}
+    if not observable(spec.name):
+        count = sum(len(ids) for ids in groups.values())
+        err.print(
+            f"resume: {spec.name} leaves no state to check; the {count} not known "
+            f"{spec.verb} are sent again",
+            markup=False,
+        )
+        return {}
+    seen = reconcile(spec.name, groups, reach.client, err, options=options)
+    found.update(seen.found)
+    text = (
+        f"resume: DescribeInstances shows {seen.already} of {seen.checked} already "
+        f"{spec.verb} (recorded, not sent); {seen.checked - seen.already} to send"
+    )
+    if seen.unread:
+        text += f" ({seen.unread} could not be read: they are sent)"
+    err.print(text, markup=False)
+    return seen.done
 
 
 class Instance(Protocol):
@@ -431,25 +515,47 @@ def follow_up(
         try:
             # From the ledger when there is one: what is on disk is what was done.
             ledger = job.options.ledger
-            plan = undo_plan([ledger], report.run) if ledger else undo_report(report)
+            if ledger:
+                plan = undo_plan([ledger], report.run, allow_empty=True)
+            else:
+                plan = undo_report(report)
         except (SagaError, LedgerError) as exc:
             err.print(f"rollback: {exc}", markup=False)
         else:
-            err.print(
-                f"rollback: the failure budget is spent; {plan.action.name} the "
-                f"{plan.total} instance(s) this run {spec.verb}"
-            )
-            undo = run_plan(plan.action, plan.groups, job.options, reach, err, "rollback")
-            report.extra["rollback"] = undo.to_dict()
-            if undo.exit_code:
-                report.exit_code = undo.exit_code
+            # Calls still unanswered when the budget stopped the run may have been done.
+            groups = reconcile_undo(plan, reach, job.options, err)
+            count = sum(len(ids) for ids in groups.values())
+            if not count:
+                err.print(f"rollback: run {plan.run} got nothing done: nothing to undo")
+            else:
+                err.print(
+                    f"rollback: the failure budget is spent; {plan.action.name} the "
+                    f"{count} instance(s) this run {spec.verb}"
+                )
+                undo = run_plan(plan.action, groups, job.options, reach, err, "rollback")
+                report.extra["rollback"] = undo.to_dict()
+                if undo.exit_code:
+                    report.exit_code = undo.exit_code
     if flags.wait and not flags.dry_run and spec.target_state and report.done:
         from ..wait import record_reached, wait_for
 
         waited = wait_for(job, report.done, reach.client, err, timeout=flags.wait_timeout)
         report.extra["wait"] = waited.extra.get("wait", {})
         if job.options.ledger:
-            record_reached(job.options.ledger, report.run, spec.name, waited)
+            try:
+                record_reached(
+                    job.options.ledger,
+                    report.run,
+                    spec.name,
+                    waited,
+                    started=report.ledger_started,
+                    seq_after=report.ledger_seq,
+                )
+            except LedgerError as exc:
+                error(err, f"--wait: {exc}")
+                report.ledger_error = str(exc)
+                report.exit_code = EXIT_LEDGER
+                return
         if waited.exit_code and not report.exit_code:
             report.exit_code = waited.exit_code
 
@@ -740,15 +846,24 @@ def load_targets(ids: str, err: Console) -> Targets:
     return targets
 
 
-def succeeded(ledger: str, action: str, err: Console) -> set[str]:
-    """IDs the ledger holds as done for ``action``: what a resume skips."""
+def succeeded(ledger: str, action: str, err: Console) -> set[str] | None:
+    """IDs the ledger holds as done for ``action``: what a resume skips.
+
+    None when there is no ledger yet, or one without records (a run stopped
+    before its first intent); a file that is not a swarm ledger (no line is a
+    swarm record, a FIFO, a device) is refused before anything is sent.
+    """
+    if not os.path.lexists(ledger):
+        return None
     damaged: list[Damaged] = []
     try:
         state = fold(read_records(ledger, damaged))
     except LedgerError as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        fail(err, f"--resume: {exc}; nothing was sent", EXIT_USAGE)
     if damaged:
         warn(err, describe_damage(damaged))
+    if not state:
+        return None
     return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
 
 
@@ -1120,11 +1235,12 @@ def rollback(
 
     The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
     """  # noqa: E501 - rich keeps a docstring's line breaks
-    from ..saga import SagaError, undo_plan
+    from ..saga import SagaError, check_ids, undo_plan
 
     out, err = consoles()
     try:
-        plan = undo_plan([ledger], run or None)
+        plan = undo_plan([ledger], run or None, allow_empty=True)
+        check_ids(plan)
     except (SagaError, LedgerError) as exc:
         fail(err, str(exc), EXIT_USAGE)
     flags = Flags(
@@ -1145,7 +1261,7 @@ def rollback(
         wait=wait,
     )
     reach = Reach(flags, load_account_map(accounts, role_arn, err), 500)
-    reach.connect(plan.groups, err)
+    reach.connect({**plan.groups, **plan.unsure}, err)
     if reach.unreachable:
         # An undo is all or nothing: nothing is written or sent until every account is in reach.
         fail(
@@ -1155,13 +1271,42 @@ def rollback(
             EXIT_AUTH,
         )
     endpoint = reach.endpoint or ""
+    groups = reconcile_undo(plan, reach, flags.options, err)
+    if not groups:
+        fail(err, f"run {plan.run} ({plan.of}) got nothing done: nothing to undo", EXIT_USAGE)
     if not yes:
-        confirm(plan.action, plan.groups, endpoint, flags, reach, {}, err)
+        confirm(plan.action, groups, endpoint, flags, reach, {}, err)
     options = replace(flags.options, endpoint=endpoint)
-    report = run_plan(plan.action, plan.groups, options, reach, err, f"rollback of {plan.run}")
-    job = Job(plan.action, plan.groups, options)
+    report = run_plan(plan.action, groups, options, reach, err, f"rollback of {plan.run}")
+    job = Job(plan.action, groups, options)
     follow_up(plan.action, flags, job, report, reach, err)
     finish(report, output, out, err)
+
+
+def reconcile_undo(
+    plan: "UndoPlan", reach: Reach, options: RunOptions, err: Console
+) -> dict[Pair, list[str]]:
+    """What to undo: the run's successes, and those of its pending intents EC2 shows done.
+
+    A call in flight when the run was killed may have been carried out though
+    the ledger says pending; DescribeInstances tells (in batches, through a
+    window). Those in the run's end state are undone with the rest.
+    """
+    from ..resume import reconcile
+
+    groups = {p: list(ids) for p, ids in plan.groups.items()}
+    count = sum(len(ids) for ids in plan.unsure.values())
+    if not count:
+        return groups
+    seen = reconcile(plan.of, plan.unsure, reach.client, err, options=options)
+    for pair, done in seen.done.items():
+        groups.setdefault(pair, []).extend(done)
+    err.print(
+        f"rollback: {count} intent(s) of the run were left pending; DescribeInstances shows "
+        f"{seen.already} of them {ACTIONS[plan.of].verb}: they are undone too",
+        markup=False,
+    )
+    return groups
 
 
 @app.command("list")

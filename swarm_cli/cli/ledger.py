@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from ..actions import ACTIONS
 from ..ledger import (
     STATUSES,
     CutShort,
@@ -19,8 +21,10 @@ from ..ledger import (
     describe_damage,
     fold_files,
     merge_files,
+    permanent,
 )
 from ..run import EXIT_FAILED, EXIT_USAGE
+from ..targets import Target, Targets, TargetsError, read_ids
 from .common import Output, OutputOpt, ledger_app
 
 LedgersArg = Annotated[
@@ -64,14 +68,34 @@ def ledger_failed(
             "in its place.",
         ),
     ] = ListFormat.auto,
+    ids: Annotated[
+        Path | None,
+        typer.Option(
+            "--ids",
+            metavar="LIST",
+            help="The ID list the runs were meant to cover: list every ID of it that no "
+            "ledger shows done, those of which no ledger has any record included (a shard "
+            "whose job died); exit 1 if there is any.",
+            dir_okay=False,
+        ),
+    ] = None,
+    retryable: Annotated[
+        bool,
+        typer.Option(
+            "--retryable",
+            help="Leave out permanent failures (protected, wrong state, malformed ID), "
+            "which a retry would only repeat; they are counted on stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Print the IDs worth retrying (failed or pending), one per line.
 
-    Pending means not known to be done: never sent, or in flight when the run was stopped or killed. Feed them back: swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl)
+    Pending means not known to be done: never sent, in flight when the run was stopped or killed, or never answered. Feed them back: swarm terminate --ids <(swarm ledger failed --retryable swarm-ledger.jsonl)
     """  # noqa: E501 - rich keeps a docstring's line breaks
     wanted = {"failed", "pending"} | ({"missing"} if missing else set())
     cut_short: list[CutShort] = []
-    state = _fold_ledgers(paths, cut_short)
+    empty: list[str] = []
+    state = _fold_ledgers(paths, cut_short, empty)
     if action is None:
         actions = sorted({act for act, _ in state})
         if len(actions) > 1:
@@ -82,17 +106,65 @@ def ledger_failed(
             raise typer.Exit(EXIT_USAGE)
         action = actions[0] if actions else "terminate"
     left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
-    places = {(r.account, r.region) for r in left}
+    stuck = [r for r in left if permanent(r)]
+    if retryable:
+        left = [r for r in left if not permanent(r)]
+    rows = [(r.id, r.region, r.account) for r in left]
+    never: list[Target] = []
+    if ids is not None:
+        targets = _read_list(ids)
+        listed = {t.id for t in targets.items}
+        rows = [row for row in rows if row[0] in listed]
+        stuck = [r for r in stuck if r.id in listed]
+        never = [t for t in targets.items if (action, t.id) not in state]
+        rows += [(t.id, t.region, t.account) for t in never]
+    places = {(account, region) for _, region, account in rows}
     if form is ListFormat.csv or (
         form is ListFormat.auto and (len(places) > 1 or any(a for a, _ in places))
     ):
-        rows = "".join(f"{r.id},{r.region or ''},{r.account or ''}\n" for r in left)
-        typer.echo("instance_id,region,account\n" + rows, nl=False)
+        text = "".join(f"{i},{region or ''},{account or ''}\n" for i, region, account in rows)
+        typer.echo("instance_id,region,account\n" + text, nl=False)
     else:
-        typer.echo("".join(f"{r.id}\n" for r in left), nl=False)
-    if cut_short:
+        typer.echo("".join(f"{i}\n" for i, _, _ in rows), nl=False)
+    if stuck:
+        codes = Counter(r.code for r in stuck)
+        typer.echo(
+            f"{len(stuck)} failed permanently ("
+            + ", ".join(f"{n} {code}" for code, n in sorted(codes.items()))
+            + "): a retry fails again unless that changes"
+            + ("; left out (--retryable)" if retryable else "; --retryable leaves them out"),
+            err=True,
+        )
+    if ids is not None:
+        verb = ACTIONS[action].verb if action in ACTIONS else f"done ({action})"
+        typer.echo(
+            f"{len(rows)} of {len(targets.items)} ID(s) of {ids} not known {verb}"
+            + (f", {len(never)} of them in no ledger at all" if never else ""),
+            err=True,
+        )
+        if rows:
+            raise typer.Exit(EXIT_FAILED)
+    if cut_short or empty:
         # Some intents of a run never reached the ledger: this list is not the whole.
         raise typer.Exit(EXIT_FAILED)
+
+
+def _read_list(path: Path) -> Targets:
+    """``--ids LIST`` of ``ledger failed``: every bad line is an error (exit 2)."""
+    try:
+        targets = read_ids(str(path))
+    except TargetsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    if targets.bad:
+        first = targets.bad[0]
+        typer.echo(
+            f"error: {len(targets.bad)} invalid line(s) in {path}, e.g. line {first.line}: "
+            f"{first.reason}",
+            err=True,
+        )
+        raise typer.Exit(EXIT_USAGE)
+    return targets
 
 
 @ledger_app.command("summary")
@@ -102,7 +174,7 @@ def ledger_summary(
 ) -> None:
     """Count intents by their merged state, per action."""
 
-    state = _fold_ledgers(paths)
+    state = _fold_ledgers(paths, empty=[])
     counts: dict[str, dict[str, int]] = {}
     for (act, _), record in state.items():
         per = counts.setdefault(act, dict.fromkeys(STATUSES, 0))
@@ -115,20 +187,32 @@ def ledger_summary(
 
 
 def _fold_ledgers(
-    paths: list[Path], cut_short: list[CutShort] | None = None
+    paths: list[Path], cut_short: list[CutShort] | None = None, empty: list[str] | None = None
 ) -> dict[tuple[str, str], Record]:
     """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning.
 
-    Runs whose intents were not all written ahead go to ``cut_short`` as well.
+    Runs whose intents were not all written ahead go to ``cut_short`` as well,
+    and ledgers without a single record to ``empty``, each with a warning.
     """
 
     def read(damaged: list[Damaged], short: list[CutShort]) -> dict[tuple[str, str], Record]:
-        state = fold_files(map(str, paths), damaged, short)
+        state = fold_files(map(str, paths), damaged, short, empty)
         if cut_short is not None:
             cut_short.extend(short)
         return state
 
-    return _reading(read)
+    state = _reading(read)
+    for path in empty or ():
+        _no_records(path)
+    return state
+
+
+def _no_records(path: str) -> None:
+    typer.echo(
+        f"warning: {path} holds no records: a run stopped before recording its first "
+        "intent sent nothing from it; this ledger cannot say what is left",
+        err=True,
+    )
 
 
 T = TypeVar("T")
@@ -162,9 +246,12 @@ def ledger_merge(
     Merging is order-free: any order, any grouping, and merging twice give the same
     ledger. The output is replaced atomically, so it may be one of the inputs.
     """
+    empty: list[str] = []
     count = _reading(
         lambda damaged, cut_short: merge_files(
-            [str(p) for p in paths], str(out), damaged, cut_short
+            [str(p) for p in paths], str(out), damaged, cut_short, empty
         )
     )
+    for path in empty:
+        _no_records(path)
     typer.echo(f"merged {len(paths)} ledger(s) into {out}: {count} intent(s)", err=True)

@@ -1,0 +1,97 @@
+"""``--resume`` trusts the API, not only the ledger.
+
+An intent the ledger does not show done may have been done all the same: its
+call was in flight when the run was killed, its answer never came, or someone
+else acted on the instance since. Before anything is sent again, the intents
+not known done are looked up with DescribeInstances (batched, through a window
+on the Describe bucket, as :mod:`swarm_cli.describe` reads any list), where the
+action has a state that shows it done; those already there are recorded done
+(``succeeded``, code :data:`ALREADY_CODE`) without a call, and only the rest
+are sent. Reboot leaves no state to see: a resumed reboot resends every intent
+not known done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from rich.console import Console
+
+from .describe import InstanceInfo, MakeClient, describe
+from .outcome import Kind, Outcome
+from .report import Pair
+from .run import RunOptions
+
+ALREADY_CODE = "AlreadyInState"
+
+# The states that show an action done (or under way, which EC2 finishes by itself).
+DONE_STATES: Mapping[str, frozenset[str]] = {
+    "terminate": frozenset({"shutting-down", "terminated"}),
+    "stop": frozenset({"stopping", "stopped"}),
+    "start": frozenset({"pending", "running"}),
+}
+# Actions for which an instance EC2 does not know is done: terminated instances
+# stay listed for about an hour, then vanish.
+GONE_IS_DONE = frozenset({"terminate"})
+
+
+def observable(action: str) -> bool:
+    """Whether DescribeInstances can show ``action`` done (not reboot's)."""
+    return action in DONE_STATES
+
+
+@dataclass
+class Reconciled:
+    """What DescribeInstances showed of the intents a resume was about to send."""
+
+    done: dict[Pair, dict[str, Outcome]] = field(default_factory=dict)
+    checked: int = 0
+    unread: int = 0  # could not be read (permission, an endpoint down): sent as before
+    found: dict[str, InstanceInfo] = field(default_factory=dict)
+
+    @property
+    def already(self) -> int:
+        return sum(len(v) for v in self.done.values())
+
+
+def reconcile(
+    action: str,
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+) -> Reconciled:
+    """Look the intents of ``groups`` up; those already in ``action``'s end state are done."""
+    result = Reconciled()
+    states = DONE_STATES.get(action)
+    wanted = {p: list(ids) for p, ids in groups.items() if ids}
+    if states is None or not wanted:
+        return result
+    read = describe(
+        wanted, make_client, console, options=replace(options, ledger=None, progress="none")
+    )
+    for pair, ids in wanted.items():
+        infos = read.get(pair, {})
+        for i in ids:
+            result.checked += 1
+            if i not in infos:
+                result.unread += 1
+                continue
+            info = infos[i]
+            if info is None:
+                if action in GONE_IS_DONE:
+                    message = "DescribeInstances lists no such instance (terminated ones vanish)"
+                    result.done.setdefault(pair, {})[i] = _done(message)
+                continue
+            result.found[i] = info
+            if info.state in states:
+                result.done.setdefault(pair, {})[i] = _done(
+                    f"{info.state} per DescribeInstances; not sent"
+                )
+    return result
+
+
+def _done(message: str) -> Outcome:
+    return Outcome(Kind.SUCCEEDED, ALREADY_CODE, message)

@@ -1,0 +1,90 @@
+"""A gate that sees what is missing: ``swarm ledger failed --ids LIST LEDGER...``.
+
+Every ID of the list that no ledger shows done is listed, those no ledger has
+any record of included (a shard whose job died before writing); permanent
+failures are told from what a retry can fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_cli import swarm, write_ids
+
+from swarm_cli.sandbox import Sandbox
+
+IDS = [f"i-0000000{n}" for n in range(1, 7)]
+
+
+def record(instance_id: str, status: str, code: str | None = None) -> str:
+    fields = {"v": 1, "ts": "2026-01-01T00:00:00Z", "run": "r", "seq": 1, "action": "stop"}
+    return json.dumps({**fields, "id": instance_id, "status": status, "code": code}) + "\n"
+
+
+def shards(tmp_path: Path) -> tuple[str, str, str]:
+    one, two = tmp_path / "shard1.jsonl", tmp_path / "shard2.jsonl"
+    one.write_text(
+        record(IDS[0], "succeeded")
+        + record(IDS[1], "failed", "OperationNotPermitted")
+        + record(IDS[2], "pending", "CallTimeout")
+    )
+    two.write_text(record(IDS[3], "succeeded"))
+    # IDS[4] and IDS[5] were in a third shard whose job died before writing anything.
+    return write_ids(tmp_path / "ids.txt", IDS), str(one), str(two)
+
+
+def test_every_id_of_the_list_not_known_done_is_listed_with_those_in_no_ledger(
+    tmp_path: Path,
+) -> None:
+    ids, one, two = shards(tmp_path)
+    code, out, err = swarm("ledger", "failed", "--ids", ids, one, two)
+    assert code == 1
+    assert out.split() == [IDS[1], IDS[2], IDS[4], IDS[5]]
+    assert "4 of 6 ID(s)" in err and "not known stopped, 2 of them in no ledger at all" in err
+    assert "1 failed permanently (1 OperationNotPermitted)" in err
+    # Without the list, the same ledgers look nearly finished: the gate's point.
+    code, out, _ = swarm("ledger", "failed", one, two)
+    assert code == 0 and out.split() == [IDS[1], IDS[2]]
+
+
+def test_retryable_leaves_out_permanent_failures(tmp_path: Path) -> None:
+    ids, one, two = shards(tmp_path)
+    code, out, err = swarm("ledger", "failed", "--retryable", "--ids", ids, one, two)
+    assert code == 1
+    assert out.split() == [IDS[2], IDS[4], IDS[5]]
+    assert "left out (--retryable)" in err
+
+
+def test_a_list_all_done_passes_the_gate(tmp_path: Path) -> None:
+    _, one, two = shards(tmp_path)
+    done = write_ids(tmp_path / "done.txt", [IDS[0], IDS[3]])
+    code, out, err = swarm("ledger", "failed", "--ids", done, one, two)
+    assert (code, out) == (0, ""), err
+    assert "0 of 2 ID(s)" in err
+
+
+def test_a_bad_list_is_refused(tmp_path: Path) -> None:
+    _, one, _ = shards(tmp_path)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("i-00000001\nnot an id\n")
+    code, out, err = swarm("ledger", "failed", "--ids", str(bad), one)
+    assert code == 2 and out == "" and "invalid line" in err
+
+
+def test_the_summary_tells_permanent_failures_from_what_a_retry_can_fix(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(3)
+    sandbox.client().create_tags(Resources=ids[:1], Tags=[{"Key": "keep", "Value": "1"}])
+    ledger = tmp_path / "l.jsonl"
+    code, summary, err = swarm(
+        *("stop", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes"),
+        *("--endpoint-url", sandbox.endpoint, "--ledger", str(ledger), "--progress", "none"),
+        *("--protect-tag", "keep"),
+    )
+    assert code == 1, err
+    assert "failed permanently (protected, wrong state): 1; a retry fails again" in summary
+    assert "retry the rest" not in summary  # nothing a retry can fix
+    code, out, err = swarm("ledger", "failed", "--retryable", str(ledger))
+    assert (code, out) == (0, "") and "1 failed permanently (1 Protected)" in err

@@ -1,0 +1,169 @@
+"""Writing: the ledger and the other files swarm writes are nobody else's.
+
+The ledger is opened with O_NOFOLLOW in the call that creates it and its
+folder synced; --trace, --report and --plan-out may not be the ledger or an
+input and are never written through a symbolic link; modes follow the umask;
+--wait's reached records continue the run's seqs, and a ledger that fails
+them is exit 74 with a message.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli import swarm, write_ids
+
+from swarm_cli.html_report import write_html
+from swarm_cli.ledger import LedgerError, LedgerWriter
+from swarm_cli.report import Report
+from swarm_cli.sandbox import Sandbox
+from swarm_cli.trace import Trace
+
+
+@pytest.fixture
+def umask_027() -> Iterator[None]:
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_the_ledger_is_never_written_through_a_symbolic_link(tmp_path: Path) -> None:
+    target = tmp_path / "other.jsonl"
+    target.write_text("someone else's\n")
+    link = tmp_path / "l.jsonl"
+    link.symlink_to(target)
+    with pytest.raises(LedgerError, match="cannot open the ledger"):
+        LedgerWriter(str(link), "r", "stop", "us-east-1")
+    assert target.read_text() == "someone else's\n"
+
+
+def test_creating_the_ledger_syncs_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[bool] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        real(fd)
+
+    monkeypatch.setattr("swarm_cli.ledger.os.fsync", fsync)
+    writer = LedgerWriter(str(tmp_path / "l.jsonl"), "r", "stop", "us-east-1")
+    assert synced == [True]  # the folder, before any record
+    writer.write_ahead(["i-00000001"])
+    assert writer.close() == [] and synced[1:] and not any(synced[1:])
+
+
+def test_trace_plan_out_and_report_never_follow_a_link_and_follow_the_umask(
+    tmp_path: Path, umask_027: None
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    with pytest.raises(OSError) as caught:
+        Trace(str(link))
+    assert caught.value.errno == errno.ELOOP
+    assert victim.read_text() == "keep\n"
+    trace = Trace(str(tmp_path / "t.jsonl"))
+    trace.close()
+    report = Report(run="r", action="stop")
+    write_html(report, str(tmp_path / "r.html"))
+    write_html(report, str(link))  # replaces the link itself, never writes its target
+    assert victim.read_text() == "keep\n" and not link.is_symlink()
+    for name in ("t.jsonl", "r.html"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640, name
+
+
+def stop(box: Sandbox, tmp_path: Path, *extra: str) -> tuple[int, str, str]:
+    ids_file = tmp_path / "ids.txt"
+    if not ids_file.exists():
+        write_ids(ids_file, box.launch(2))
+    return swarm(
+        "stop",
+        "--ids",
+        str(ids_file),
+        "--endpoint-url",
+        box.endpoint,
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+        "--yes",
+        "--progress",
+        "none",
+        *extra,
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "onto"),
+    [
+        ("--trace", "l.jsonl"),
+        ("--report", "l.jsonl"),
+        ("--trace", "ids.txt"),
+        ("--report", "ids.txt"),
+        ("--plan-out", "l.jsonl"),
+    ],
+)
+def test_an_output_onto_the_ledger_or_the_id_list_is_refused_before_anything_is_sent(
+    sandbox: Sandbox, tmp_path: Path, option: str, onto: str
+) -> None:
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text("earlier runs\n")
+    write_ids(tmp_path / "ids.txt", sandbox.launch(2))
+    before = {p: p.read_bytes() for p in (ledger, tmp_path / "ids.txt")}
+    extra = ["--dry-run"] if option == "--plan-out" else []
+    code, _, err = stop(sandbox, tmp_path, option, str(tmp_path / onto), *extra)
+    assert code == 2, err
+    assert "writing it would destroy it" in err
+    assert {p: p.read_bytes() for p in before} == before
+    assert sandbox.counters.accepted == 0
+
+
+def test_an_output_that_is_a_symbolic_link_is_refused(sandbox: Sandbox, tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (tmp_path / "t.jsonl").symlink_to(victim)
+    code, _, err = stop(sandbox, tmp_path, "--trace", str(tmp_path / "t.jsonl"))
+    assert code == 2 and "is a symbolic link" in err, err
+    assert victim.read_text() == "keep\n" and sandbox.counters.accepted == 0
+
+
+def test_reached_records_continue_the_runs_seqs(sandbox: Sandbox, tmp_path: Path) -> None:
+    code, _, err = stop(sandbox, tmp_path, "--wait")
+    assert code == 0, err
+    records = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    assert [r["code"] for r in records].count("Reached") == 2
+    assert len({r["run"] for r in records}) == 1 and len({r["started"] for r in records}) == 1
+    seqs = [r["seq"] for r in records]
+    assert seqs == list(range(1, len(records) + 1))  # 2 intents, 2 outcomes, 2 reached
+
+
+def test_a_ledger_that_fails_the_reached_records_is_exit_74_with_a_message(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import swarm_cli.wait as wait
+
+    real = wait.wait_for
+    ledger = tmp_path / "l.jsonl"
+
+    def wait_for(*args: Any, **kwargs: Any) -> Any:
+        report = real(*args, **kwargs)
+        # The ledger is swapped for a symbolic link while the run waited.
+        ledger.rename(tmp_path / "moved.jsonl")
+        ledger.symlink_to(tmp_path / "moved.jsonl")
+        return report
+
+    monkeypatch.setattr(wait, "wait_for", wait_for)
+    code, out, err = stop(sandbox, tmp_path, "--wait")
+    assert code == 74, err
+    assert "--wait: cannot open the ledger" in err
+    assert "Traceback" not in err + out

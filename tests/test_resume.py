@@ -1,0 +1,155 @@
+"""Resuming reversible actions: the latest run decides, and resume asks EC2 first.
+
+The scenario of issue 16: stop 20 instances, start them, stop them again and
+``kill -9`` the last stop midway, all into one ledger. The ledger must list the
+instances still running, and ``--resume`` must act on exactly those.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_cli import swarm, write_ids
+from test_faults import lines, wait_until
+
+from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
+
+# One StopInstances call every 0.2 s: a run of 20 single-ID calls lasts seconds.
+SLOW = SandboxConfig(BucketSpec(1, 5), BucketSpec(100_000, 100_000), latency=0.02)
+
+
+def act(box: Sandbox, action: str, ids_file: str, ledger: Path, *extra: str) -> tuple[int, str]:
+    code, _, err = swarm(
+        action,
+        "--ids",
+        ids_file,
+        "--endpoint-url",
+        box.endpoint,
+        "--ledger",
+        str(ledger),
+        "--yes",
+        "--progress",
+        "none",
+        *extra,
+    )
+    return code, err
+
+
+def stop_killed_midway(box: Sandbox, ids_file: str, ledger: Path, done: int) -> None:
+    """A ``swarm stop`` killed with -9 once ``done`` outcomes are in the ledger."""
+    before = lines(ledger)
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "swarm_cli", "stop", "--ids", ids_file, "--yes"),
+            *("--ledger", str(ledger), "--endpoint-url", box.endpoint, "--progress", "none"),
+            *("--batch-size", "1", "--max-window", "1"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # The write-ahead (20 lines), then one line per outcome.
+    wait_until(lambda: lines(ledger) >= before + 20 + done, proc)
+    proc.kill()
+    proc.communicate(timeout=10)
+
+
+Scenario = tuple[Sandbox, list[str], Path, str]
+
+
+@pytest.fixture
+def stopped_started_stopped_midway(tmp_path: Path) -> Iterator[Scenario]:
+    with Sandbox(SLOW) as box:
+        ids = box.launch(20)
+        ids_file = write_ids(tmp_path / "ids.txt", ids)
+        ledger = tmp_path / "l.jsonl"
+        assert act(box, "stop", ids_file, ledger)[0] == 0
+        assert act(box, "start", ids_file, ledger)[0] == 0
+        stop_killed_midway(box, ids_file, ledger, done=8)
+        yield box, ids, ledger, ids_file
+
+
+def running(box: Sandbox, ids: list[str]) -> set[str]:
+    return {i for i, s in box.states(ids).items() if s == "running"}
+
+
+def stops_sent(box: Sandbox) -> int:
+    return box.counters.accepted_by_action.get("StopInstances", 0)
+
+
+@pytest.mark.slow
+def test_after_stop_start_and_a_stop_killed_midway_the_running_ones_are_listed_and_resumed(
+    stopped_started_stopped_midway: Scenario,
+) -> None:
+    box, ids, ledger, ids_file = stopped_started_stopped_midway
+    left = running(box, ids)
+    assert 0 < len(left) < 20
+    code, out, err = swarm("ledger", "failed", "--action", "stop", str(ledger))
+    assert left <= set(out.split()), err  # the last run decides, not the first one's success
+    code, err = act(box, "stop", ids_file, ledger, "--resume")
+    assert code == 0, err
+    assert "; 0 to go" not in err
+    assert running(box, ids) == set()
+    code, out, err = swarm("ledger", "failed", "--action", "stop", str(ledger))
+    assert (code, out) == (0, ""), err
+
+
+@pytest.mark.slow
+def test_a_resume_sends_only_what_describe_instances_shows_is_not_done(
+    stopped_started_stopped_midway: Scenario,
+) -> None:
+    box, ids, ledger, ids_file = stopped_started_stopped_midway
+    # Someone else stops two of those the ledger holds as not done.
+    code, out, _ = swarm("ledger", "failed", "--action", "stop", str(ledger))
+    listed = sorted(out.split())
+    box.client().stop_instances(InstanceIds=listed[:2])
+    left = running(box, ids)
+    assert len(left) == len(listed) - 2 or len(left) == len(listed) - 3  # a call was in flight
+    before, looked = stops_sent(box), box.calls_by("DescribeInstances")
+    code, err = act(box, "stop", ids_file, ledger, "--resume")
+    assert code == 0, err
+    assert running(box, ids) == set()
+    assert stops_sent(box) - before == len(left), err  # the rest was found stopped: not sent
+    assert box.calls_by("DescribeInstances") > looked  # Describe calls, not mutations
+    assert f"shows {len(listed) - len(left)} of {len(listed)} already stopped" in err
+    records = [json.loads(line) for line in ledger.read_text().splitlines()]
+    already = {r["id"] for r in records if r.get("code") == "AlreadyInState"}
+    assert already == set(listed) - left and len(already) >= 2
+    code, out, err = swarm("ledger", "failed", "--action", "stop", str(ledger))
+    assert (code, out) == (0, ""), err
+
+
+def test_a_resumed_reboot_resends_what_is_not_known_done(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(3)
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "v": 1,
+                    "ts": "2026-01-01T00:00:00Z",
+                    "run": "r",
+                    "seq": n + 1,
+                    "action": "reboot",
+                    "id": i,
+                    "status": status,
+                    "region": "us-east-1",
+                }
+            )
+            + "\n"
+            for n, (i, status) in enumerate(
+                zip(ids, ["succeeded", "pending", "failed"], strict=True)
+            )
+        )
+    )
+    code, err = act(sandbox, "reboot", ids_file, ledger, "--resume")
+    assert code == 0, err
+    assert "reboot leaves no state to check; the 2 not known rebooted are sent again" in err
+    assert sandbox.counters.accepted_by_action.get("RebootInstances") == 2

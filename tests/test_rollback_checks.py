@@ -1,0 +1,111 @@
+"""``swarm rollback`` validates what it reads from the ledger, and asks EC2 about
+the intents the ledger cannot know (pending: in flight at a kill) before undoing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_cli import swarm
+
+from swarm_cli.actions import ACTIONS
+from swarm_cli.ledger import LedgerWriter
+from swarm_cli.report import Pair
+from swarm_cli.saga import SagaError, UndoPlan, check_ids, undo_plan
+from swarm_cli.sandbox import Sandbox
+
+EAST = "us-east-1"
+
+
+def write_stop(path: Path, outcomes: list[tuple[str, str]], region: str = EAST) -> None:
+    writer = LedgerWriter(str(path), "run1", "stop", region)
+    writer.write_ahead([i for i, _ in outcomes])
+    for instance_id, status in outcomes:
+        if status != "pending":  # a pending intent has only its write-ahead record
+            writer.write(instance_id, status)
+    assert writer.close() == []
+
+
+@pytest.mark.parametrize(
+    ("groups", "shown"),
+    [
+        ({Pair(None, EAST): ["\x1b[31mi-00000001"]}, r"ID '\x1b[31mi-00000001'"),
+        ({Pair(None, EAST): ["I-0000000A"]}, "ID 'I-0000000A'"),
+        ({Pair(None, EAST): [" i-00000001"]}, "ID ' i-00000001'"),
+        ({Pair(None, "evil.example.com/x"): ["i-00000001"]}, "region 'evil.example.com/x'"),
+        ({Pair("12345", EAST): ["i-00000001"]}, "account '12345'"),
+    ],
+)
+def test_an_undo_plan_with_values_ec2_would_not_name_is_refused(
+    groups: dict[Pair, list[str]], shown: str
+) -> None:
+    plan = UndoPlan("r", ACTIONS["start"], groups, "stop")
+    with pytest.raises(SagaError, match="nothing was sent") as caught:
+        check_ids(plan)
+    assert shown in str(caught.value)
+    check_ids(UndoPlan("r", ACTIONS["start"], {Pair("123456789012", EAST): ["i-00000001"]}))
+
+
+def test_the_pending_intents_of_a_run_are_unsure(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    ids = ["i-00000001", "i-00000002", "i-00000003"]
+    write_stop(ledger, [(ids[0], "succeeded"), (ids[1], "pending"), (ids[2], "failed")])
+    plan = undo_plan([str(ledger)])
+    assert plan.groups == {Pair(None, EAST): [ids[0]]}
+    assert plan.unsure == {Pair(None, EAST): [ids[1]]} and plan.of == "stop"
+    # A run that stopped in order says which intents it never sent (0 attempts):
+    # those are known not done; one sent without an answer is not known.
+    stopped = tmp_path / "stopped.jsonl"
+    writer = LedgerWriter(str(stopped), "run1", "stop", EAST)
+    writer.write_ahead(ids)
+    writer.write(ids[0], "succeeded", attempts=1)
+    writer.write(ids[1], "pending", code="NotSent")
+    writer.write(ids[2], "pending", code="CallTimeout", attempts=2)
+    assert writer.close() == []
+    assert undo_plan([str(stopped)]).unsure == {Pair(None, EAST): [ids[2]]}
+    nothing = tmp_path / "nothing.jsonl"
+    write_stop(nothing, [(ids[1], "pending")])
+    with pytest.raises(SagaError, match="got nothing done"):
+        undo_plan([str(nothing)])
+    assert undo_plan([str(nothing)], allow_empty=True).unsure == {Pair(None, EAST): [ids[1]]}
+
+
+def rollback(box: Sandbox, ledger: Path) -> tuple[int, str]:
+    code, _, err = swarm(
+        "rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes", "--progress", "none"
+    )
+    return code, err
+
+
+def test_rollback_refuses_a_hostile_id_and_sends_nothing(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(2)
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(ids[0], "succeeded"), ("\x1b]0;owned\x07" + ids[1], "succeeded")])
+    code, err = rollback(sandbox, ledger)
+    assert code == 2, err
+    assert r"\x1b]0;owned\x07" in err and "\x1b" not in err
+    assert sandbox.counters.accepted == 0
+
+
+def test_rollback_undoes_a_pending_call_that_was_carried_out(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(3)
+    client = sandbox.client()
+    # The run stopped ids[0] (recorded) and ids[1] (in flight at a kill: pending);
+    # ids[2] was never sent and is still running.
+    client.stop_instances(InstanceIds=ids[:2])
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(ids[0], "succeeded"), (ids[1], "pending"), (ids[2], "pending")])
+    code, err = rollback(sandbox, ledger)
+    assert code == 0, err
+    assert "2 intent(s) of the run were left pending; DescribeInstances shows 1 of them" in err
+    assert sandbox.counters.accepted_by_action.get("StartInstances") == 2
+    assert set(sandbox.states(ids).values()) == {"running"}
+    # A run that recorded nothing done but left a call carried out is undone too.
+    client.stop_instances(InstanceIds=ids[:1])
+    only = tmp_path / "only.jsonl"
+    write_stop(only, [(ids[0], "pending"), (ids[1], "pending")])
+    code, err = rollback(sandbox, only)
+    assert code == 0, err
+    assert set(sandbox.states(ids).values()) == {"running"}
