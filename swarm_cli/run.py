@@ -26,6 +26,7 @@ from .outcome import Kind, Outcome
 from .report import Pair, PairReport, Problem, Reason, Report
 from .rto import FixedTimeout, Rto
 from .stats import Stats
+from .text import literal
 from .trace import Trace
 from .window import ADAPTIVE, Window, WindowProfile
 
@@ -152,7 +153,7 @@ class CallLog:
         if event.type != "answered":
             return
         o = event.outcome
-        what = "ok" if o is None or o.kind is Kind.SUCCEEDED else (o.code or o.kind.value)
+        what = "ok" if o is None or o.kind is Kind.SUCCEEDED else literal(o.code or o.kind.value)
         ids = ",".join(event.ids[:3]) + (f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else "")
         self.console.print(
             f"{self.prefix}{len(event.ids)} ID(s) {ids} · {event.latency * 1000:.0f} ms · "
@@ -374,7 +375,7 @@ def run_job(
         sent = (
             "no more calls were sent" if any(la.stats.calls for la in lanes) else "nothing was sent"
         )
-        console.print(Text.assemble(("error:", "bold red"), f" {ledger_error}; {sent}"))
+        console.print(Text.assemble(("error:", "bold red"), f" {literal(ledger_error)}; {sent}"))
         if unrecorded:
             console.print(
                 f"{len(unrecorded)} outcome(s) could not be recorded; here they are as "
@@ -414,7 +415,7 @@ def _open_trace(path: str | None, started: float, console: Console) -> Trace | N
         return Trace(path, started=started)
     except OSError as err:
         console.print(
-            Text.assemble(("warning:", "bold yellow"), f" no trace: {err.strerror or err}")
+            Text.assemble(("warning:", "bold yellow"), f" no trace: {literal(err.strerror or err)}")
         )
         return None
 

@@ -48,6 +48,7 @@ from ..run import (
     run_job,
 )
 from ..targets import Targets, TargetsError, read_ids
+from ..text import literal
 from .common import (
     AccountsOpt,
     BatchSize,
@@ -166,14 +167,20 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
             fail(err, str(exc), EXIT_USAGE)
     resumed = 0
     if flags.resume and not os.path.exists(flags.ledger):
-        err.print(f"resume: no ledger at {flags.ledger} yet; every ID is to go", markup=False)
+        err.print(
+            f"resume: no ledger at {literal(flags.ledger)} yet; every ID is to go", markup=False
+        )
     elif flags.resume:
         done = succeeded(flags.ledger, spec.name, err)
         before = sum(len(ids) for ids in groups.values())
         groups = {p: [i for i in ids if i not in done] for p, ids in groups.items()}
         left = sum(len(ids) for ids in groups.values())
         resumed = before - left
-        err.print(f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} to go")
+        err.print(
+            f"resume: {before - left} already {spec.verb} per {literal(flags.ledger)}; "
+            f"{left} to go",
+            markup=False,
+        )
     groups = {p: ids for p, ids in groups.items() if ids}
     total = sum(len(ids) for ids in groups.values())
     try:
@@ -254,7 +261,7 @@ def expect_account(flags: Flags, region: str | None, err: Console) -> None:
         fail(err, exc.message, exc.code)
     except Exception as exc:
         client_error(exc, err)
-    err.print(f"account {got}: as expected")
+    err.print(f"account {literal(got)}: as expected", markup=False)
 
 
 def selection_pairs(
@@ -321,12 +328,14 @@ def select_groups(
             fail(err, f"{pair.label}: {exc}", EXIT_AUTH)
         groups[pair] = [i.id for i in chosen]
         found.update({i.id: i for i in chosen})
-    shown = ", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters)
+    shown = literal(", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters))
     extra = (f", older than {flags.older_than}" if older else "") + (
         f", minus {len(exclude)} excluded" if exclude else ""
     )
     count = sum(len(v) for v in groups.values())
-    err.print(f"selected {count} instance(s) in {len(pairs)} pair(s) by {shown}{extra}")
+    err.print(
+        f"selected {count} instance(s) in {len(pairs)} pair(s) by {shown}{extra}", markup=False
+    )
     return groups
 
 
@@ -404,7 +413,11 @@ def show_plan(
     est = estimate(spec, plan, options.batch_size)
     if flags.plan_out:
         count = write_plan_ids(plan, flags.plan_out)
-        err.print(f"plan: {count} instance(s) that would be acted on written to {flags.plan_out}")
+        err.print(
+            f"plan: {count} instance(s) that would be acted on written to "
+            f"{literal(flags.plan_out)}",
+            markup=False,
+        )
     if flags.output is Output.json:
         render_plan(plan, est, err)
         out.file.write(json_text({"dry_run": True, **plan_json(plan, est)}))
@@ -433,7 +446,7 @@ def follow_up(
             ledger = job.options.ledger
             plan = undo_plan([ledger], report.run) if ledger else undo_report(report)
         except (SagaError, LedgerError) as exc:
-            err.print(f"rollback: {exc}", markup=False)
+            err.print(f"rollback: {literal(exc)}", markup=False)
         else:
             err.print(
                 f"rollback: the failure budget is spent; {plan.action.name} the "
@@ -480,7 +493,7 @@ def save_report(report: Report, path: str, err: Console) -> None:
     except OSError as exc:
         warn(err, f"could not write the report {path}: {exc.strerror or exc}")
     else:
-        err.print(f"report: {path}", markup=False)
+        err.print(f"report: {literal(path)}", markup=False)
 
 
 def step_summary(report: Report, err: Console) -> None:
@@ -1217,6 +1230,8 @@ def list_cmd(
     if len(groups) > 1 or any(p.account for p in groups):
         out.file.write("instance_id,region,account\n")
         for p, ids in groups.items():
-            out.file.write("".join(f"{i},{p.region},{p.account or ''}\n" for i in ids))
+            out.file.write(
+                "".join(f"{literal(i)},{literal(p.region)},{p.account or ''}\n" for i in ids)
+            )
     else:
-        out.file.write("".join(f"{i}\n" for ids in groups.values() for i in ids))
+        out.file.write("".join(f"{literal(i)}\n" for ids in groups.values() for i in ids))

@@ -20,6 +20,7 @@ from ..batching import initial_size
 from ..display import render_summary
 from ..report import Report
 from ..run import EXIT_INTERRUPTED, EXIT_USAGE
+from ..text import literal
 from ..window import PROFILES, WindowProfile
 
 app = typer.Typer(
@@ -69,12 +70,13 @@ def consoles() -> tuple[Console, Console]:
 
 
 def error(err: Console, message: str) -> None:
-    """One error line; the message is text, never markup (it may hold paths, IDs, [extras])."""
-    err.print(Text.assemble(("error:", "bold red"), " ", message))
+    """One error line; the message is text, never markup (it may hold paths, IDs, [extras]),
+    its control characters made visible (see ``swarm_cli.text``)."""
+    err.print(Text.assemble(("error:", "bold red"), " ", literal(message)))
 
 
 def warn(err: Console, message: str) -> None:
-    err.print(Text.assemble(("warning:", "yellow"), " ", message))
+    err.print(Text.assemble(("warning:", "yellow"), " ", literal(message)))
 
 
 def fail(err: Console, message: str, code: int) -> NoReturn:
