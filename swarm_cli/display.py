@@ -593,6 +593,8 @@ def render_summary(report: Report, console: Console) -> None:
             else " (--output json lists all)"
         )
         say(f"    … and {len(report.problems) - 20} more{where}")
+    if report.crashed:
+        say(f"  crashed: {literal(report.crashed.message)}", style="bold red")
     if report.fatal:
         say(
             f"  stopped: {literal(report.fatal.code)}: {literal(report.fatal.message)}",

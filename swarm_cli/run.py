@@ -199,6 +199,8 @@ def exit_code(report: Report, *, missing_ok: bool = False) -> int:
         return EXIT_AUTH
     if report.signal is not None:
         return 128 + signal.Signals[report.signal].value
+    if report.crashed is not None:  # whatever the counts say, the run did not finish
+        return EXIT_FAILED
     c = report.counts
     left = c["failed"] + c["pending"] + (0 if missing_ok else c["missing"])
     return EXIT_FAILED if left else EXIT_OK
@@ -242,15 +244,48 @@ class _Lane:
         self.stats = stats
         self.result = RunResult()
         self.done: list[str] = []
+        # Each intent's last outcome as the subscribers saw it: what a lane that died holds.
+        self.resolved: dict[str, str] = {}
+        # An exception that ended this lane's thread, or kept it from starting.
+        self.crash: BaseException | None = None
         engine.subscribers.append(self._note)
         self.thread = threading.Thread(target=self._run, name=f"swarm-{pair.label}", daemon=True)
 
     def _note(self, event: Event) -> None:
+        if event.type in RESOLVED:
+            self.resolved[event.ids[0]] = event.type
         if event.type == "succeeded":
             self.done.append(event.ids[0])
 
     def _run(self) -> None:
-        self.result = self.engine.run(self.ids, self.settled)
+        try:
+            self.result = self.engine.run(self.ids, self.settled)
+        except BaseException as err:  # the run must end non-zero, naming it
+            self.crash = err
+            self.engine.stop(self.crashed)
+
+    def start(self) -> None:
+        try:
+            self.thread.start()
+        except BaseException as err:  # e.g. no thread can be started
+            self.crash = err
+
+    @property
+    def crashed(self) -> Outcome | None:
+        """Why this lane ended without finishing its engine's run, or None."""
+        err = self.crash
+        if err is None:
+            return None
+        return Outcome(Kind.UNREACHABLE, "InternalError", f"{type(err).__name__}: {err}")
+
+    def settle_crash(self) -> None:
+        """A lane that died: what its subscribers saw resolved, the rest pending (as the
+        ledger has them: written ahead, never resolved)."""
+        counts: dict[str, int] = dict.fromkeys(RESOLVED, 0)
+        for status in self.resolved.values():
+            counts[status] += 1
+        counts["pending"] += len(set(self.ids) - set(self.resolved))
+        self.result = RunResult(counts=counts, stopped=self.crashed)
 
 
 def _no_action(ids: Sequence[str]) -> Mapping[str, Outcome]:
@@ -355,10 +390,13 @@ def run_job(
             gc.enable()
             with view:
                 for lane in lanes:
-                    lane.thread.start()
+                    lane.start()
                 for lane in lanes:
                     while lane.thread.is_alive():  # a timed join lets signal handlers run
                         lane.thread.join(0.1)
+            for lane in lanes:
+                if lane.crash is not None:
+                    lane.settle_crash()
         else:
             for lane in lanes:
                 lane.result.counts["pending"] = len(lane.ids)  # nothing was sent
@@ -384,6 +422,18 @@ def run_job(
             for record in unrecorded:
                 console.out(json.dumps(record, sort_keys=True), highlight=False)
 
+    for lane in lanes:
+        crashed = lane.crashed
+        if crashed is not None:
+            left = lane.result.counts["pending"]
+            console.print(
+                Text.assemble(
+                    ("error:", "bold red"),
+                    f" {literal(lane.pair.label)} stopped on an unexpected "
+                    f"{literal(crashed.message)}; its {left} intent(s) not done are pending"
+                    + (" in the ledger" if writer is not None else ""),
+                )
+            )
     signals = [la.result.signal for la in lanes if la.result.signal is not None]
     report = Report(
         run=run_id,
@@ -438,5 +488,6 @@ def _pair_report(lane: _Lane) -> PairReport:
         fatal=Reason.of(r.fatal),
         stopped=Reason.of(r.stopped),
         gave_up=r.gave_up,
+        crashed=Reason.of(lane.crashed),
     )
     return lane.stats.report(row)
