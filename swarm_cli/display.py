@@ -595,6 +595,13 @@ def render_summary(report: Report, console: Console) -> None:
         say(f"    … and {len(report.problems) - 20} more{where}")
     if report.crashed:
         say(f"  crashed: {literal(report.crashed.message)}", style="bold red")
+    unverified = report.extra.get("rail_unverified")
+    if unverified:
+        say(
+            f"  refused: {unverified} instance(s) a rail could not check were not sent "
+            "(RailUnverified)",
+            style="bold red",
+        )
     if report.fatal:
         say(
             f"  stopped: {literal(report.fatal.code)}: {literal(report.fatal.message)}",

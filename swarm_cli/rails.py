@@ -22,6 +22,8 @@ from .text import clip
 
 # The ledger code of an instance left alone because --protect-tag matched it.
 PROTECTED_CODE = "Protected"
+# The ledger code of an instance left alone because a rail could not read what it checks.
+UNVERIFIED_CODE = "RailUnverified"
 SAMPLE_SIZE = 5  # instances named in a confirmation
 PAIRS_SHOWN = 6  # (account, region) pairs named in a confirmation before "and N more"
 _NAME_WIDTH = 60

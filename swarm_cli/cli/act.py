@@ -28,6 +28,7 @@ from ..outcome import Kind, Outcome
 from ..rails import (
     PROTECTED_CODE,
     SAMPLE_SIZE,
+    UNVERIFIED_CODE,
     RailError,
     account_alias,
     ask,
@@ -229,6 +230,11 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         return InstanceCall(reach.client(pair), spec, params=flags.params)
 
     report = run_job(job, action, err, classify=classify_exception)
+    unverified = unverified_count(settled)
+    if unverified:
+        report.extra["rail_unverified"] = unverified
+        if report.exit_code in (0, EXIT_FAILED):  # a rail that could not see refused them
+            report.exit_code = EXIT_REFUSED
     follow_up(spec, flags, job, report, reach, err)
     step_summary(report, err)
     if flags.report:
@@ -348,11 +354,19 @@ def protected_by_tags(
     found: dict[str, Instance],
     err: Console,
 ) -> dict[Pair, dict[str, Outcome]]:
-    """--protect-tag: instances carrying the tag are never sent; they are recorded failed."""
-    predicate = protect_tags(flags.protect_tags)
+    """--protect-tag: instances carrying the tag are never sent; they are recorded failed.
+
+    The rail fails closed: an instance whose tags could not be read (DescribeInstances
+    denied, failing, or silent about it) is not sent either; it is recorded failed
+    (``RailUnverified``) with the reason, and the run exits 3.
+    """
+    try:
+        predicate = protect_tags(flags.protect_tags)
+    except RailError as exc:
+        fail(err, exc.message, exc.code)
     if predicate is None:
         return {}
-    describe_missing(groups, reach, options, found, err)
+    unread = describe_missing(groups, reach, options, found, err)
     refused = Outcome(
         Kind.PERMANENT, PROTECTED_CODE, "carries a tag that --protect-tag protects; not sent"
     )
@@ -362,10 +376,32 @@ def protected_by_tags(
         _, protected = split_protected(known, predicate)
         if protected:
             settled[pair] = {i.id: refused for i in protected}
-    count = sum(len(v) for v in settled.values())
+        for i in ids:
+            if i in unread:
+                settled.setdefault(pair, {})[i] = Outcome(
+                    Kind.PERMANENT,
+                    UNVERIFIED_CODE,
+                    f"--protect-tag could not read its tags ({unread[i]}); not sent",
+                )
+    count = sum(o.code == PROTECTED_CODE for v in settled.values() for o in v.values())
     if count:
         err.print(f"--protect-tag: {count} instance(s) protected; they will be recorded, not sent")
+    if unread:
+        example = next(iter(unread.values()))
+        error(
+            err,
+            f"--protect-tag could not read the tags of {len(unread)} instance(s) (e.g. "
+            f"{example}): they will not be sent, and are recorded failed ({UNVERIFIED_CODE})",
+        )
     return settled
+
+
+def unverified_count(settled: Mapping[Pair, Mapping[str, Outcome]]) -> int:
+    """Intents a rail could not check, settled unsent: the run then exits 3."""
+    return sum(o.code == UNVERIFIED_CODE for v in settled.values() for o in v.values())
+
+
+NOT_LISTED = "NotListed"  # describe.NOT_LISTED_CODE, without importing it at start-up
 
 
 def describe_missing(
@@ -374,19 +410,38 @@ def describe_missing(
     options: RunOptions,
     found: dict[str, Instance],
     err: Console,
-) -> None:
-    """Tags and names of listed instances a selection did not already read."""
-    from ..describe import describe
+) -> dict[str, str]:
+    """Tags and names of listed instances a selection did not already read.
+
+    Returns the IDs that could not be read, each with why: denied, failing, or left out
+    of DescribeInstances' answer. Those EC2 names as unknown are not among them (an
+    instance that does not exist cannot be harmed: its call fails as missing).
+    """
+    from ..describe import BAD_ID_CODES, describe_job
 
     wanted = {p: [i for i in ids if i not in found] for p, ids in groups.items()}
     wanted = {p: ids for p, ids in wanted.items() if ids}
     if not wanted:
-        return
-    read = describe(
+        return {}
+    read, report = describe_job(
         wanted, reach.client, err, options=replace(options, ledger=None, progress="none")
     )
     for infos in read.values():
         found.update({i: info for i, info in infos.items() if info is not None})
+    problems = {(p.region, p.account, p.id): p for p in report.problems}
+    unread: dict[str, str] = {}
+    for pair, ids in wanted.items():
+        for i in ids:
+            if i in found:
+                continue
+            problem = problems.get((pair.region, pair.account, i))
+            if problem is not None and problem.code in BAD_ID_CODES:
+                continue
+            why = "not read" if problem is None else (problem.code or problem.status)
+            if problem is not None and problem.message and problem.code != NOT_LISTED:
+                why += f": {problem.message}"
+            unread[i] = why
+    return unread
 
 
 def show_plan(
