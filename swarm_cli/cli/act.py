@@ -150,7 +150,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     accounts = load_account_map(flags.accounts, flags.role_arn, err)
     region = flags.region or session_region(flags.profile, err)
     reach = Reach(flags, accounts, flags.options.window.max_window)
-    if flags.expect_account:
+    if flags.expect_account and not flags.sandbox:  # a rehearsal checks it in the sandbox
         expect_account(flags, region, err)
     found: dict[str, Instance] = {}
     if selecting:
@@ -210,7 +210,12 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         from ..rehearse import rehearse
 
         with interruptible(err):
-            report = rehearse(Job(spec, groups, options, title), err)
+            try:
+                report = rehearse(
+                    Job(spec, groups, options, title), err, expect_account=flags.expect_account
+                )
+            except RailError as exc:
+                fail(err, exc.message, exc.code)
         if flags.report:
             save_report(report, flags.report, err)
         finish(report, flags.output, out, err, quiet=flags.quiet)
