@@ -49,7 +49,7 @@ from ..run import (
     run_job,
 )
 from ..targets import Targets, TargetsError, read_ids
-from ..text import literal
+from ..text import clip, literal
 from .common import (
     AccountsOpt,
     BatchSize,
@@ -797,7 +797,7 @@ def load_targets(ids: str, err: Console) -> Targets:
         shown = targets.bad[:20]
         error(err, f"{len(targets.bad)} invalid line(s) in {ids}; nothing was sent:")
         for bad in shown:
-            err.print(f"  line {bad.line}: {bad.text!r}: {bad.reason}", markup=False)
+            err.print(f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}", markup=False)
         if len(targets.bad) > len(shown):
             err.print(f"  … and {len(targets.bad) - len(shown)} more")
         raise typer.Exit(EXIT_USAGE)
