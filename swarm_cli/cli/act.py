@@ -80,6 +80,7 @@ from .common import (
     app,
     batch_options,
     consoles,
+    emit_json,
     error,
     fail,
     finish,
@@ -203,7 +204,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         if flags.output is Output.json:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)
-            out.file.write(json_text(report.to_dict()))
+            emit_json(report.to_dict())
         raise typer.Exit(0)
     if flags.sandbox:
         require_sandbox(err)
@@ -480,7 +481,7 @@ def show_plan(
         )
     if flags.output is Output.json:
         render_plan(plan, est, err)
-        out.file.write(json_text({"dry_run": True, **plan_json(plan, est)}))
+        emit_json({"dry_run": True, **plan_json(plan, est)})
     else:
         render_plan(plan, est, out)
     raise typer.Exit(EXIT_FAILED if plan.would_fail or plan.unknown else 0)
@@ -780,12 +781,6 @@ class Reach:
 
 def _never(pair: Pair) -> Callable[[Any], Mapping[str, Any]]:
     raise AssertionError("a job with no pairs makes no action")
-
-
-def json_text(data: Mapping[str, Any]) -> str:
-    import json
-
-    return json.dumps(data, indent=2, default=str) + "\n"
 
 
 def load_targets(ids: str, err: Console) -> Targets:
@@ -1285,7 +1280,7 @@ def list_cmd(
             for p, ids in groups.items()
             for i in ids
         ]
-        out.file.write(json_text({"instances": rows}))
+        emit_json({"instances": rows})
         return
     if len(groups) > 1 or any(p.account for p in groups):
         out.file.write("instance_id,region,account\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -21,7 +20,7 @@ from ..ledger import (
     merge_files,
 )
 from ..run import EXIT_FAILED, EXIT_USAGE
-from .common import Output, OutputOpt, ledger_app
+from .common import Output, OutputOpt, emit_json, ledger_app
 
 LedgersArg = Annotated[
     list[Path],
@@ -108,7 +107,7 @@ def ledger_summary(
         per = counts.setdefault(act, dict.fromkeys(STATUSES, 0))
         per[record.status] += 1
     if output is Output.json:
-        typer.echo(json.dumps({"actions": counts}, indent=2))
+        emit_json({"actions": counts})
         return
     for act, per in counts.items():
         typer.echo(f"{act}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
