@@ -30,6 +30,7 @@ from .describe import (
     classify_setup,
     describe_job,
     read_attribute_job,
+    stop_if_interrupted,
 )
 from .ec2 import InstanceCall
 from .report import Pair, Problem, Report
@@ -267,6 +268,7 @@ def check_permission(
         return InstanceCall(make_client(pair), spec, dry_run=True, params=params)
 
     report = run_job(job, make_action, console, classify=classify_setup)
+    stop_if_interrupted(report)
     problems: dict[tuple[Pair, str], Problem] = {
         (Pair(p.account, p.region or ""), p.id): p for p in report.problems
     }

@@ -5,7 +5,9 @@ options from the generated function's signature, so this module resolves its
 annotations at definition time (no ``from __future__ import annotations``).
 """
 
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -132,7 +134,46 @@ class Flags:
     plan_out: str | None = None
 
 
+class _Stage:
+    """How far a command got: once ``sending``, a stop is the run's own to record."""
+
+    def __init__(self) -> None:
+        self.sending = False
+
+
 def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
+    """One action command; whatever stops it before anything is sent says so, and leaves
+    no empty ledger behind (one this command created and never wrote to)."""
+    stage = _Stage()
+    ledger = flags.ledger if not (flags.sandbox or flags.dry_run) else None
+    existed = ledger is None or os.path.lexists(ledger)
+    try:
+        _run_action(spec, flags, stage)
+    except KeyboardInterrupt as exc:
+        if stage.sending:
+            raise
+        if not existed and ledger is not None:
+            remove_empty(ledger)
+        _, err = consoles()
+        name = getattr(exc, "signal", "SIGINT")
+        error(err, f"interrupted by {name} before anything was sent: nothing was sent")
+        raise typer.Exit(128 + signal.Signals[name].value) from None
+    except typer.Exit:
+        if not stage.sending and not existed and ledger is not None:
+            remove_empty(ledger)
+        raise
+
+
+def remove_empty(path: str) -> None:
+    """Delete ``path`` if it is a regular file holding nothing (a ledger nobody wrote)."""
+    import stat
+
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(path).st_mode) and os.lstat(path).st_size == 0:
+            os.unlink(path)
+
+
+def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
     from ..ec2 import redact_url
 
     out, err = consoles()
@@ -210,6 +251,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         require_sandbox(err)
         from ..rehearse import rehearse
 
+        stage.sending = True
         with interruptible(err):
             try:
                 report = rehearse(
@@ -231,6 +273,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     if not flags.yes:
         confirm(spec, groups, endpoint, flags, reach, found, err)
     job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
+    stage.sending = True
 
     def action(pair: Pair) -> InstanceCall:
         return InstanceCall(reach.client(pair), spec, params=flags.params)
