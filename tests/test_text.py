@@ -215,3 +215,17 @@ def test_a_dry_run_with_a_hostile_filter_predicts_and_prints(
     assert result.exit_code == 0, result.output
     assert "[/nope] closing" in result.output
     assert "[link=file:///etc/passwd]clk[/link]" in result.output
+
+
+def test_ledger_failed_prints_hostile_ledger_fields_literally(tmp_path: Path) -> None:
+    from swarm_cli.ledger import LedgerWriter
+
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "run1", "terminate", None)
+    hostile = ["i-0123456789abcdef0\x1b[2J", "i-1\nrm -rf", "i-2\u202e", "[red]i-3[/red]"]
+    writer.write_ahead(hostile, region="us-east-1", account=None, run_intents=len(hostile))
+    writer.close()
+    result = CliRunner().invoke(app, ["ledger", "failed", str(ledger)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines == [literal(i) for i in hostile]  # one line each, nothing raw

@@ -20,6 +20,7 @@ from ..ledger import (
     merge_files,
 )
 from ..run import EXIT_FAILED, EXIT_USAGE
+from ..text import literal
 from .common import Output, OutputOpt, emit_json, ledger_app
 
 LedgersArg = Annotated[
@@ -75,7 +76,8 @@ def ledger_failed(
         actions = sorted({act for act, _ in state})
         if len(actions) > 1:
             typer.echo(
-                f"error: the ledger holds {', '.join(actions)}: pass --action to say which",
+                f"error: the ledger holds {literal(', '.join(actions))}: pass --action to say "
+                "which",
                 err=True,
             )
             raise typer.Exit(EXIT_USAGE)
@@ -85,10 +87,13 @@ def ledger_failed(
     if form is ListFormat.csv or (
         form is ListFormat.auto and (len(places) > 1 or any(a for a, _ in places))
     ):
-        rows = "".join(f"{r.id},{r.region or ''},{r.account or ''}\n" for r in left)
+        # Ledger fields are anyone's text once the file is: shown literally, one a line.
+        rows = "".join(
+            f"{literal(r.id)},{literal(r.region or '')},{literal(r.account or '')}\n" for r in left
+        )
         typer.echo("instance_id,region,account\n" + rows, nl=False)
     else:
-        typer.echo("".join(f"{r.id}\n" for r in left), nl=False)
+        typer.echo("".join(f"{literal(r.id)}\n" for r in left), nl=False)
     if cut_short:
         # Some intents of a run never reached the ledger: this list is not the whole.
         raise typer.Exit(EXIT_FAILED)
@@ -110,7 +115,7 @@ def ledger_summary(
         emit_json({"actions": counts})
         return
     for act, per in counts.items():
-        typer.echo(f"{act}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
+        typer.echo(f"{literal(act)}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
 
 
 def _fold_ledgers(
@@ -140,12 +145,12 @@ def _reading(read: Callable[[list[Damaged], list[CutShort]], T]) -> T:
     try:
         result = read(damaged, cut_short)
     except LedgerError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {literal(exc)}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     if damaged:
-        typer.echo(f"warning: {describe_damage(damaged)}", err=True)
+        typer.echo(f"warning: {literal(describe_damage(damaged))}", err=True)
     for run in cut_short:
-        typer.echo(f"warning: {run.describe()}", err=True)
+        typer.echo(f"warning: {literal(run.describe())}", err=True)
     return result
 
 
