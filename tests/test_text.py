@@ -229,3 +229,43 @@ def test_ledger_failed_prints_hostile_ledger_fields_literally(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines == [literal(i) for i in hostile]  # one line each, nothing raw
+
+
+def test_swarm_sandbox_prints_a_path_with_brackets_literally(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "[" / "x] [red]"  # the path holds "[/x] [red]"
+    folder.mkdir(parents=True)
+    env_file, ids_file = folder / "sandbox.env", folder / "ids.txt"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swarm_cli",
+            "sandbox",
+            "--port",
+            "0",
+            "--count",
+            "2",
+            "--ids-out",
+            str(ids_file),
+            "--env-out",
+            str(env_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not env_file.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert f"IDs in {ids_file}" in err, err
+    assert "Traceback" not in err
