@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from urllib.parse import parse_qs, parse_qsl, urlencode
+from xml.sax.saxutils import escape as xml_escape
 
 from .actions import ACTIONS, DESCRIBE_LIMITS
 from .actions.base import Bucket
@@ -212,7 +213,8 @@ def _error_xml(code: str, message: str) -> tuple[bytes, str]:
     request_id = str(uuid.uuid4())
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message>"
+        f"<Response><Errors><Error><Code>{xml_escape(code)}</Code>"
+        f"<Message>{xml_escape(message)}</Message>"
         f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
     )
     return body.encode(), request_id

@@ -269,3 +269,45 @@ def test_swarm_sandbox_prints_a_path_with_brackets_literally(tmp_path: Path) -> 
         _, err = proc.communicate(timeout=30)
     assert f"IDs in {ids_file}" in err, err
     assert "Traceback" not in err
+
+
+HOSTILE_MESSAGE = (
+    "[/nope] [conceal]x [link=file:///etc/passwd]clk[/link] [red]X[/red] <b>html</b>\nrtl\u202e"
+)
+
+
+def test_an_api_error_message_is_literal_in_the_summary_step_summary_and_report(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = sandbox.launch(2)
+    path = tmp_path / "ids.txt"
+    path.write_text("\n".join(ids) + "\n")
+    step = tmp_path / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    sandbox.fail_action("TerminateInstances", 400, "OperationNotPermitted", HOSTILE_MESSAGE)
+    result = CliRunner().invoke(
+        app,
+        [
+            "terminate",
+            "--ids",
+            str(path),
+            "--endpoint-url",
+            sandbox.endpoint,
+            "--yes",
+            "--ledger",
+            str(tmp_path / "l.jsonl"),
+            "--progress",
+            "plain",
+            "--report",
+            str(tmp_path / "r.html"),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    shown = literal(HOSTILE_MESSAGE)
+    assert shown in result.stdout  # the summary, one line per instance
+    assert sum(shown in line for line in result.stdout.splitlines()) == 2
+    assert "\u202e" not in result.output
+    md = step.read_text()
+    assert markdown_text(HOSTILE_MESSAGE) in md and "<b>" not in md and "\u202e" not in md
+    page = (tmp_path / "r.html").read_text()
+    assert html_text(HOSTILE_MESSAGE) in page and "<b>html" not in page
