@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,25 @@ def test_protect_tag_still_sends_what_ec2_says_does_not_exist(
     assert code == 1  # missing, as without the rail: no rail was blind
     assert "rail_unverified" not in report
     assert {p["id"]: p["status"] for p in report["problems"]} == dict.fromkeys(ghost, "missing")
+
+
+def test_a_plan_predicts_protect_tag_as_the_run_records_it(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    from test_cli import swarm
+
+    ids = sandbox.launch(4)
+    sandbox.client().create_tags(Resources=ids[:2], Tags=[{"Key": "keep", "Value": "yes"}])
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    code, out, err = swarm(
+        "plan", "terminate", "--ids", ids_file, "--endpoint-url", sandbox.endpoint,
+        "--protect-tag", "keep", "-o", "json",
+    )  # fmt: skip
+    assert code == 1, err
+    predicted = {row["id"]: row["prediction"] for row in json.loads(out)["rows"]}
+    assert predicted == {
+        **dict.fromkeys(ids[:2], "protected"),
+        **dict.fromkeys(ids[2:], "would act"),
+    }
+    code, report = terminate_json(sandbox, ids_file, tmp_path / "l.jsonl", "--protect-tag", "keep")
+    assert {p["id"]: p["code"] for p in report["problems"]} == dict.fromkeys(ids[:2], "Protected")

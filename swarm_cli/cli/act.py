@@ -503,7 +503,7 @@ def show_plan(
     err: Console,
 ) -> NoReturn:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
-    from ..plan import estimate, make_plan, plan_json, render_plan, write_plan_ids
+    from ..plan import Prediction, estimate, make_plan, plan_json, render_plan, write_plan_ids
 
     plan = make_plan(
         spec,
@@ -514,6 +514,19 @@ def show_plan(
         check_protection=flags.check_protection,
         params=flags.params,
     )
+    try:
+        predicate = protect_tags(flags.protect_tags)
+    except RailError as exc:
+        fail(err, exc.message, exc.code)
+    if predicate is not None:
+        # As the run will: a tagged instance is recorded failed (Protected), never sent;
+        # one whose tags could not be read is already predicted unknown.
+        plan.rows = [
+            replace(r, prediction=Prediction.PROTECTED, reason="carries a --protect-tag tag")
+            if r.info is not None and predicate(r.info.tags)
+            else r
+            for r in plan.rows
+        ]
     est = estimate(spec, plan, options.batch_size)
     if flags.plan_out:
         count = write_plan_ids(plan, flags.plan_out)
