@@ -198,7 +198,7 @@ def confirmation_text(
         f"About to {action.upper()} {count} {noun}",
         f"  account:  {who}",
         f"  regions:  {where or 'none'}",
-        f"  endpoint: {redact_url(endpoint) or 'AWS default'}",
+        f"  endpoint: {clip(redact_url(endpoint) or 'AWS default', 200)}",
     ]
     shown = list(sample[:SAMPLE_SIZE])
     if shown:

@@ -154,7 +154,9 @@ class CallLog:
             return
         o = event.outcome
         what = "ok" if o is None or o.kind is Kind.SUCCEEDED else literal(o.code or o.kind.value)
-        ids = ",".join(event.ids[:3]) + (f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else "")
+        ids = literal(",".join(event.ids[:3])) + (
+            f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else ""
+        )
         self.console.print(
             f"{self.prefix}{len(event.ids)} ID(s) {ids} · {event.latency * 1000:.0f} ms · "
             f"{what} · cwnd {event.cwnd:.1f} · {event.phase}",

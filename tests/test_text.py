@@ -311,3 +311,27 @@ def test_an_api_error_message_is_literal_in_the_summary_step_summary_and_report(
     assert markdown_text(HOSTILE_MESSAGE) in md and "<b>" not in md and "\u202e" not in md
     page = (tmp_path / "r.html").read_text()
     assert html_text(HOSTILE_MESSAGE) in page and "<b>html" not in page
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_the_confirmation_and_the_call_log_show_text_literally(value: str) -> None:
+    from swarm_cli.engine import Event
+    from swarm_cli.outcome import Kind, Outcome
+    from swarm_cli.rails import confirmation_text
+    from swarm_cli.report import Pair
+    from swarm_cli.run import CallLog
+
+    asked = confirmation_text(
+        "terminate", 1, {f"r{value}": 1}, f"http://e/{value}", None, None, [("i-1", value)]
+    )
+    assert literal(value)[:40] in asked
+    for bad in "\x1b\x07\r\u202e\u2066":
+        assert bad not in asked
+    assert len(asked.splitlines()) == 6  # header, 3 facts, "for example", one sample
+    console = screen()
+    log = CallLog(console, "terminate", Pair(None, "us-east-1"), several=False)
+    answer = Outcome(Kind.PERMANENT, value, value)
+    log(Event("answered", 0.0, (value,), answer, 1, 1.0, 1.0, None, 0, "startup", 0.01, 1))
+    out = shown(console)
+    assert_literal(out, value)
+    assert len(out.splitlines()) == 1
