@@ -55,6 +55,24 @@ ATTRIBUTE_SPEC = ActionSpec(
 MakeClient = Callable[[Pair], Any]
 
 
+class ReadInterrupted(KeyboardInterrupt):
+    """A signal stopped a read made before anything is sent (a plan, a rail, a sample).
+
+    What was read is incomplete, so nothing may be decided on it: the command stops,
+    with nothing sent. ``signal`` is the signal's name (``SIGINT``).
+    """
+
+    def __init__(self, signal: str) -> None:
+        super().__init__(signal)
+        self.signal = signal
+
+
+def stop_if_interrupted(report: Report) -> None:
+    """Raise :class:`ReadInterrupted` when a signal cut the read ``report`` tells of short."""
+    if report.signal is not None:
+        raise ReadInterrupted(report.signal)
+
+
 @dataclass(frozen=True)
 class InstanceInfo:
     """One instance as DescribeInstances showed it."""
@@ -225,6 +243,7 @@ def describe_job(
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}
     job = Job(DESCRIBE_SPEC, groups, _read_options(options, batch_size), title="describe")
     report = run_job(job, make_action, console, classify=classify_setup)
+    stop_if_interrupted(report)
     missing = {(p.region, p.account, p.id) for p in report.problems if p.status == "missing"}
     out: dict[Pair, dict[str, InstanceInfo | None]] = {}
     for pair, ids in groups.items():
@@ -280,6 +299,7 @@ def read_attribute_job(
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}
     job = Job(ATTRIBUTE_SPEC, groups, _read_options(options, 1), title=attribute)
     report = run_job(job, make_action, console, classify=classify_setup)
+    stop_if_interrupted(report)
     return {pair: (actions[pair].values if pair in actions else {}) for pair in groups}, report
 
 

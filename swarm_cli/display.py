@@ -16,6 +16,7 @@ from rich.text import Text
 from .ledger import PERMANENT_CODES
 from .report import Report, Sample
 from .stats import Snapshot, Stats
+from .text import literal
 
 ProgressMode = Literal["auto", "live", "plain", "none"]
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -82,7 +83,7 @@ def status_line(stats: Stats | Snapshot, now: float | None = None) -> str:
         down = (now if now is not None else s.last) - s.outage_since
         line += f" · OUTAGE: no answer from the endpoint, probing ({down:.0f}s)"
     if s.stopping:
-        line += f" · stopping: {s.stopping}"
+        line += f" · stopping: {literal(s.stopping)}"
     return line
 
 
@@ -326,15 +327,15 @@ class LiveView:
 
     def _header(self, snaps: list[tuple[str, Snapshot]], now: float, width: int) -> list[Text]:
         head = Text()
-        head.append(f"swarm {self.title}", "bold")
+        head.append(f"swarm {literal(self.title)}", "bold")
         if len(snaps) == 1:
-            head.append(f" · {snaps[0][0]}")
+            head.append(f" · {literal(snaps[0][0])}")
         else:
-            regions = list(dict.fromkeys(label.rsplit("/", 1)[-1] for label, _ in snaps))
+            regions = list(dict.fromkeys(literal(label.rsplit("/", 1)[-1]) for label, _ in snaps))
             listed = ", ".join(regions[:4]) + (f" +{len(regions) - 4}" if len(regions) > 4 else "")
             head.append(f" · {len(snaps)} pairs in {listed}")
         if self.endpoint:
-            head.append(f" · {self.endpoint}", "dim")
+            head.append(f" · {literal(self.endpoint)}", "dim")
         for badge in self.badges:
             head.append(" ")
             head.append(f" {badge} ", "bold reverse yellow")
@@ -369,7 +370,7 @@ class LiveView:
         if s.series:
             t_now = max(t_now, s.series[-1].t)
         bar_width = max(10, min(40, width - len(label) - 24))
-        title = Text.assemble((label, "bold"), " ", _bar(s.done, s.total, bar_width))
+        title = Text.assemble((literal(label), "bold"), " ", _bar(s.done, s.total, bar_width))
         title.append(f" {s.done}/{s.total} done")
         if s.total:
             title.append(f" {100 * s.done // s.total}%")
@@ -397,7 +398,7 @@ class LiveView:
             down = duration(now - s.outage_since)
             speed.append(Text(f"OUTAGE: no answer from the endpoint, probing ({down})", "bold red"))
         if s.stopping:
-            speed.append(Text(f"stopping: {s.stopping}", "yellow"))
+            speed.append(Text(f"stopping: {literal(s.stopping)}", "yellow"))
 
         counts = [
             Text(f"succeeded {s.succeeded}", "green" if s.succeeded else ""),
@@ -435,7 +436,7 @@ class LiveView:
         lines += _pack(counts, width)
         if s.codes:
             top3 = sorted(s.codes.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
-            ranked = [Text(f"{c} {n}") for c, n in top3]
+            ranked = [Text(f"{literal(c)} {n}") for c, n in top3]
             ranked[0] = Text("errors: ") + ranked[0]
             lines += _pack(ranked, width)
         return lines
@@ -490,7 +491,7 @@ class PlainLines:
         while not self._stop.wait(self.interval):
             now = time.monotonic()
             for label, stats in self.rows:
-                name = self.title if len(self.rows) == 1 else f"{self.title} {label}"
+                name = literal(self.title if len(self.rows) == 1 else f"{self.title} {label}")
                 # No markup, no highlighting: a stop reason may hold brackets, and a log
                 # line must be the same bytes whatever the terminal.
                 self.console.print(
@@ -568,7 +569,7 @@ def render_summary(report: Report, console: Console) -> None:
     for row in report.pairs:
         w = row.window
         where = (
-            f"  {row.pair.label}: {row.counts['succeeded']}/{row.total} · "
+            f"  {literal(row.pair.label)}: {row.counts['succeeded']}/{row.total} · "
             if len(report.pairs) > 1
             else "  "
         )
@@ -581,18 +582,35 @@ def render_summary(report: Report, console: Console) -> None:
         if c[status]:
             say(f"  {status}: {c[status]}", style="red")
     for item in report.problems[:20]:
-        where = f"  {item.region}" if len(report.pairs) > 1 and item.region else ""
-        say(f"    {item.id}{where}  {item.status}  {item.code or ''}  {item.message or ''}")
+        where = f"  {literal(item.region)}" if len(report.pairs) > 1 and item.region else ""
+        say(
+            f"    {literal(item.id)}{where}  {item.status}  {literal(item.code or '')}  "
+            f"{literal(item.message or '')}"
+        )
     if len(report.problems) > 20:
         where = (
-            f" (see the ledger {report.ledger})" if report.ledger else " (--output json lists all)"
+            f" (see the ledger {literal(report.ledger)})"
+            if report.ledger
+            else " (--output json lists all)"
         )
         say(f"    … and {len(report.problems) - 20} more{where}")
+    if report.crashed:
+        say(f"  crashed: {literal(report.crashed.message)}", style="bold red")
+    unverified = report.extra.get("rail_unverified")
+    if unverified:
+        say(
+            f"  refused: {unverified} instance(s) a rail could not check were not sent "
+            "(RailUnverified)",
+            style="bold red",
+        )
     if report.fatal:
-        say(f"  stopped: {report.fatal.code}: {report.fatal.message}", style="bold red")
+        say(
+            f"  stopped: {literal(report.fatal.code)}: {literal(report.fatal.message)}",
+            style="bold red",
+        )
     elif report.stopped:
         why = report.stopped
-        say(f"  stopped early: {why.message or why.code}", style="yellow")
+        say(f"  stopped early: {literal(why.message or why.code)}", style="yellow")
     if report.interrupted:
         say(
             f"  interrupted by {report.signal}: what was not done is recorded as pending",
@@ -620,9 +638,9 @@ def render_summary(report: Report, console: Console) -> None:
             style="green" if u["succeeded"] == undone["total"] else "bold red",
         )
     if report.ledger_error:
-        say(f"  ledger NOT fully written: {report.ledger_error}", style="bold red")
+        say(f"  ledger NOT fully written: {literal(report.ledger_error)}", style="bold red")
     if report.ledger:
-        say(f"  ledger: {report.ledger}")
+        say(f"  ledger: {literal(report.ledger)}")
         stuck = sum(
             1 for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES
         )
@@ -631,8 +649,9 @@ def render_summary(report: Report, console: Console) -> None:
         if c["failed"] + c["pending"] > stuck:
             say(
                 f"  retry the rest: swarm {report.action} --ids "
-                f"<(swarm ledger failed --retryable --action {report.action} {report.ledger})"
+                f"<(swarm ledger failed --retryable --action {report.action} "
+                f"{literal(report.ledger)})"
                 if report.action != "terminate"
                 else f"  retry the rest: swarm terminate --ids "
-                f"<(swarm ledger failed --retryable {report.ledger})"
+                f"<(swarm ledger failed --retryable {literal(report.ledger)})"
             )

@@ -15,10 +15,10 @@ import secrets
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from html import escape
 
 from .files import create_fd
 from .report import PairReport, Problem, Reason, Report, Sample
+from .text import html_text
 
 MAX_PROBLEM_ROWS = 1000  # the ledger has them all; a page this long is already a lot
 
@@ -531,7 +531,8 @@ def _problem_row(p: Problem) -> str:
 
 
 def _e(text: object) -> str:
-    return escape(str(text), quote=True)
+    # Literal first (control and bidi characters made visible), then escaped for HTML.
+    return html_text(text)
 
 
 def _share(part: int, whole: int) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .actions import ActionSpec, Bucket
 from .describe import (
@@ -29,10 +30,12 @@ from .describe import (
     classify_setup,
     describe_job,
     read_attribute_job,
+    stop_if_interrupted,
 )
 from .ec2 import InstanceCall
 from .report import Pair, Problem, Report
 from .run import Job, RunOptions, run_job
+from .text import literal, text
 
 MakeClient = Callable[[Pair], Any]
 
@@ -265,6 +268,7 @@ def check_permission(
         return InstanceCall(make_client(pair), spec, dry_run=True, params=params)
 
     report = run_job(job, make_action, console, classify=classify_setup)
+    stop_if_interrupted(report)
     problems: dict[tuple[Pair, str], Problem] = {
         (Pair(p.account, p.region or ""), p.id): p for p in report.problems
     }
@@ -505,15 +509,16 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
     for row in plan.rows[:SAMPLE_ROWS]:
         info = row.info
         launched = info.launch_time.strftime("%Y-%m-%d %H:%M") if info and info.launch_time else ""
+        # Text cells: a Name tag is anyone's text, never markup (see swarm_cli.text).
         cells = [
-            row.id,
-            (info.name or "") if info else "",
-            info.type if info else "",
-            info.state if info else "",
-            launched,
-            f"[{_STYLES[row.prediction]}]{row.prediction.value}[/]",
+            text(row.id),
+            text((info.name or "") if info else ""),
+            text(info.type if info else ""),
+            text(info.state if info else ""),
+            Text(launched),
+            Text(row.prediction.value, style=_STYLES[row.prediction]),
         ]
-        table.add_row(*([row.pair.label] if several else []), *cells)
+        table.add_row(*([text(row.pair.label)] if several else []), *cells)
     console.print(table)
     if plan.total > SAMPLE_ROWS:
         console.print(f"… and {plan.total - SAMPLE_ROWS} more")
@@ -522,17 +527,25 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
     for pair, perm in plan.permission.items():
         if perm.allowed is False:
             console.print(
-                f"[bold red]not permitted[/] in {pair.label}: {perm.code} {perm.message or ''}"
+                Text.assemble(
+                    ("not permitted", "bold red"),
+                    f" in {literal(pair.label)}: {literal(perm.code)} "
+                    f"{literal(perm.message or '')}",
+                )
             )
         elif perm.allowed is None:
             console.print(
-                f"permission in {pair.label} not checked: {perm.code} {perm.message or ''}"
+                f"permission in {literal(pair.label)} not checked: {literal(perm.code)} "
+                f"{literal(perm.message or '')}",
+                markup=False,
             )
     if plan.unknown:
         first = plan.unknown[0]
         console.print(
-            f"[magenta]{len(plan.unknown)} instance(s) could not be read[/] "
-            f"(e.g. {first.id}: {first.reason})"
+            Text.assemble(
+                (f"{len(plan.unknown)} instance(s) could not be read", "magenta"),
+                f" (e.g. {literal(first.id)}: {literal(first.reason)})",
+            )
         )
     if not plan.protection_checked and plan.action.name in PROTECTION_ATTRIBUTES:
         console.print("protection not checked (--no-check-protection)")

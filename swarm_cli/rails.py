@@ -18,9 +18,12 @@ from .ec2 import classify_exception, redact_url
 from .outcome import Kind
 from .run import EXIT_AUTH, EXIT_REFUSED, EXIT_USAGE
 from .targets import ACCOUNT_ID
+from .text import clip
 
 # The ledger code of an instance left alone because --protect-tag matched it.
 PROTECTED_CODE = "Protected"
+# The ledger code of an instance left alone because a rail could not read what it checks.
+UNVERIFIED_CODE = "RailUnverified"
 SAMPLE_SIZE = 5  # instances named in a confirmation
 PAIRS_SHOWN = 6  # (account, region) pairs named in a confirmation before "and N more"
 _NAME_WIDTH = 60
@@ -165,8 +168,7 @@ def check_max_count(count: int, max_count: int | None, *, action: str = "termina
 def _printable(text: str, width: int = _NAME_WIDTH) -> str:
     # Tags are anyone's text: an escape sequence or a right-to-left override in a
     # Name could redraw or reverse the very lines a person is asked to confirm.
-    shown = "".join(c if c.isprintable() else "?" for c in text)
-    return shown if len(shown) <= width else shown[: width - 1] + "…"
+    return clip(text, width)
 
 
 def confirmation_text(
@@ -196,7 +198,7 @@ def confirmation_text(
         f"About to {action.upper()} {count} {noun}",
         f"  account:  {who}",
         f"  regions:  {where or 'none'}",
-        f"  endpoint: {redact_url(endpoint) or 'AWS default'}",
+        f"  endpoint: {clip(redact_url(endpoint) or 'AWS default', 200)}",
     ]
     shown = list(sample[:SAMPLE_SIZE])
     if shown:

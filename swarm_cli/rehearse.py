@@ -111,12 +111,21 @@ class LoadReporter:
         )
 
 
-def rehearse(job: Job, console: Console) -> Report:
+def rehearse(job: Job, console: Console, *, expect_account: str | None = None) -> Report:
     """Load exactly the job's IDs into a fake EC2 with EC2's default limits and run it.
 
     A rehearsal acts on nothing real, so it writes no ledger (the report's
-    ``ledger`` is None) and says so first.
+    ``ledger`` is None) and says so first. With ``expect_account`` (--expect-account),
+    the IDs that name no account are rehearsed in that account, and the rail is
+    checked with the sandbox's own STS: nothing, STS included, leaves the machine.
+    Raises ``rails.RailError`` when the rail refuses.
     """
+    if expect_account is not None:
+        groups: dict[Pair, list[str]] = {}
+        for pair, group in job.groups.items():
+            into = Pair(pair.account or expect_account, pair.region)
+            groups.setdefault(into, []).extend(group)
+        job = replace(job, groups=groups)
     ids = [i for group in job.groups.values() for i in group]
     config = PRESETS["ec2"]
     bound = max(
@@ -131,6 +140,8 @@ def rehearse(job: Job, console: Console) -> Report:
         f"The limits alone need at least {bound:.1f}s."
     )
     with Sandbox(config) as box:
+        if expect_account is not None:
+            check_in_sandbox(box, expect_account, console)
         loading = LoadReporter(console, len(ids))
         for pair, group in job.groups.items():
             box.load_ids(
@@ -154,6 +165,18 @@ def rehearse(job: Job, console: Console) -> Report:
             f"{report.elapsed_seconds:.1f}s (bound {bound:.1f}s)"
         )
     return report
+
+
+def check_in_sandbox(box: Sandbox, expected: str, console: Console) -> None:
+    """--expect-account in a rehearsal: GetCallerIdentity on the sandbox's STS."""
+    from .ec2 import new_session
+    from .rails import check_account
+    from .targets import ACCOUNT_ID
+
+    credentials = box.credentials(expected) if ACCOUNT_ID.fullmatch(expected) else CREDENTIALS
+    session = new_session(**credentials)
+    got = check_account(session, expected, endpoint_url=box.endpoint, region=box.config.region)
+    console.print(f"account {got}: as expected (the sandbox's STS)", markup=False)
 
 
 DEMO_REGIONS = ("us-east-1", "eu-west-1", "ap-southeast-2", "us-west-2", "sa-east-1")

@@ -96,6 +96,8 @@ class PairReport:
     fatal: Reason | None = None
     stopped: Reason | None = None
     gave_up: bool = False
+    # An unexpected exception ended this pair's thread (or kept it from starting).
+    crashed: Reason | None = None
     endpoint: str | None = None
     # Points over time (bounded): the charts' data; left out of the JSON summary.
     series: list[Sample] = field(default_factory=list, repr=False)
@@ -153,6 +155,10 @@ class Report:
         return self.budget_spent or next((p.stopped for p in self.pairs if p.stopped), None)
 
     @property
+    def crashed(self) -> Reason | None:
+        return next((p.crashed for p in self.pairs if p.crashed), None)
+
+    @property
     def gave_up(self) -> bool:
         return any(p.gave_up for p in self.pairs)
 
@@ -195,6 +201,7 @@ class Report:
             "problems": [asdict(p) for p in self.problems],
             "fatal": plain(self.fatal),
             "stopped": plain(self.stopped),
+            "crashed": plain(self.crashed),
             "interrupted": self.interrupted,
             "signal": self.signal,
             "gave_up": self.gave_up,

@@ -27,6 +27,7 @@ from .report import Pair, PairReport, Problem, Reason, Report
 from .rto import FixedTimeout, Rto
 from .runtime import Runtime
 from .stats import Stats
+from .text import literal
 from .trace import Trace
 from .window import ADAPTIVE, Profile, new_controller
 
@@ -175,8 +176,10 @@ class CallLog:
         if event.type != "answered":
             return
         o = event.outcome
-        what = "ok" if o is None or o.kind is Kind.SUCCEEDED else (o.code or o.kind.value)
-        ids = ",".join(event.ids[:3]) + (f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else "")
+        what = "ok" if o is None or o.kind is Kind.SUCCEEDED else literal(o.code or o.kind.value)
+        ids = literal(",".join(event.ids[:3])) + (
+            f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else ""
+        )
         self.console.print(
             f"{self.prefix}{len(event.ids)} ID(s) {ids} · {event.latency * 1000:.0f} ms · "
             f"{what} · cwnd {event.cwnd:.1f} · {event.phase}",
@@ -221,6 +224,8 @@ def exit_code(report: Report, *, missing_ok: bool = False) -> int:
         return EXIT_AUTH
     if report.signal is not None:
         return 128 + signal.Signals[report.signal].value
+    if report.crashed is not None:  # whatever the counts say, the run did not finish
+        return EXIT_FAILED
     c = report.counts
     left = c["failed"] + c["pending"] + (0 if missing_ok else c["missing"])
     return EXIT_FAILED if left else EXIT_OK
@@ -264,15 +269,48 @@ class _Lane:
         self.stats = stats
         self.result = RunResult()
         self.done: list[str] = []
+        # Each intent's last outcome as the subscribers saw it: what a lane that died holds.
+        self.resolved: dict[str, str] = {}
+        # An exception that ended this lane's thread, or kept it from starting.
+        self.crash: BaseException | None = None
         engine.subscribers.append(self._note)
         self.thread = threading.Thread(target=self._run, name=f"swarm-{pair.label}", daemon=True)
 
     def _note(self, event: Event) -> None:
+        if event.type in RESOLVED:
+            self.resolved[event.ids[0]] = event.type
         if event.type == "succeeded":
             self.done.append(event.ids[0])
 
     def _run(self) -> None:
-        self.result = self.engine.run(self.ids, self.settled)
+        try:
+            self.result = self.engine.run(self.ids, self.settled)
+        except BaseException as err:  # the run must end non-zero, naming it
+            self.crash = err
+            self.engine.stop(self.crashed)
+
+    def start(self) -> None:
+        try:
+            self.thread.start()
+        except BaseException as err:  # e.g. no thread can be started
+            self.crash = err
+
+    @property
+    def crashed(self) -> Outcome | None:
+        """Why this lane ended without finishing its engine's run, or None."""
+        err = self.crash
+        if err is None:
+            return None
+        return Outcome(Kind.UNREACHABLE, "InternalError", f"{type(err).__name__}: {err}")
+
+    def settle_crash(self) -> None:
+        """A lane that died: what its subscribers saw resolved, the rest pending (as the
+        ledger has them: written ahead, never resolved)."""
+        counts: dict[str, int] = dict.fromkeys(RESOLVED, 0)
+        for status in self.resolved.values():
+            counts[status] += 1
+        counts["pending"] += len(set(self.ids) - set(self.resolved))
+        self.result = RunResult(counts=counts, stopped=self.crashed)
 
 
 def _no_action(ids: Sequence[str]) -> Mapping[str, Outcome]:
@@ -368,10 +406,13 @@ def run_job(
             gc.enable()
             with view:
                 for lane in lanes:
-                    lane.thread.start()
+                    lane.start()
                 for lane in lanes:
                     while lane.thread.is_alive():  # a timed join lets signal handlers run
                         lane.thread.join(0.1)
+            for lane in lanes:
+                if lane.crash is not None:
+                    lane.settle_crash()
         else:
             for lane in lanes:
                 lane.result.counts["pending"] = len(lane.ids)  # nothing was sent
@@ -388,7 +429,7 @@ def run_job(
         sent = (
             "no more calls were sent" if any(la.stats.calls for la in lanes) else "nothing was sent"
         )
-        console.print(Text.assemble(("error:", "bold red"), f" {ledger_error}; {sent}"))
+        console.print(Text.assemble(("error:", "bold red"), f" {literal(ledger_error)}; {sent}"))
         if unrecorded:
             console.print(
                 f"{len(unrecorded)} outcome(s) could not be recorded; here they are as "
@@ -397,6 +438,18 @@ def run_job(
             for record in unrecorded:
                 console.out(json.dumps(record, sort_keys=True), highlight=False)
 
+    for lane in lanes:
+        crashed = lane.crashed
+        if crashed is not None:
+            left = lane.result.counts["pending"]
+            console.print(
+                Text.assemble(
+                    ("error:", "bold red"),
+                    f" {literal(lane.pair.label)} stopped on an unexpected "
+                    f"{literal(crashed.message)}; its {left} intent(s) not done are pending"
+                    + (" in the ledger" if writer is not None else ""),
+                )
+            )
     signals = [la.result.signal for la in lanes if la.result.signal is not None]
     report = Report(
         run=run_id,
@@ -430,7 +483,7 @@ def _open_trace(path: str | None, started: float, console: Console) -> Trace | N
         return Trace(path, started=started)
     except OSError as err:
         console.print(
-            Text.assemble(("warning:", "bold yellow"), f" no trace: {err.strerror or err}")
+            Text.assemble(("warning:", "bold yellow"), f" no trace: {literal(err.strerror or err)}")
         )
         return None
 
@@ -453,5 +506,6 @@ def _pair_report(lane: _Lane) -> PairReport:
         fatal=Reason.of(r.fatal),
         stopped=Reason.of(r.stopped),
         gave_up=r.gave_up,
+        crashed=Reason.of(lane.crashed),
     )
     return lane.stats.report(row)

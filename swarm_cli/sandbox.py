@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from urllib.parse import parse_qs, parse_qsl, urlencode
+from xml.sax.saxutils import escape as xml_escape
 
 from .actions import ACTIONS, DESCRIBE_LIMITS
 from .actions.base import Bucket
@@ -212,10 +213,18 @@ def _error_xml(code: str, message: str) -> tuple[bytes, str]:
     request_id = str(uuid.uuid4())
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message>"
+        f"<Response><Errors><Error><Code>{xml_escape(code)}</Code>"
+        f"<Message>{xml_escape(message)}</Message>"
         f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
     )
     return body.encode(), request_id
+
+
+@dataclass(frozen=True)
+class _Fault:
+    status: int
+    code: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -578,6 +587,36 @@ class Ec2Front:
         # Wall-clock time (time.time(), comparable across processes) at which the
         # first instance-action call of a client under test arrived; None before it.
         self.first_call_at: float | None = None
+        # Per API action: the error every call of a client under test gets (fail_action).
+        self._failing: dict[str, _Fault] = {}
+        # Instance IDs DescribeInstances leaves out of its answers (omit_from_describe).
+        self._omitted: frozenset[str] = frozenset()
+
+    def fail_action(
+        self,
+        action: str,
+        status: int | None = 500,
+        code: str = "InternalError",
+        message: str = "An internal error has occurred (injected by the sandbox).",
+    ) -> None:
+        """Answer every call of ``action`` (e.g. ``DescribeInstances``) with this error.
+
+        ``status`` None turns it off. A 403 ``UnauthorizedOperation`` plays a denied
+        permission, which moto never answers. Admin calls are never failed.
+        """
+        if status is not None:
+            _check_status(status)
+        with self._lock:
+            if status is None:
+                self._failing.pop(action, None)
+            else:
+                self._failing[action] = _Fault(status, code, message)
+
+    def omit_from_describe(self, ids: Iterable[str]) -> None:
+        """DescribeInstances answers as if these instances were not asked about: no error,
+        just absent from the answer (as an eventually consistent read can be)."""
+        with self._lock:
+            self._omitted = frozenset(ids)
 
     def hang(
         self, on: bool = True, *, every_call: bool = False, after_effect: bool = False
@@ -760,6 +799,20 @@ class Ec2Front:
         try:
             if not self._hold(mutating, after_effect=False):
                 return self._going_away(start_response)
+            with self._lock:
+                fault, omitted = self._failing.get(action), self._omitted
+            if fault is not None:
+                reason = http.HTTPStatus(fault.status).phrase
+                return self._error(
+                    start_response, f"{fault.status} {reason}", fault.code, fault.message
+                )
+            if action == "DescribeInstances" and omitted and set(ids) & omitted:
+                kept = [i for i in ids if i not in omitted]
+                if not kept:
+                    return self._no_reservations(start_response)
+                body = _form_with_ids(body, kept)
+                _set_body(environ, body)
+                ids = kept
             if mutating:
                 self.sleep(self._delay())
             if action in self._limits:
@@ -874,6 +927,18 @@ class Ec2Front:
             "ServiceUnavailable",
             "The sandbox is going away.",
         )
+
+    @staticmethod
+    def _no_reservations(start_response: StartResponse) -> list[bytes]:
+        """A DescribeInstances answer that lists nothing."""
+        request_id = str(uuid.uuid4())
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            f"<requestId>{request_id}</requestId><reservationSet/></DescribeInstancesResponse>"
+        ).encode()
+        start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))])
+        return [body]
 
     @staticmethod
     def _error(start_response: StartResponse, status: str, code: str, message: str) -> list[bytes]:
@@ -1096,6 +1161,20 @@ class Sandbox:
     ) -> None:
         """Hold calls unanswered while on; see ``Ec2Front.hang``."""
         self._front().hang(on, every_call=every_call, after_effect=after_effect)
+
+    def fail_action(
+        self,
+        action: str,
+        status: int | None = 500,
+        code: str = "InternalError",
+        message: str = "An internal error has occurred (injected by the sandbox).",
+    ) -> None:
+        """Answer every call of ``action`` with this error (None: answer normally again)."""
+        self._front().fail_action(action, status, code, message)
+
+    def omit_from_describe(self, ids: Iterable[str]) -> None:
+        """DescribeInstances leaves these instances out of its answers, without an error."""
+        self._front().omit_from_describe(ids)
 
     def empty_throttles(self, status: int | None) -> None:
         """Answer empty buckets with ``status`` and no body; None restores EC2's answer."""

@@ -7,6 +7,7 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
 from .report import PairReport, Problem, Report, Sample
+from .text import markdown_code, markdown_text
 
 CHART_POINTS = 60  # x points of the window chart: enough for the sawtooth, little to read
 CHART_PAIRS = 4  # lines in one chart; more would be a tangle
@@ -16,15 +17,9 @@ ORDER = ("failed", "pending", "missing")  # what needs doing first, first
 
 
 def cell(value: object) -> str:
-    """A value safe inside a table cell: a pipe would end the cell, a newline the row."""
-    text = "" if value is None else str(value)
-    return (
-        text.replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "&lt;")
-        .replace("\r", " ")
-        .replace("\n", " ")
-    )
+    """A value shown literally inside a table cell (or any line): a pipe would end the
+    cell, a newline the row, and markup or HTML would be rendered; see ``text``."""
+    return "" if value is None else markdown_text(value)
 
 
 def _number(value: float) -> str:
@@ -62,7 +57,7 @@ def mermaid_chart(pairs: Sequence[PairReport], points: int = CHART_POINTS) -> st
     out.append("```")
     if len(drawn) > 1 or len(pairs) > len(drawn):
         legend = ", ".join(
-            f"{name}: {p.pair.label}" for (name, _), p in zip(PALETTE, drawn, strict=False)
+            f"{name}: {cell(p.pair.label)}" for (name, _), p in zip(PALETTE, drawn, strict=False)
         )
         left_out = len(pairs) - len(drawn)
         rest = f"; {left_out} more pair(s) not drawn" if left_out else ""
@@ -82,15 +77,15 @@ def _title(report: Report) -> str:
 def _notes(report: Report) -> list[str]:
     notes = []
     if report.fatal:
-        notes.append(f"**Stopped:** {report.fatal.code}: {report.fatal.message}")
+        notes.append(f"**Stopped:** {cell(report.fatal.code)}: {cell(report.fatal.message)}")
     elif report.stopped:
-        notes.append(f"**Stopped early:** {report.stopped.message or report.stopped.code}")
+        notes.append(f"**Stopped early:** {cell(report.stopped.message or report.stopped.code)}")
     if report.interrupted:
         notes.append(
-            f"**Interrupted** by {report.signal}: what was not done is recorded as pending."
+            f"**Interrupted** by {cell(report.signal)}: what was not done is recorded as pending."
         )
     if report.ledger_error:
-        notes.append(f"**Ledger not fully written:** {report.ledger_error}")
+        notes.append(f"**Ledger not fully written:** {cell(report.ledger_error)}")
     return notes
 
 
@@ -151,7 +146,7 @@ def markdown_summary(report: Report, *, max_failed: int = 50) -> str:
     """The run for a person reading a workflow's summary page."""
     out = [_title(report), ""]
     if report.endpoint:
-        out += [f"Endpoint: `{report.endpoint}`", ""]
+        out += [f"Endpoint: {markdown_code(report.endpoint)}", ""]
     for note in _notes(report):
         out += [note, ""]
     out += [*_counts_table(report), ""]
@@ -164,7 +159,7 @@ def markdown_summary(report: Report, *, max_failed: int = 50) -> str:
             "",
         ]
     if report.ledger:
-        out += [f"Ledger: `{report.ledger}`", ""]
+        out += [f"Ledger: {markdown_code(report.ledger)}", ""]
     chart = mermaid_chart(report.pairs)
     if chart:
         out += [chart, ""]

@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TextIO
 
 INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
 REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")
@@ -52,11 +53,38 @@ class Target:
         return "/".join(part for part in (self.account, self.region, self.id) if part)
 
 
+# Longest line read whole: a longer one is reported by its start and its length, never
+# held in memory (an ID list is short lines; a 1 GiB line is a mistake or an attack).
+MAX_LINE = 65536
+# Characters of a bad line (or value) quoted back to the user.
+QUOTE_WIDTH = 80
+
+
+class _LongLine(str):
+    """The first ``MAX_LINE`` characters of a longer line; ``length`` is the whole line's."""
+
+    length: int = 0
+
+
+def quote(text: str, length: int | None = None, width: int = QUOTE_WIDTH) -> str:
+    """``text`` quoted as Python would (control characters escaped), cut to ``width``
+    characters with an ellipsis and the whole length when longer."""
+    n = len(text) if length is None else length
+    if n <= width:
+        return repr(text)
+    return f"{text[:width]!r}… ({n:,} characters)"
+
+
 @dataclass(frozen=True)
 class BadLine:
     line: int
-    text: str
+    text: str  # at most MAX_LINE characters of it
     reason: str
+    length: int | None = None  # the whole line's, when ``text`` is its start only
+
+    def quoted(self, width: int = QUOTE_WIDTH) -> str:
+        """The line as shown in an error: quoted, cut short when long."""
+        return quote(self.text, self.length, width)
 
 
 @dataclass
@@ -104,11 +132,25 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _too_long(numbered: list[tuple[int, str]], builder: _Builder) -> list[tuple[int, str]]:
+    """The lines of a sane length; each longer one is reported bad by its start."""
+    if not any(isinstance(text, _LongLine) for _, text in numbered):
+        return numbered
+    kept = []
+    for number, text in numbered:
+        if isinstance(text, _LongLine):
+            reason = f"line too long ({text.length:,} characters; at most {MAX_LINE - 1:,})"
+            builder.targets.bad.append(BadLine(number, str(text), reason, text.length))
+        else:
+            kept.append((number, text))
+    return kept
+
+
 def _parse_targets(lines: Iterable[str], source: str) -> Targets:
-    numbered = list(_numbered(lines))
+    builder = _Builder()
+    numbered = _too_long(list(_numbered(lines)), builder)
     first = next((text for _, text in numbered if _content(text)), "")
     head = first.strip()
-    builder = _Builder()
     if head.startswith("{"):
         builder.targets.format = "jsonl"
         _parse_jsonl(numbered, builder, source)
@@ -117,6 +159,7 @@ def _parse_targets(lines: Iterable[str], source: str) -> Targets:
         _parse_table(numbered, delimiter, builder)
     else:
         _parse_plain(numbered, builder)
+    builder.targets.bad.sort(key=lambda bad: bad.line)
     return builder.targets
 
 
@@ -127,7 +170,8 @@ def parse_ids(lines: Iterable[str]) -> Targets:
     """
     builder = _Builder()
     with _collector_paused():
-        _parse_plain(list(_numbered(lines)), builder)
+        _parse_plain(_too_long(list(_numbered(lines)), builder), builder)
+    builder.targets.bad.sort(key=lambda bad: bad.line)
     return builder.targets
 
 
@@ -136,10 +180,12 @@ def read_targets(path: str, stdin: Iterable[str] | None = None) -> Targets:
     if path == "-":
         if stdin is None:
             raise TargetsError("no standard input to read IDs from")
+        if hasattr(stdin, "readline"):  # a stream, not a list of lines already read
+            stdin = bounded_lines(stdin)  # type: ignore[arg-type]
         return parse_targets(stdin, source="standard input")
     try:
         with open(path, encoding="utf-8", newline="") as handle:
-            return parse_targets(handle.read().splitlines(), source=path)
+            return parse_targets(bounded_lines(handle), source=path)
     except FileNotFoundError:
         raise TargetsError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -195,8 +241,32 @@ class _Builder:
         self.targets.bad.append(BadLine(line, text, reason))
 
 
+def bounded_lines(handle: TextIO, limit: int = MAX_LINE) -> Iterator[str]:
+    """The lines of ``handle``, none held longer than ``limit`` characters.
+
+    A longer line comes as a ``_LongLine``: its first ``limit`` characters and its
+    length, the rest read and dropped a piece at a time.
+    """
+    while line := handle.readline(limit):
+        if len(line) < limit or line.endswith(("\n", "\r")):
+            yield line
+            continue
+        length = len(line)
+        while more := handle.readline(limit):
+            ended = more.endswith(("\n", "\r"))
+            length += len(more) - (1 if ended else 0)
+            if ended or len(more) < limit:
+                break
+        long = _LongLine(line)
+        long.length = length
+        yield long
+
+
 def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
     for number, raw in enumerate(lines, start=1):
+        if isinstance(raw, _LongLine):
+            yield number, raw
+            continue
         text = raw.lstrip("\ufeff") if number == 1 else raw
         yield number, text.rstrip("\r\n")
 
@@ -360,12 +430,16 @@ def _check(
 ) -> None:
     reasons: list[str] = []
     if not INSTANCE_ID.fullmatch(instance):
-        reasons.append(f"bad ID {instance!r}: {_id_reason(instance)}" if instance else "no ID")
+        reasons.append(
+            f"bad ID {quote(instance, width=40)}: {_id_reason(instance)}" if instance else "no ID"
+        )
     if region is not None and not REGION.fullmatch(region):
-        reasons.append(f"bad region {region!r}: expected a region name such as us-east-1")
+        reasons.append(
+            f"bad region {quote(region, width=40)}: expected a region name such as us-east-1"
+        )
     if account is not None and not ACCOUNT_ID.fullmatch(account):
         hint = " (leading zeros lost?)" if account.isdigit() and len(account) < 12 else ""
-        reasons.append(f"bad account {account!r}: expected 12 digits{hint}")
+        reasons.append(f"bad account {quote(account, width=40)}: expected 12 digits{hint}")
     if reasons:
         builder.bad(number, text, "; ".join(reasons))
     else:

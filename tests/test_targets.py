@@ -246,3 +246,38 @@ def test_reading_leaves_the_garbage_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_huge_bad_line_is_reported_by_its_start_and_length(tmp_path: Path) -> None:
+    from swarm_cli.targets import MAX_LINE, QUOTE_WIDTH, bounded_lines
+
+    huge = "x" * (5 * 1024 * 1024)  # a few MB on one line
+    path = tmp_path / "ids.txt"
+    path.write_text(f"i-0123456789abcdef0\n{huge}\ni-0123456789abcdef1\r\n")
+    targets = read_targets(str(path))
+    assert targets.ids == ["i-0123456789abcdef0", "i-0123456789abcdef1"]
+    [bad] = targets.bad
+    assert bad.line == 2 and bad.length == len(huge)
+    assert len(bad.text) <= MAX_LINE  # never held whole
+    shown = bad.quoted()
+    assert shown.startswith("'xxx") and f"… ({len(huge):,} characters)" in shown
+    assert len(shown) < QUOTE_WIDTH + 40
+    # Lines are read a bounded piece at a time, whatever their length.
+    with open(path, encoding="utf-8", newline="") as handle:
+        assert max(map(len, bounded_lines(handle, limit=1000))) <= 1000
+
+
+def test_the_cli_quotes_a_huge_bad_line_cut_short(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from swarm_cli.cli import app
+
+    huge = "i-" + "z" * (3 * 1024 * 1024)
+    path = tmp_path / "ids.txt"
+    path.write_text(f"{huge}\n")
+    result = CliRunner().invoke(app, ["terminate", "--ids", str(path), "--yes"])
+    assert result.exit_code == 2
+    assert "nothing was sent" in result.stderr
+    line = next(x for x in result.stderr.splitlines() if x.startswith("  line 1:"))
+    assert len(line) < 300
+    assert f"({len(huge):,} characters)" in line

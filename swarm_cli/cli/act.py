@@ -5,7 +5,9 @@ options from the generated function's signature, so this module resolves its
 annotations at definition time (no ``from __future__ import annotations``).
 """
 
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -28,6 +30,7 @@ from ..outcome import Kind, Outcome
 from ..rails import (
     PROTECTED_CODE,
     SAMPLE_SIZE,
+    UNVERIFIED_CODE,
     RailError,
     account_alias,
     ask,
@@ -49,6 +52,7 @@ from ..run import (
     run_job,
 )
 from ..targets import Targets, TargetsError, read_ids
+from ..text import clip, literal
 from .common import (
     AccountsOpt,
     BatchSize,
@@ -79,6 +83,7 @@ from .common import (
     app,
     batch_options,
     consoles,
+    emit_json,
     error,
     fail,
     finish,
@@ -133,7 +138,46 @@ class Flags:
     plan_out: str | None = None
 
 
+class _Stage:
+    """How far a command got: once ``sending``, a stop is the run's own to record."""
+
+    def __init__(self) -> None:
+        self.sending = False
+
+
 def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
+    """One action command; whatever stops it before anything is sent says so, and leaves
+    no empty ledger behind (one this command created and never wrote to)."""
+    stage = _Stage()
+    ledger = flags.ledger if not (flags.sandbox or flags.dry_run) else None
+    existed = ledger is None or os.path.lexists(ledger)
+    try:
+        _run_action(spec, flags, stage)
+    except KeyboardInterrupt as exc:
+        if stage.sending:
+            raise
+        if not existed and ledger is not None:
+            remove_empty(ledger)
+        _, err = consoles()
+        name = getattr(exc, "signal", "SIGINT")
+        error(err, f"interrupted by {name} before anything was sent: nothing was sent")
+        raise typer.Exit(128 + signal.Signals[name].value) from None
+    except typer.Exit:
+        if not stage.sending and not existed and ledger is not None:
+            remove_empty(ledger)
+        raise
+
+
+def remove_empty(path: str) -> None:
+    """Delete ``path`` if it is a regular file holding nothing (a ledger nobody wrote)."""
+    import stat
+
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(path).st_mode) and os.lstat(path).st_size == 0:
+            os.unlink(path)
+
+
+def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
     from ..ec2 import redact_url
 
     out, err = consoles()
@@ -153,7 +197,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     accounts = load_account_map(flags.accounts, flags.role_arn, err)
     region = flags.region or session_region(flags.profile, err)
     reach = Reach(flags, accounts, flags.options.window.max_window)
-    if flags.expect_account:
+    if flags.expect_account and not flags.sandbox:  # a rehearsal checks it in the sandbox
         expect_account(flags, region, err)
     found: dict[str, Instance] = {}
     if selecting:
@@ -172,14 +216,16 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     resumed = 0
     done = succeeded(flags.ledger, spec.name, err) if flags.resume else None
     if flags.resume and done is None:
-        err.print(f"resume: no records in {flags.ledger} yet; every ID is to go", markup=False)
+        err.print(
+            f"resume: no records in {literal(flags.ledger)} yet; every ID is to go", markup=False
+        )
     elif done is not None:
         before = sum(len(ids) for ids in groups.values())
         groups = {p: [i for i in ids if i not in done] for p, ids in groups.items()}
         left = sum(len(ids) for ids in groups.values())
         resumed = before - left
         err.print(
-            f"resume: {before - left} already {spec.verb} per {flags.ledger}; {left} not "
+            f"resume: {before - left} already {spec.verb} per {literal(flags.ledger)}; {left} not "
             f"known {spec.verb}",
             markup=False,
         )
@@ -204,14 +250,20 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
         if flags.output is Output.json:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)
-            out.file.write(json_text(report.to_dict()))
+            emit_json(report.to_dict())
         raise typer.Exit(0)
     if flags.sandbox:
         require_sandbox(err)
         from ..rehearse import rehearse
 
+        stage.sending = True
         with interruptible(err):
-            report = rehearse(Job(spec, groups, options, title), err)
+            try:
+                report = rehearse(
+                    Job(spec, groups, options, title), err, expect_account=flags.expect_account
+                )
+            except RailError as exc:
+                fail(err, exc.message, exc.code)
         if flags.report:
             save_report(report, flags.report, err)
         finish(report, flags.output, out, err, quiet=flags.quiet)
@@ -231,11 +283,17 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     if not flags.yes and to_send:
         confirm(spec, to_send, endpoint, flags, reach, found, err)
     job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
+    stage.sending = True
 
     def action(pair: Pair) -> InstanceCall:
         return InstanceCall(reach.client(pair), spec, params=flags.params)
 
     report = run_job(job, action, err, classify=classify_exception)
+    unverified = unverified_count(settled)
+    if unverified:
+        report.extra["rail_unverified"] = unverified
+        if report.exit_code in (0, EXIT_FAILED):  # a rail that could not see refused them
+            report.exit_code = EXIT_REFUSED
     follow_up(spec, flags, job, report, reach, err)
     step_summary(report, err)
     if flags.report:
@@ -338,7 +396,7 @@ def expect_account(flags: Flags, region: str | None, err: Console) -> None:
         fail(err, exc.message, exc.code)
     except Exception as exc:
         client_error(exc, err)
-    err.print(f"account {got}: as expected")
+    err.print(f"account {literal(got)}: as expected", markup=False)
 
 
 def selection_pairs(
@@ -405,12 +463,14 @@ def select_groups(
             fail(err, f"{pair.label}: {exc}", EXIT_AUTH)
         groups[pair] = [i.id for i in chosen]
         found.update({i.id: i for i in chosen})
-    shown = ", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters)
+    shown = literal(", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters))
     extra = (f", older than {flags.older_than}" if older else "") + (
         f", minus {len(exclude)} excluded" if exclude else ""
     )
     count = sum(len(v) for v in groups.values())
-    err.print(f"selected {count} instance(s) in {len(pairs)} pair(s) by {shown}{extra}")
+    err.print(
+        f"selected {count} instance(s) in {len(pairs)} pair(s) by {shown}{extra}", markup=False
+    )
     return groups
 
 
@@ -423,11 +483,19 @@ def protected_by_tags(
     found: dict[str, Instance],
     err: Console,
 ) -> dict[Pair, dict[str, Outcome]]:
-    """--protect-tag: instances carrying the tag are never sent; they are recorded failed."""
-    predicate = protect_tags(flags.protect_tags)
+    """--protect-tag: instances carrying the tag are never sent; they are recorded failed.
+
+    The rail fails closed: an instance whose tags could not be read (DescribeInstances
+    denied, failing, or silent about it) is not sent either; it is recorded failed
+    (``RailUnverified``) with the reason, and the run exits 3.
+    """
+    try:
+        predicate = protect_tags(flags.protect_tags)
+    except RailError as exc:
+        fail(err, exc.message, exc.code)
     if predicate is None:
         return {}
-    describe_missing(groups, reach, options, found, err)
+    unread = describe_missing(groups, reach, options, found, err)
     refused = Outcome(
         Kind.PERMANENT, PROTECTED_CODE, "carries a tag that --protect-tag protects; not sent"
     )
@@ -437,10 +505,32 @@ def protected_by_tags(
         _, protected = split_protected(known, predicate)
         if protected:
             settled[pair] = {i.id: refused for i in protected}
-    count = sum(len(v) for v in settled.values())
+        for i in ids:
+            if i in unread:
+                settled.setdefault(pair, {})[i] = Outcome(
+                    Kind.PERMANENT,
+                    UNVERIFIED_CODE,
+                    f"--protect-tag could not read its tags ({unread[i]}); not sent",
+                )
+    count = sum(o.code == PROTECTED_CODE for v in settled.values() for o in v.values())
     if count:
         err.print(f"--protect-tag: {count} instance(s) protected; they will be recorded, not sent")
+    if unread:
+        example = next(iter(unread.values()))
+        error(
+            err,
+            f"--protect-tag could not read the tags of {len(unread)} instance(s) (e.g. "
+            f"{example}): they will not be sent, and are recorded failed ({UNVERIFIED_CODE})",
+        )
     return settled
+
+
+def unverified_count(settled: Mapping[Pair, Mapping[str, Outcome]]) -> int:
+    """Intents a rail could not check, settled unsent: the run then exits 3."""
+    return sum(o.code == UNVERIFIED_CODE for v in settled.values() for o in v.values())
+
+
+NOT_LISTED = "NotListed"  # describe.NOT_LISTED_CODE, without importing it at start-up
 
 
 def describe_missing(
@@ -449,19 +539,38 @@ def describe_missing(
     options: RunOptions,
     found: dict[str, Instance],
     err: Console,
-) -> None:
-    """Tags and names of listed instances a selection did not already read."""
-    from ..describe import describe
+) -> dict[str, str]:
+    """Tags and names of listed instances a selection did not already read.
+
+    Returns the IDs that could not be read, each with why: denied, failing, or left out
+    of DescribeInstances' answer. Those EC2 names as unknown are not among them (an
+    instance that does not exist cannot be harmed: its call fails as missing).
+    """
+    from ..describe import BAD_ID_CODES, describe_job
 
     wanted = {p: [i for i in ids if i not in found] for p, ids in groups.items()}
     wanted = {p: ids for p, ids in wanted.items() if ids}
     if not wanted:
-        return
-    read = describe(
+        return {}
+    read, report = describe_job(
         wanted, reach.client, err, options=replace(options, ledger=None, progress="none")
     )
     for infos in read.values():
         found.update({i: info for i, info in infos.items() if info is not None})
+    problems = {(p.region, p.account, p.id): p for p in report.problems}
+    unread: dict[str, str] = {}
+    for pair, ids in wanted.items():
+        for i in ids:
+            if i in found:
+                continue
+            problem = problems.get((pair.region, pair.account, i))
+            if problem is not None and problem.code in BAD_ID_CODES:
+                continue
+            why = "not read" if problem is None else (problem.code or problem.status)
+            if problem is not None and problem.message and problem.code != NOT_LISTED:
+                why += f": {problem.message}"
+            unread[i] = why
+    return unread
 
 
 def show_plan(
@@ -474,7 +583,7 @@ def show_plan(
     err: Console,
 ) -> NoReturn:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
-    from ..plan import estimate, make_plan, plan_json, render_plan, write_plan_ids
+    from ..plan import Prediction, estimate, make_plan, plan_json, render_plan, write_plan_ids
 
     plan = make_plan(
         spec,
@@ -485,13 +594,30 @@ def show_plan(
         check_protection=flags.check_protection,
         params=flags.params,
     )
+    try:
+        predicate = protect_tags(flags.protect_tags)
+    except RailError as exc:
+        fail(err, exc.message, exc.code)
+    if predicate is not None:
+        # As the run will: a tagged instance is recorded failed (Protected), never sent;
+        # one whose tags could not be read is already predicted unknown.
+        plan.rows = [
+            replace(r, prediction=Prediction.PROTECTED, reason="carries a --protect-tag tag")
+            if r.info is not None and predicate(r.info.tags)
+            else r
+            for r in plan.rows
+        ]
     est = estimate(spec, plan, options.batch_size)
     if flags.plan_out:
         count = write_plan_ids(plan, flags.plan_out)
-        err.print(f"plan: {count} instance(s) that would be acted on written to {flags.plan_out}")
+        err.print(
+            f"plan: {count} instance(s) that would be acted on written to "
+            f"{literal(flags.plan_out)}",
+            markup=False,
+        )
     if flags.output is Output.json:
         render_plan(plan, est, err)
-        out.file.write(json_text({"dry_run": True, **plan_json(plan, est)}))
+        emit_json({"dry_run": True, **plan_json(plan, est)})
     else:
         render_plan(plan, est, out)
     raise typer.Exit(EXIT_FAILED if plan.would_fail or plan.unknown else 0)
@@ -520,7 +646,7 @@ def follow_up(
             else:
                 plan = undo_report(report)
         except (SagaError, LedgerError) as exc:
-            err.print(f"rollback: {exc}", markup=False)
+            err.print(f"rollback: {literal(exc)}", markup=False)
         else:
             # Calls still unanswered when the budget stopped the run may have been done.
             groups = reconcile_undo(plan, reach, job.options, err)
@@ -586,7 +712,7 @@ def save_report(report: Report, path: str, err: Console) -> None:
     except OSError as exc:
         warn(err, f"could not write the report {path}: {exc.strerror or exc}")
     else:
-        err.print(f"report: {path}", markup=False)
+        err.print(f"report: {literal(path)}", markup=False)
 
 
 def step_summary(report: Report, err: Console) -> None:
@@ -815,12 +941,6 @@ def _never(pair: Pair) -> Callable[[Any], Mapping[str, Any]]:
     raise AssertionError("a job with no pairs makes no action")
 
 
-def json_text(data: Mapping[str, Any]) -> str:
-    import json
-
-    return json.dumps(data, indent=2, default=str) + "\n"
-
-
 def load_targets(ids: str, err: Console) -> Targets:
     try:
         targets = read_ids(ids, sys.stdin if ids == "-" else None)
@@ -830,7 +950,7 @@ def load_targets(ids: str, err: Console) -> Targets:
         shown = targets.bad[:20]
         error(err, f"{len(targets.bad)} invalid line(s) in {ids}; nothing was sent:")
         for bad in shown:
-            err.print(f"  line {bad.line}: {bad.text!r}: {bad.reason}", markup=False)
+            err.print(f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}", markup=False)
         if len(targets.bad) > len(shown):
             err.print(f"  … and {len(targets.bad) - len(shown)} more")
         raise typer.Exit(EXIT_USAGE)
@@ -1357,11 +1477,13 @@ def list_cmd(
             for p, ids in groups.items()
             for i in ids
         ]
-        out.file.write(json_text({"instances": rows}))
+        emit_json({"instances": rows})
         return
     if len(groups) > 1 or any(p.account for p in groups):
         out.file.write("instance_id,region,account\n")
         for p, ids in groups.items():
-            out.file.write("".join(f"{i},{p.region},{p.account or ''}\n" for i in ids))
+            out.file.write(
+                "".join(f"{literal(i)},{literal(p.region)},{p.account or ''}\n" for i in ids)
+            )
     else:
-        out.file.write("".join(f"{i}\n" for ids in groups.values() for i in ids))
+        out.file.write("".join(f"{literal(i)}\n" for ids in groups.values() for i in ids))

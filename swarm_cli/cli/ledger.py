@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from enum import Enum
@@ -25,7 +24,8 @@ from ..ledger import (
 )
 from ..run import EXIT_FAILED, EXIT_USAGE
 from ..targets import Target, Targets, TargetsError, read_ids
-from .common import Output, OutputOpt, ledger_app
+from ..text import literal
+from .common import Output, OutputOpt, emit_json, ledger_app
 
 LedgersArg = Annotated[
     list[Path],
@@ -100,7 +100,8 @@ def ledger_failed(
         actions = sorted({act for act, _ in state})
         if len(actions) > 1:
             typer.echo(
-                f"error: the ledger holds {', '.join(actions)}: pass --action to say which",
+                f"error: the ledger holds {literal(', '.join(actions))}: pass --action to say "
+                "which",
                 err=True,
             )
             raise typer.Exit(EXIT_USAGE)
@@ -122,10 +123,14 @@ def ledger_failed(
     if form is ListFormat.csv or (
         form is ListFormat.auto and (len(places) > 1 or any(a for a, _ in places))
     ):
-        text = "".join(f"{i},{region or ''},{account or ''}\n" for i, region, account in rows)
+        # Ledger fields are anyone's text once the file is: shown literally, one a line.
+        text = "".join(
+            f"{literal(i)},{literal(region or '')},{literal(account or '')}\n"
+            for i, region, account in rows
+        )
         typer.echo("instance_id,region,account\n" + text, nl=False)
     else:
-        typer.echo("".join(f"{i}\n" for i, _, _ in rows), nl=False)
+        typer.echo("".join(f"{literal(i)}\n" for i, _, _ in rows), nl=False)
     if stuck:
         codes = Counter(r.code for r in stuck)
         typer.echo(
@@ -138,7 +143,7 @@ def ledger_failed(
     if ids is not None:
         verb = ACTIONS[action].verb if action in ACTIONS else f"done ({action})"
         typer.echo(
-            f"{len(rows)} of {len(targets.items)} ID(s) of {ids} not known {verb}"
+            f"{len(rows)} of {len(targets.items)} ID(s) of {literal(str(ids))} not known {verb}"
             + (f", {len(never)} of them in no ledger at all" if never else ""),
             err=True,
         )
@@ -180,10 +185,10 @@ def ledger_summary(
         per = counts.setdefault(act, dict.fromkeys(STATUSES, 0))
         per[record.status] += 1
     if output is Output.json:
-        typer.echo(json.dumps({"actions": counts}, indent=2))
+        emit_json({"actions": counts})
         return
     for act, per in counts.items():
-        typer.echo(f"{act}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
+        typer.echo(f"{literal(act)}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
 
 
 def _fold_ledgers(
@@ -225,12 +230,12 @@ def _reading(read: Callable[[list[Damaged], list[CutShort]], T]) -> T:
     try:
         result = read(damaged, cut_short)
     except LedgerError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {literal(exc)}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     if damaged:
-        typer.echo(f"warning: {describe_damage(damaged)}", err=True)
+        typer.echo(f"warning: {literal(describe_damage(damaged))}", err=True)
     for run in cut_short:
-        typer.echo(f"warning: {run.describe()}", err=True)
+        typer.echo(f"warning: {literal(run.describe())}", err=True)
     return result
 
 

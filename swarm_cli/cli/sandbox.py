@@ -13,6 +13,7 @@ import typer
 
 from ..actions import ACTIONS
 from ..run import EXIT_USAGE, RunOptions
+from ..text import literal
 from .common import (
     BatchSize,
     MaxAttempts,
@@ -380,7 +381,8 @@ def sandbox_cmd(
         err.print(
             f"  {len(ids)} running instance(s)"
             + (f", {min(protected, count)} protected" if protected else "")
-            + (f"; IDs in {ids_out}" if ids_out else "")
+            + (f"; IDs in {literal(ids_out)}" if ids_out else ""),
+            markup=False,
         )
         out.file.write(exports)
         out.file.flush()

@@ -1,0 +1,87 @@
+"""Text from outside (tags, names, filters, API messages, ledger fields, paths) shown as text.
+
+Whatever an instance's tags or an endpoint's error message hold is printed literally
+in every view: never parsed as rich markup, never let through as a control character.
+An escape sequence could redraw the screen, a carriage return hide what came before it,
+a newline forge a line, and U+202E (or another bidi control) reverse what a person reads
+before confirming. Each such character is shown as its escape (``\\x1b``, ``\\u202e``),
+so one item stays one line and nothing is hidden.
+"""
+
+from __future__ import annotations
+
+import html
+
+from rich.text import Text
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def literal(value: object) -> str:
+    """``value`` as one line of visible text: every non-printable character as its escape.
+
+    Non-printable is Python's: control characters (C0, DEL, C1), format characters
+    (bidi overrides and isolates, zero-width ones), separators other than the space
+    (line and paragraph separators), surrogates and unassigned code points.
+    """
+    s = value if isinstance(value, str) else str(value)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else _escape(c) for c in s)
+
+
+def text(value: object, style: str = "") -> Text:
+    """A rich :class:`Text` of ``literal(value)``: never parsed as markup, whatever it holds."""
+    return Text(literal(value), style=style)
+
+
+def clip(value: object, width: int) -> str:
+    """``literal(value)``, cut to ``width`` characters with an ellipsis when longer."""
+    s = literal(value)
+    return s if len(s) <= width else s[: max(0, width - 1)] + "…"
+
+
+def html_text(value: object) -> str:
+    """``literal(value)`` escaped for HTML (element text and quoted attributes)."""
+    return html.escape(literal(value), quote=True)
+
+
+# Characters that mean something inside a line of GitHub's Markdown (emphasis, code,
+# links, table cells, strikethrough, maths); a backslash before each makes it literal.
+# Those that matter only at the start of a line (#, -, +, >) are left: swarm never
+# starts a line with outside text.
+_MARKDOWN_SPECIAL = frozenset("\\`*_[]|~$")
+
+
+def markdown_text(value: object) -> str:
+    """``literal(value)`` for Markdown, table cells included: one line, no markup, no HTML.
+
+    ``<``, ``>`` and ``&`` become HTML entities (GitHub renders raw HTML in a step
+    summary); the punctuation of inline Markdown is backslash-escaped.
+    """
+    out = []
+    for c in literal(value):
+        if c == "<":
+            out.append("&lt;")
+        elif c == ">":
+            out.append("&gt;")
+        elif c == "&":
+            out.append("&amp;")
+        elif c in _MARKDOWN_SPECIAL:
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def markdown_code(value: object) -> str:
+    """``literal(value)`` as a Markdown code span, or as escaped text if it holds a backtick."""
+    s = literal(value)
+    return markdown_text(s) if "`" in s else f"`{s}`"

@@ -1,0 +1,127 @@
+"""Ctrl-C before anything is sent: exit 130, "nothing was sent", no empty ledger left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from swarm_cli.cli import act, app
+from swarm_cli.sandbox import Sandbox
+
+
+def test_ctrl_c_at_the_confirmation_sends_nothing_and_leaves_no_ledger(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = sandbox.launch(3)
+    ledger = tmp_path / "l.jsonl"
+
+    def ctrl_c(prompt: str, **kwargs: object) -> bool:
+        assert ledger.exists()  # the ledger path was proven writable before asking
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(act, "ask", ctrl_c)
+    result = CliRunner().invoke(
+        app,
+        [
+            "terminate",
+            "--ids",
+            "-",
+            "--endpoint-url",
+            sandbox.endpoint,
+            "--ledger",
+            str(ledger),
+            "-o",
+            "json",
+        ],
+        input="".join(f"{i}\n" for i in ids),
+    )
+    assert result.exit_code == 130
+    assert "nothing was sent" in result.stderr
+    assert json.loads(result.stdout)["exit_code"] == 130
+    assert not ledger.exists()
+    assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_an_existing_ledger_is_kept_after_ctrl_c(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = sandbox.launch(1)
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text("")  # someone's, from before: not this command's to remove
+
+    def ctrl_c(prompt: str, **kwargs: object) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(act, "ask", ctrl_c)
+    result = CliRunner().invoke(
+        app,
+        ["terminate", "--ids", "-", "--endpoint-url", sandbox.endpoint, "--ledger", str(ledger)],
+        input=f"{ids[0]}\n",
+    )
+    assert result.exit_code == 130
+    assert ledger.exists()
+
+
+def sigint_once_held(sandbox: Sandbox) -> threading.Thread:
+    """SIGINT to this process as soon as the sandbox holds a call unanswered."""
+
+    def send() -> None:
+        deadline = time.monotonic() + 30
+        while sandbox.counters.hung < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["plan", "terminate"],
+        ["terminate", "--protect-tag", "keep", "--yes"],
+    ],
+    ids=["plan", "protect-tag"],
+)
+def test_ctrl_c_during_the_reads_before_sending_is_130(
+    sandbox: Sandbox, tmp_path: Path, command: list[str]
+) -> None:
+    ids = sandbox.launch(3)
+    path = tmp_path / "ids.txt"
+    path.write_text("".join(f"{i}\n" for i in ids))
+    ledger = tmp_path / "l.jsonl"
+    sandbox.hang(every_call=True)
+    sender = sigint_once_held(sandbox)
+    try:
+        result = CliRunner().invoke(
+            app,
+            [
+                *command,
+                "--ids",
+                str(path),
+                "--endpoint-url",
+                sandbox.endpoint,
+                "--ledger",
+                str(ledger),
+                "--drain-timeout",
+                "0.2",
+                "--progress",
+                "none",
+            ],
+        )
+    finally:
+        sender.join()
+        sandbox.hang(False)
+    assert result.exit_code == 130, result.output
+    assert "nothing was sent" in result.stderr
+    assert not ledger.exists()
+    assert sandbox.accepted_ids() == set()
+    assert set(sandbox.states(ids).values()) == {"running"}

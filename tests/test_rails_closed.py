@@ -1,0 +1,108 @@
+"""Rails fail closed: an instance whose tags nobody could read is never acted on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cli import ledger_by_id, terminate_json, write_ids
+
+from swarm_cli.run import EXIT_REFUSED
+from swarm_cli.sandbox import Sandbox
+
+DENIED = (403, "UnauthorizedOperation", "You are not authorized to perform this operation.")
+FAILING = (500, "InternalError", "An internal error has occurred.")
+
+
+@pytest.mark.parametrize("fault", [DENIED, FAILING], ids=["denied", "failing"])
+def test_protect_tag_with_describe_unreadable_sends_nothing_and_exits_3(
+    sandbox: Sandbox, tmp_path: Path, fault: tuple[int, str, str]
+) -> None:
+    ids = sandbox.launch(6)
+    sandbox.client().create_tags(Resources=ids[:3], Tags=[{"Key": "keep", "Value": "yes"}])
+    status, code_name, message = fault
+    sandbox.fail_action("DescribeInstances", status, code_name, message)
+    ledger = tmp_path / "l.jsonl"
+    code, report = terminate_json(
+        sandbox,
+        write_ids(tmp_path / "ids.txt", ids),
+        ledger,
+        "--protect-tag",
+        "keep",
+        "--max-attempts",
+        "2",
+    )
+    assert code == EXIT_REFUSED
+    assert report["exit_code"] == EXIT_REFUSED
+    assert report["rail_unverified"] == 6
+    assert set(sandbox.states(ids).values()) == {"running"}
+    assert sandbox.counters.instances_accepted == 0
+    problems = {p["id"]: p for p in report["problems"]}
+    assert {p["code"] for p in problems.values()} == {"RailUnverified"}
+    assert all(code_name in p["message"] for p in problems.values())
+    recorded = ledger_by_id(ledger)
+    assert {i: r[-1] for i, r in recorded.items()} == dict.fromkeys(ids, "failed")
+
+
+def test_protect_tag_with_instances_left_out_of_describe_sends_only_the_seen(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(6)
+    sandbox.client().create_tags(Resources=ids[:2], Tags=[{"Key": "keep", "Value": "yes"}])
+    # Two protected and one plain instance are not in DescribeInstances' answers.
+    unseen = [ids[0], ids[1], ids[5]]
+    sandbox.omit_from_describe(unseen)
+    ledger = tmp_path / "l.jsonl"
+    code, report = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--protect-tag", "keep"
+    )
+    assert code == EXIT_REFUSED
+    states = sandbox.states(ids)
+    assert {states[i] for i in unseen} == {"running"}
+    assert {states[i] for i in ids[2:5]} == {"terminated"}
+    codes = {p["id"]: p["code"] for p in report["problems"]}
+    assert codes == dict.fromkeys(unseen, "RailUnverified")
+    recorded = {i: r[-1] for i, r in ledger_by_id(ledger).items()}
+    assert {recorded[i] for i in unseen} == {"failed"}
+
+
+def test_protect_tag_still_sends_what_ec2_says_does_not_exist(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    from swarm_cli.sandbox import fake_ids
+
+    ids = sandbox.launch(2)
+    ghost = fake_ids(1)
+    code, report = terminate_json(
+        sandbox,
+        write_ids(tmp_path / "ids.txt", ids + ghost),
+        tmp_path / "l.jsonl",
+        "--protect-tag",
+        "keep",
+    )
+    assert code == 1  # missing, as without the rail: no rail was blind
+    assert "rail_unverified" not in report
+    assert {p["id"]: p["status"] for p in report["problems"]} == dict.fromkeys(ghost, "missing")
+
+
+def test_a_plan_predicts_protect_tag_as_the_run_records_it(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    from test_cli import swarm
+
+    ids = sandbox.launch(4)
+    sandbox.client().create_tags(Resources=ids[:2], Tags=[{"Key": "keep", "Value": "yes"}])
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    code, out, err = swarm(
+        "plan", "terminate", "--ids", ids_file, "--endpoint-url", sandbox.endpoint,
+        "--protect-tag", "keep", "-o", "json",
+    )  # fmt: skip
+    assert code == 1, err
+    predicted = {row["id"]: row["prediction"] for row in json.loads(out)["rows"]}
+    assert predicted == {
+        **dict.fromkeys(ids[:2], "protected"),
+        **dict.fromkeys(ids[2:], "would act"),
+    }
+    code, report = terminate_json(sandbox, ids_file, tmp_path / "l.jsonl", "--protect-tag", "keep")
+    assert {p["id"]: p["code"] for p in report["problems"]} == dict.fromkeys(ids[:2], "Protected")
