@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # examples/github-actions.yml, played on one machine against the embedded fake EC2:
 # the plan (swarm shards), two shard jobs (examples/shard-step.sh, as the workflow runs
-# it) and the merge. Needs `pip install 'swarm-cli[sandbox]'`.
+# it) and the merge. Needs swarm with its sandbox extra
+# (`pip install '.[sandbox]'` from this repository).
 set -euo pipefail
 work=$(mktemp -d)
 trap 'kill "$sandbox_pid" 2>/dev/null || true; wait "$sandbox_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
