@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from conftest import OPEN
+from test_cli import write_ids
+from test_faults import lines, wait_until
+
 import swarm_cli
+from swarm_cli.ledger import fold, read_records
+from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,3 +53,101 @@ def test_the_version_lives_in_one_place() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+", swarm_cli.__version__)
     # The README's install examples name the current release.
     assert f"@v{swarm_cli.__version__}" in (ROOT / "README.md").read_text()
+
+
+# --- the GitHub Action's step, run here as the runner would run it -------------------
+
+ACTION_STEP = ROOT / "action" / "run.sh"
+# Slow enough that a run of a few hundred instances lasts several seconds.
+SLOW = SandboxConfig(BucketSpec(5, 40), BucketSpec(100_000, 100_000), latency=0.02)
+
+
+def _step_env(tmp_path: Path, box: Sandbox, **inputs: str) -> dict[str, str]:
+    """The environment of the action's step: its inputs, GitHub's files, the sandbox."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["AWS_ENDPOINT_URL"] = box.endpoint
+    env["GITHUB_ACTIONS"] = "true"
+    env["CI"] = "true"
+    for name in ("GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"):
+        path = tmp_path / name.lower()
+        path.touch()
+        env[name] = str(path)
+    env.update({f"SWARM_{k.upper()}": v for k, v in inputs.items()})
+    return env
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.slow
+def test_the_action_step_stops_in_order_under_the_runners_cancel_sequence(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    with Sandbox(SLOW) as box:
+        ids = box.launch(300)
+        env = _step_env(
+            tmp_path,
+            box,
+            command="terminate",
+            ids=write_ids(tmp_path / "ids.txt", ids),
+            ledger=str(ledger),
+            report=str(tmp_path / "report.html"),
+            args="--batch-size 1 --max-count 1000",
+        )
+        # As the runner starts a step: bash running the step's script, which execs.
+        step = subprocess.Popen(
+            ["bash", "-eo", "pipefail", "-c", f'exec bash "{ACTION_STEP}"'],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until(lambda: lines(ledger) >= 300 + 30, step)
+        # The signal goes to the step's own process, and that process is swarm.
+        assert "swarm" in _cmdline(step.pid) and "terminate" in _cmdline(step.pid)
+        step.send_signal(signal.SIGINT)
+        try:  # the runner's SIGTERM comes 7.5 s later; here, after 1 s
+            step.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            step.send_signal(signal.SIGTERM)
+        out, err = step.communicate(timeout=30)
+        still_running = {i for i, s in box.states(ids).items() if s == "running"}
+    assert step.returncode == 130, err
+    assert "interrupted by SIGINT" in out  # the human summary, in the step's log
+    state = fold(read_records(str(ledger)))
+    assert set(state) == {("terminate", i) for i in ids}, "every intent is in the ledger"
+    pending = [r for r in state.values() if r.status == "pending"]
+    assert pending and all(r.message for r in pending), "every pending intent says why"
+    assert still_running and still_running <= {r.id for r in pending}
+    summary = (tmp_path / "github_step_summary").read_text()
+    assert "Interrupted" in summary and "SIGINT" in summary
+    outputs = (tmp_path / "github_output").read_text().splitlines()
+    assert f"ledger={ledger}" in outputs
+
+
+def test_the_action_step_plans_into_the_step_summary(tmp_path: Path) -> None:
+    with Sandbox(OPEN) as box:
+        ids = box.launch(5)
+        env = _step_env(
+            tmp_path,
+            box,
+            command="plan",
+            action="stop",
+            ids=write_ids(tmp_path / "ids.txt", ids),
+            plan_out=str(tmp_path / "would.txt"),
+        )
+        done = subprocess.run(
+            ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+    assert done.returncode == 0, done.stderr
+    summary = (tmp_path / "github_step_summary").read_text()
+    assert summary.startswith("### swarm plan stop") and "would act" in summary
+    assert all(i in summary for i in ids)
+    would = [w for w in (tmp_path / "would.txt").read_text().split() if w.startswith("i-")]
+    assert sorted(would) == sorted(ids)
+    assert not (tmp_path / "swarm-ledger.jsonl").exists()  # a plan writes no ledger
