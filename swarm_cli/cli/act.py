@@ -156,7 +156,7 @@ def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
     else:
         targets = load_targets(flags.ids or "-", err)
         groups = plan_groups(targets, accounts, region, err)
-    groups = apply_shard(groups, flags.shard, err)
+    groups = apply_shard(groups, flags.shard, err, by_count=not selecting)
     # Last of the checks of the command line: it creates the ledger (proving it writable).
     writes_ledger = not (flags.sandbox or flags.dry_run)
     if writes_ledger:
@@ -569,10 +569,14 @@ def warn_unknown_regions(regions: set[str], err: Console) -> None:
 
 
 def apply_shard(
-    groups: dict[Pair, list[str]], shard: str | None, err: Console
+    groups: dict[Pair, list[str]], shard: str | None, err: Console, *, by_count: bool = True
 ) -> dict[Pair, list[str]]:
-    """--shard K/N: keep the pairs of shard K, so that no bucket is split across machines."""
-    from ..shards import ShardError, in_shard, parse_shard
+    """--shard K/N: keep the pairs of shard K, so that no bucket is split across machines.
+
+    The split is swarm shards' (shards.assign): by instance count for an ID list, by
+    pairs for a selection (whose counts the shards command cannot know).
+    """
+    from ..shards import ShardError, keep_shard, parse_shard
 
     if not shard:
         return groups
@@ -580,7 +584,9 @@ def apply_shard(
         k, n = parse_shard(shard)
     except ShardError as exc:
         fail(err, str(exc), EXIT_USAGE)
-    kept = {p: ids for p, ids in groups.items() if in_shard(p.account, p.region, k, n)}
+    weights = {(p.account, p.region): len(ids) if by_count else 1 for p, ids in groups.items()}
+    mine = keep_shard(weights, k, n)
+    kept = {p: ids for p, ids in groups.items() if (p.account, p.region) in mine}
     err.print(
         f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
         f"{sum(map(len, kept.values()))} of {sum(map(len, groups.values()))} instance(s)"
