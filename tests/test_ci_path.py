@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import OPEN
 from test_cli import write_ids
 from test_faults import lines, wait_until
@@ -151,3 +152,37 @@ def test_the_action_step_plans_into_the_step_summary(tmp_path: Path) -> None:
     would = [w for w in (tmp_path / "would.txt").read_text().split() if w.startswith("i-")]
     assert sorted(would) == sorted(ids)
     assert not (tmp_path / "swarm-ledger.jsonl").exists()  # a plan writes no ledger
+
+
+# --- the workflow worth copying ----------------------------------------------------------
+
+
+def test_the_example_workflow_keeps_its_guards() -> None:
+    flow = yaml.safe_load((ROOT / "examples" / "github-actions.yml").read_text())
+    jobs = flow["jobs"]
+    assert flow["concurrency"]["group"] and flow["concurrency"]["cancel-in-progress"] is False
+    assert "id-token" not in flow["permissions"]
+    for name, job in jobs.items():
+        assert job.get("timeout-minutes"), f"{name}: no timeout-minutes"
+        assumes = any("configure-aws-credentials" in s.get("uses", "") for s in job["steps"])
+        token = job.get("permissions", {}).get("id-token")
+        assert (token == "write") == assumes, f"{name}: id-token only where a role is assumed"
+        for step in job["steps"]:
+            assert "swarm-cli" not in step.get("run", "") or "git+" in step["run"]
+    shard = jobs["shard"]
+    assert shard["needs"] == "plan" and shard["environment"]  # approved by a person first
+    (act,) = [s for s in shard["steps"] if s.get("uses") == "./"]
+    for rail in ("--max-count", "--protect-tag", "--expect-account"):
+        assert rail in act["with"]["args"]
+    assert act["with"]["shard"] == "${{ matrix.shard }}"
+    uploads = [s for s in shard["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert uploads and all(s["if"] == "always()" for s in uploads)
+    (ledger_upload,) = [s for s in uploads if "ledger" in s["with"]["name"]]
+    assert ledger_upload["with"]["if-no-files-found"] == "error"
+    plan_steps = [s for s in jobs["plan"]["steps"] if s.get("uses") == "./"]
+    assert plan_steps and plan_steps[0]["with"]["command"] == "plan"
+    merge = jobs["merge"]
+    assert "always()" in merge["if"]
+    script = "\n".join(s.get("run", "") for s in merge["steps"])
+    assert "needs.plan.outputs.shards" in str(merge) and '-ne "$SHARDS"' in script
+    assert "swarm ledger failed --ids" in script
