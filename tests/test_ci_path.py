@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import OPEN
-from test_cli import write_ids
+from test_actions import accounts_file, mixed_list
+from test_cli import swarm, write_ids
 from test_faults import lines, wait_until
 
 import swarm_cli
@@ -186,3 +188,54 @@ def test_the_example_workflow_keeps_its_guards() -> None:
     script = "\n".join(s.get("run", "") for s in merge["steps"])
     assert "needs.plan.outputs.shards" in str(merge) and '-ne "$SHARDS"' in script
     assert "swarm ledger failed --ids" in script
+
+
+# --- Kubernetes past 256 -------------------------------------------------------------------
+
+K8S_STEP = ROOT / "examples" / "k8s-shard.sh"
+
+
+def test_the_k8s_job_and_its_script_agree_on_n() -> None:
+    (job,) = list(yaml.safe_load_all((ROOT / "examples" / "k8s-indexed-job.yaml").read_text()))
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["parallelism"] >= 1
+    (container,) = spec["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert int(env["SWARM_SHARDS"]) == spec["completions"] > 256
+    assert container["command"][-1].endswith("/k8s-shard.sh")
+
+
+@pytest.mark.slow
+def test_the_k8s_shard_script_covers_every_pair_once(tmp_path: Path) -> None:
+    n = 4
+    accounts = accounts_file(tmp_path)
+    with Sandbox(OPEN) as box:
+        ids_file, launched = mixed_list(box, tmp_path, per_pair=3)
+        code, out, err = swarm(
+            "shards", "--accounts", str(accounts), "--ids", str(ids_file), "--n", str(n)
+        )
+        assert code == 0, err
+        matrix = {job["shard"]: job["pairs"] for job in json.loads(out)["include"]}
+        for index in range(n):
+            env = _step_env(tmp_path, box)
+            env.update(
+                JOB_COMPLETION_INDEX=str(index),
+                SWARM_SHARDS=str(n),
+                SWARM_IDS=str(ids_file),
+                SWARM_ACCOUNTS=str(accounts),
+                SWARM_LEDGERS=str(tmp_path / "ledgers"),
+                SWARM_ARGS="--max-count 18",
+            )
+            done = subprocess.run(
+                ["bash", str(K8S_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+            )
+            assert done.returncode == 0, done.stderr
+            ledger = tmp_path / "ledgers" / f"ledger-{index}.jsonl"
+            pairs = {f"{r.account}/{r.region}" for r in read_records(str(ledger))}
+            # Pod i ran shard i+1 of n: exactly the pairs swarm shards lists for it.
+            assert sorted(pairs) == matrix.get(f"{index + 1}/{n}", [])
+        for (account, region), ids in launched.items():
+            assert set(box.states(ids, region=region, account=account).values()) == {"terminated"}
+    # Outside an Indexed Job (no JOB_COMPLETION_INDEX) the script refuses to guess.
+    alone = subprocess.run(["bash", str(K8S_STEP)], capture_output=True, text=True)
+    assert alone.returncode != 0 and "JOB_COMPLETION_INDEX" in alone.stderr
