@@ -239,3 +239,36 @@ def test_the_k8s_shard_script_covers_every_pair_once(tmp_path: Path) -> None:
     # Outside an Indexed Job (no JOB_COMPLETION_INDEX) the script refuses to guess.
     alone = subprocess.run(["bash", str(K8S_STEP)], capture_output=True, text=True)
     assert alone.returncode != 0 and "JOB_COMPLETION_INDEX" in alone.stderr
+
+
+# --- readable at scale: swarm list ---------------------------------------------------------
+
+
+def test_list_leaves_terminated_out_so_the_readmes_pipe_works(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(6)
+    admin = sandbox.client()
+    admin.create_tags(Resources=ids, Tags=[{"Key": "env", "Value": "ci"}])
+    admin.terminate_instances(InstanceIds=ids[:2])
+    base = ("--filter", "tag:env=ci", "--endpoint-url", sandbox.endpoint)
+    code, out, err = swarm("list", *base)
+    assert code == 0, err
+    assert sorted(out.split()) == sorted(ids[2:])
+    code, out, _ = swarm("list", *base, "--state", "terminated")
+    assert sorted(out.split()) == sorted(ids[:2])
+    code, out, _ = swarm("list", *base, "--state", "all")
+    assert sorted(out.split()) == sorted(ids)
+    code, _, err = swarm("list", *base, "--state", "runing")
+    assert code == 2 and "runing" in err
+    # The README's pipe, as written there.
+    env = _step_env(tmp_path, sandbox)
+    done = subprocess.run(
+        ["bash", "-c", "swarm list --filter tag:env=ci | swarm stop --ids - --yes"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(sandbox.states(ids[2:]).values()) == {"stopped"}

@@ -1170,6 +1170,28 @@ def rollback(
     finish(report, output, out, err)
 
 
+EC2_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
+LISTED_STATES = ("pending", "running", "stopping", "stopped")  # swarm list's default
+
+
+def list_state_filter(filters: Sequence[str], states: Sequence[str], err: Console) -> list[str]:
+    """swarm list's --state as a filter on instance-state-name (none for all)."""
+    named = [v.strip() for state in states for v in state.split(",") if v.strip()]
+    by_filter = any(f.partition("=")[0].strip() == "instance-state-name" for f in filters)
+    if named and by_filter:
+        fail(err, "--state or --filter instance-state-name=..., not both", EXIT_USAGE)
+    if by_filter or named == ["all"]:
+        return []
+    unknown = sorted(set(named) - set(EC2_STATES))
+    if unknown:
+        fail(
+            err,
+            f"--state {', '.join(unknown)}: EC2's states are {', '.join(EC2_STATES)}, or all",
+            EXIT_USAGE,
+        )
+    return [f"instance-state-name={','.join(named or LISTED_STATES)}"]
+
+
 @app.command("list")
 def list_cmd(
     filters: FilterOpt = None,
@@ -1181,12 +1203,23 @@ def list_cmd(
     accounts: AccountsOpt = None,
     role_arn: RoleArnOpt = None,
     output: OutputOpt = Output.text,
+    states: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--state",
+            metavar="STATE",
+            help="List instances in these states (pending, running, stopping, stopped, "
+            "shutting-down, terminated; repeatable, or a,b), or all. Default: every state but "
+            "shutting-down and terminated (EC2 shows terminated instances for about an hour).",
+        ),
+    ] = None,
 ) -> None:
     """Print the instances the filters select: IDs one per line (a CSV with region and account across several), ready for --ids.
 
-    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Every state is listed unless a filter on instance-state-name says otherwise.
+    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them.
     """  # noqa: E501 - rich keeps a docstring's line breaks
     out, err = consoles()
+    filters = [*(filters or ()), *list_state_filter(filters or (), states or (), err)]
     flags = Flags(
         ids=None,
         region=region,
@@ -1202,7 +1235,7 @@ def list_cmd(
         output=output,
         accounts=accounts,
         role_arn=role_arn,
-        filters=filters or (),
+        filters=filters,
         older_than=older_than,
         exclude_ids=exclude_ids,
     )
