@@ -272,3 +272,19 @@ def test_list_leaves_terminated_out_so_the_readmes_pipe_works(
     )
     assert done.returncode == 0, done.stderr
     assert set(sandbox.states(ids[2:]).values()) == {"stopped"}
+
+
+# --- the README's first screen -----------------------------------------------------------
+
+
+def test_the_readmes_test_command_is_what_ci_runs_and_installs_quietly() -> None:
+    readme = (ROOT / "README.md").read_text()
+    first_screen = readme.split("\n## ", 1)[0]
+    commands = [line for line in first_screen.splitlines() if line.startswith(("python3", "{"))]
+    demo, tests = commands
+    assert demo.endswith(".venv/bin/swarm demo")
+    assert tests in (ROOT / ".ci" / "run").read_text().splitlines()  # verbatim
+    install = tests.split("apt-get install", 1)[1].split(";", 1)[0]
+    assert "--no-install-recommends" in install and "-qq" in install
+    assert ">/tmp/swarm-apt.log 2>&1" in install  # apt's output to a log, not the screen
+    assert tests.endswith(".venv/bin/python -m pytest")
