@@ -90,7 +90,7 @@ def test_the_action_step_stops_in_order_under_the_runners_cancel_sequence(
 ) -> None:
     ledger = tmp_path / "ledger.jsonl"
     with Sandbox(SLOW) as box:
-        ids = box.launch(300)
+        ids = box.launch(160)
         env = _step_env(
             tmp_path,
             box,
@@ -110,12 +110,12 @@ def test_the_action_step_stops_in_order_under_the_runners_cancel_sequence(
             stderr=subprocess.PIPE,
             text=True,
         )
-        wait_until(lambda: lines(ledger) >= 300 + 30, step)
+        wait_until(lambda: lines(ledger) >= 160 + 15, step)
         # The signal goes to the step's own process, and that process is swarm.
         assert "swarm" in _cmdline(step.pid) and "terminate" in _cmdline(step.pid)
         step.send_signal(signal.SIGINT)
-        try:  # the runner's SIGTERM comes 7.5 s later; here, after 1 s
-            step.wait(timeout=1.0)
+        try:  # the runner's SIGTERM comes 7.5 s later; here, after 0.5 s
+            step.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
             step.send_signal(signal.SIGTERM)
         out, err = step.communicate(timeout=30)
@@ -216,7 +216,8 @@ def test_the_k8s_shard_script_covers_every_pair_once(tmp_path: Path) -> None:
         )
         assert code == 0, err
         matrix = {job["shard"]: job["pairs"] for job in json.loads(out)["include"]}
-        for index in range(n):
+        pods = []
+        for index in range(n):  # all at once, as the Job's parallelism runs them
             env = _step_env(tmp_path, box)
             env.update(
                 JOB_COMPLETION_INDEX=str(index),
@@ -226,10 +227,20 @@ def test_the_k8s_shard_script_covers_every_pair_once(tmp_path: Path) -> None:
                 SWARM_LEDGERS=str(tmp_path / "ledgers"),
                 SWARM_ARGS="--max-count 18",
             )
-            done = subprocess.run(
-                ["bash", str(K8S_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+            pods.append(
+                subprocess.Popen(
+                    ["bash", str(K8S_STEP)],
+                    env=env,
+                    cwd=tmp_path,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
             )
-            assert done.returncode == 0, done.stderr
+        for index, pod in enumerate(pods):
+            _, err = pod.communicate(timeout=120)
+            assert pod.returncode == 0, err
             ledger = tmp_path / "ledgers" / f"ledger-{index}.jsonl"
             pairs = {f"{r.account}/{r.region}" for r in read_records(str(ledger))}
             # Pod i ran shard i+1 of n: exactly the pairs swarm shards lists for it.
