@@ -299,3 +299,22 @@ def test_the_readmes_test_command_is_what_ci_runs_and_installs_quietly() -> None
     assert "--no-install-recommends" in install and "-qq" in install
     assert ">/tmp/swarm-apt.log 2>&1" in install  # apt's output to a log, not the screen
     assert tests.endswith(".venv/bin/python -m pytest")
+
+
+def test_the_workflow_passes_only_inputs_the_action_has() -> None:
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    inputs = action["inputs"]
+    assert action["runs"]["using"] == "composite"
+    steps = action["runs"]["steps"]
+    # Installed from the action's own checkout: pinned by the ref the user `uses:`.
+    assert '"$GITHUB_ACTION_PATH"' in steps[0]["run"] and "pip" in steps[0]["run"]
+    assert steps[-1]["run"].startswith("exec bash ")  # the step's process becomes swarm
+    env = steps[-1]["env"]
+    used = {v.removeprefix("${{ inputs.").removesuffix(" }}") for v in env.values()}
+    assert used | {"python"} == set(inputs), "every input reaches the step"
+    flow = yaml.safe_load((ROOT / "examples" / "github-actions.yml").read_text())
+    calls = [s for job in flow["jobs"].values() for s in job["steps"] if s.get("uses") == "./"]
+    assert len(calls) == 2
+    for call in calls:
+        assert set(call["with"]) <= set(inputs), call["with"]
+        assert {k for k, v in inputs.items() if v.get("required")} <= set(call["with"])
