@@ -41,10 +41,8 @@ PHASE_WORDS = {
 }
 ALLOWED = "allowed in flight"  # the window (TCP's cwnd): calls that may be out at once
 IN_FLIGHT = "in flight"  # calls sent and not answered yet
-LEGEND = (
-    "allowed in flight: calls swarm lets out at once (it grows while EC2 answers, shrinks on "
-    "a throttle) · in flight: calls awaiting an answer · ^ a throttle"
-)
+# One line under the live view's header; it fits 80 columns.
+LEGEND = "allowed in flight = calls swarm may send at once · in flight = awaiting answers"
 # One style for the whole chart: the line and the area read by their shapes, and a
 # style per cell would cost rich more than everything else on the screen.
 CHART_STYLE = "cyan"

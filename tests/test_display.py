@@ -158,7 +158,10 @@ def test_live_view_of_a_recorded_run_at_a_fixed_width() -> None:
     assert " DRY RUN " in lines[0] and " SANDBOX " in lines[0]
     assert lines[1].startswith("15/20 done (75%) · 10s")
     # The legend, in words, under the header; the controller's terms never appear.
-    assert lines[2].startswith("allowed in flight: calls swarm lets out at once")
+    assert (
+        lines[2]
+        == "allowed in flight = calls swarm may send at once · in flight = awaiting answers"
+    )
     assert not any(w in "\n".join(lines) for w in ("cwnd", "ssthresh", "avoidance"))
     lines = lines[:2] + lines[3:]
     assert "15/20 done 75%" in lines[2]
@@ -196,6 +199,7 @@ def test_live_view_fits_width_80() -> None:
     out = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
     lines = screen_of(LiveView(out, [("us-east-1", recorded_run())], "terminate"), 10.0, out)
     assert all(len(line) <= 80 for line in lines)
+    assert "…" not in lines[2]  # the legend is whole
     assert sum("^" in line and "└" in line for line in lines) == 1
 
 
