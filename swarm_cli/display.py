@@ -32,6 +32,19 @@ PHASE_STYLES = {
     "paced": "magenta",
     "outage": "bold red",
 }
+# What the controller's terms mean, in words, in one place: the live view, the plain lines
+# and their legend read these. A phase missing here is shown under its own name.
+PHASE_WORDS = {
+    "slow-start": "starting: doubling each round trip",
+    "avoidance": "growing while answers come",
+    "recovery": "backing off after a throttle",
+    "paced": "paced under the rate that got through",
+    "outage": "endpoint not answering: probing",
+}
+ALLOWED = "allowed in flight"  # the window (TCP's cwnd): calls that may be out at once
+IN_FLIGHT = "in flight"  # calls sent and not answered yet
+# One line under the live view's header; it fits 80 columns.
+LEGEND = "allowed in flight = calls swarm may send at once · in flight = awaiting answers"
 # One style for the whole chart: the line and the area read by their shapes, and a
 # style per cell would cost rich more than everything else on the screen.
 CHART_STYLE = "cyan"
@@ -64,15 +77,22 @@ def _snap(stats: Stats | Snapshot) -> Snapshot:
 def window_text(stats: Stats | Snapshot) -> str:
     """The window as a person reads it: a paced window is under one call in flight."""
     if stats.pace:
-        return f"cwnd {stats.cwnd:.0f}, one call per {stats.pace:.2f}s"
-    return f"cwnd {stats.cwnd:.0f}"
+        return f"{stats.cwnd:.0f} {ALLOWED}, one call per {stats.pace:.2f}s"
+    return f"{stats.cwnd:.0f} {ALLOWED}"
+
+
+def phase_text(phase: str | None) -> str:
+    """The controller's phase in words (its own name when it has none here)."""
+    if not phase:
+        return "starting"
+    return PHASE_WORDS.get(phase, phase)
 
 
 def status_line(stats: Stats | Snapshot, now: float | None = None) -> str:
     s = _snap(stats)
     elapsed = s.elapsed() if now is None or s.started is None else now - s.started
     line = (
-        f"{s.done}/{s.total} done · {window_text(s)} · in flight {s.in_flight}"
+        f"{s.done}/{s.total} done · {window_text(s)} · {s.in_flight} {IN_FLIGHT}"
         f" · calls {s.calls} · throttled {s.throttled_calls}"
         f" · failed {s.failed + s.missing}"
     )
@@ -352,14 +372,14 @@ class LiveView:
         parts.append(
             Text.assemble(
                 ("⠉", CHART_STYLE),
-                " cwnd  ",
+                f" {ALLOWED}  ",
                 ("⣿", CHART_STYLE),
-                " in flight  ",
+                f" {IN_FLIGHT}  ",
                 ("^", "yellow"),
                 " throttled",
             )
         )
-        return [head, *_pack(parts, width, indent="")]
+        return [head, *_pack(parts, width, indent=""), Text(LEGEND, "dim")]
 
     def _block(
         self, label: str, s: Snapshot, arrays: SeriesArrays, now: float, width: int, height: int
@@ -375,15 +395,16 @@ class LiveView:
         if s.total:
             title.append(f" {100 * s.done // s.total}%")
 
-        state = [Text(s.phase or "starting", PHASE_STYLES.get(s.phase, ""))]
+        state = [Text(phase_text(s.phase), PHASE_STYLES.get(s.phase, ""))]
         state.append(Text(window_text(s)))
-        state.append(Text(f"ssthresh {s.ssthresh:.0f}"))
-        state.append(Text(f"in flight {s.in_flight}"))
+        if s.phase == "slow-start":
+            state.append(Text(f"doubling up to {s.ssthresh:.0f}"))
+        state.append(Text(f"{s.in_flight} {IN_FLIGHT}"))
         if self.batch is not None:
             state.append(Text(f"batch {self.batch}"))
         elif s.batch:
             state.append(Text(f"batch {s.batch} (auto)"))
-        state.append(Text(f"peak {s.peak_cwnd:.0f}"))
+        state.append(Text(f"peak {s.peak_cwnd:.0f} allowed"))
 
         speed: list[Text] = []
         rate = (s.done / t_now if t_now else None) if settled else recent_rate(s, t_now)
@@ -474,29 +495,72 @@ def progress_interval(interval: float | None = None, env: Mapping[str, str] = os
     return value if 0 < value < math.inf else PLAIN_INTERVAL
 
 
+def total_line(snaps: Sequence[Snapshot], now: float) -> str:
+    """All pairs on one line: a CI log of hundreds of pairs stays readable."""
+    done = sum(s.done for s in snaps)
+    total = sum(s.total for s in snaps)
+    finished = sum(_settled(s) for s in snaps)
+    starts = [s.started for s in snaps if s.started is not None]
+    line = f"{done}/{total} done" + (f" ({100 * done // total}%)" if total else "")
+    line += (
+        f" · {len(snaps)} pairs, {finished} finished · {sum(s.in_flight for s in snaps)}"
+        f" {IN_FLIGHT} · calls {sum(s.calls for s in snaps)}"
+        f" · throttled {sum(s.throttled_calls for s in snaps)}"
+        f" · failed {sum(s.failed + s.missing for s in snaps)}"
+    )
+    timeouts = sum(s.timeouts for s in snaps)
+    if timeouts:
+        line += f" · timed out {timeouts}"
+    line += f" · {(now - min(starts)) if starts else 0.0:.1f}s"
+    down = sum(s.outage_since is not None for s in snaps)
+    if down:
+        line += f" · OUTAGE in {down} pair(s): no answer from the endpoint, probing"
+    stopping = next((s.stopping for s in snaps if s.stopping), None)
+    if stopping:
+        line += f" · stopping: {stopping}"
+    return line
+
+
 class PlainLines:
-    """One line per window every ``interval`` seconds, for logs and CI."""
+    """For logs and CI, every ``interval`` seconds: one line for the whole run.
+
+    A single pair's line says everything of it; with several, the line sums them, and
+    ``detail`` (``--verbose``) adds a line per pair. The summary at the end has a row
+    per pair either way.
+    """
 
     def __init__(
-        self, console: Console, rows: Rows, title: str, interval: float = PLAIN_INTERVAL
+        self,
+        console: Console,
+        rows: Rows,
+        title: str,
+        interval: float = PLAIN_INTERVAL,
+        *,
+        detail: bool = False,
     ) -> None:
         self.console = console
         self.rows = rows
         self.title = title
         self.interval = interval
+        self.detail = detail
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="swarm-progress", daemon=True)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             now = time.monotonic()
-            for label, stats in self.rows:
-                name = literal(self.title if len(self.rows) == 1 else f"{self.title} {label}")
-                # No markup, no highlighting: a stop reason may hold brackets, and a log
-                # line must be the same bytes whatever the terminal.
-                self.console.print(
-                    f"{name}: {status_line(stats, now)}", markup=False, highlight=False
-                )
+            # No markup, no highlighting: a stop reason may hold brackets, and a log line
+            # must be the same bytes whatever the terminal.
+            if len(self.rows) == 1:
+                line = f"{literal(self.title)}: {status_line(self.rows[0][1], now)}"
+                self.console.print(line, markup=False, highlight=False)
+                continue
+            snaps = [(label, stats.snapshot()) for label, stats in self.rows]
+            line = f"{literal(self.title)}: {total_line([s for _, s in snaps], now)}"
+            self.console.print(line, markup=False, highlight=False)
+            for label, snap in snaps if self.detail else ():
+                line = f"  {literal(label)}: {status_line(snap, now)}"
+                self.console.print(line, markup=False, highlight=False)
 
     def __enter__(self) -> PlainLines:
         self._thread.start()
@@ -527,6 +591,7 @@ def choose_progress(
     bound_rate: float | None = None,
     already_done: int = 0,
     interval: float | None = None,
+    detail: bool = False,
     env: Mapping[str, str] = os.environ,
 ) -> Progress:
     """Chosen once: the run loop does not care which."""
@@ -544,7 +609,9 @@ def choose_progress(
             already_done=already_done,
         )
     if mode == "plain":
-        return PlainLines(console, rows, title, interval=progress_interval(interval, env))
+        return PlainLines(
+            console, rows, title, interval=progress_interval(interval, env), detail=detail
+        )
     return NoProgress()
 
 

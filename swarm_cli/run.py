@@ -400,6 +400,7 @@ def run_job(
                 batch=None if o.auto_batch else o.batch_size,
                 bound_rate=o.bound_rate,
                 already_done=o.already_done,
+                detail=o.verbose,
             )
             # Whatever start-up made (see cli.main) is kept for good: never scan it again.
             gc.freeze()

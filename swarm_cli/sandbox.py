@@ -1396,7 +1396,9 @@ def environment(
     return out
 
 
-SANDBOX_EXTRA = "pip install 'swarm-cli[sandbox]'"
+SANDBOX_EXTRA = (
+    "pip install '.[sandbox]' in a checkout of swarm (or 'swarm-cli[sandbox] @ git+URL@TAG')"
+)
 
 
 def missing_extra() -> str | None:

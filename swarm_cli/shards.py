@@ -4,24 +4,29 @@ EC2 throttles per account and region, so a pair's instances all go to one
 shard: a bucket split over two machines is still one bucket, and two windows
 draining it would each see the other's throttles as their own.
 
-The shard of a pair is a hash of its name (sha256, not Python's ``hash``,
-which changes from one process to the next), so every machine of a CI matrix
-computes the same split from the same input without talking to the others.
-Fill in the default account before sharding (``targets.group`` with the
-account the credentials are for): a pair named once with its account and once
-without would otherwise hash to two shards.
+Shards are balanced by instance count: the pairs, largest first, each go to the
+shard holding the fewest instances so far (then the fewest pairs, then the
+lowest K). This depends only on the pairs and their counts, never on the order
+of the input or on the machine, so every job of a matrix computes the same
+split from the same ID list without talking to the others, and ``swarm
+shards`` prints exactly what each ``--shard K/N`` keeps. Without counts (a
+selection by filters, or an accounts file alone) every pair weighs one.
+Fill in the default account before sharding (``plan_groups``): a pair named
+once with its account and once without would otherwise be two pairs.
 """
 
 from __future__ import annotations
 
-import hashlib
+import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
-# GitHub Actions runs at most 256 jobs from one matrix.
+# GitHub Actions runs at most 256 jobs from one matrix; swarm itself has no such limit.
 MAX_MATRIX_JOBS = 256
 _SPEC = re.compile(r"(\d+)\s*/\s*(\d+)", re.ASCII)
+
+PairKey = tuple[str | None, str]
 
 
 class ShardError(ValueError):
@@ -44,41 +49,56 @@ def parse_shard(spec: str) -> tuple[int, int]:
     return k, n
 
 
-def shard_of(account: str | None, region: str, n: int) -> int:
-    """The shard (1 to n) of an (account, region) pair; the same on every machine."""
-    if n < 1:
-        raise ShardError(f"{n} shards: need at least 1")
-    digest = hashlib.sha256(f"{account or ''}/{region}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % n + 1
-
-
-def in_shard(account: str | None, region: str, k: int, n: int) -> bool:
-    return shard_of(account, region, n) == k
-
-
 def pair_label(account: str | None, region: str) -> str:
     """``account/region``, or the region alone for the run's default account."""
     return f"{account}/{region}" if account else region
 
 
-def matrix(pairs: Iterable[tuple[str | None, str]], n: int) -> dict[str, Any]:
-    """A GitHub Actions ``strategy.matrix`` (through ``fromJSON``) of n shards.
+def assign(weights: Mapping[PairKey, int], n: int) -> dict[PairKey, int]:
+    """The shard (1 to n) of each pair: largest pair first onto the lightest shard.
 
-    Every shard 1..n is listed, even one with no pairs, so the matrix keeps its
-    shape as the input changes; a job whose shard is empty has nothing to do.
-    Each shard's pairs are sorted so that the JSON is the same for any input
-    order. GitHub runs at most 256 jobs from one matrix, so n is capped there.
+    ``weights`` is each pair's instance count (1 each when counts are unknown).
+    Deterministic: ties go by the pair's label, then to the lowest shard.
     """
-    if n > MAX_MATRIX_JOBS:
-        raise ShardError(f"{n} shards: a GitHub Actions matrix runs at most {MAX_MATRIX_JOBS} jobs")
     if n < 1:
         raise ShardError(f"{n} shards: need at least 1")
-    shards: list[set[str]] = [set() for _ in range(n)]
-    for account, region in pairs:
-        shards[shard_of(account, region, n) - 1].add(pair_label(account, region))
+    # (instances, pairs, K): the lightest shard is always on top of the heap.
+    heap = [(0, 0, k) for k in range(1, n + 1)]
+    shard: dict[PairKey, int] = {}
+    for pair, weight in sorted(weights.items(), key=lambda i: (-i[1], pair_label(*i[0]))):
+        load, count, k = heapq.heappop(heap)
+        shard[pair] = k
+        heapq.heappush(heap, (load + max(weight, 0), count + 1, k))
+    return shard
+
+
+def keep_shard(weights: Mapping[PairKey, int], k: int, n: int) -> set[PairKey]:
+    """The pairs ``--shard K/N`` keeps."""
+    return {pair for pair, owner in assign(weights, n).items() if owner == k}
+
+
+def matrix(weights: Mapping[PairKey, int], n: int) -> dict[str, Any]:
+    """A GitHub Actions ``strategy.matrix`` (through ``fromJSON``) of the non-empty shards.
+
+    Each job: ``shard`` (``K/N``, for ``--shard``), its ``pairs`` (sorted) and
+    their ``instances``. A shard that holds no pair (n larger than the pairs)
+    is left out, so no job starts with nothing to do: ``empty_shards`` counts
+    them. The JSON is the same for any input order.
+    """
+    owners = assign(weights, n)
+    labels: dict[int, list[str]] = {}
+    instances: dict[int, int] = {}
+    for pair, k in owners.items():
+        labels.setdefault(k, []).append(pair_label(*pair))
+        instances[k] = instances.get(k, 0) + weights[pair]
     return {
         "include": [
-            {"shard": f"{k}/{n}", "pairs": sorted(labels)}
-            for k, labels in enumerate(shards, start=1)
+            {"shard": f"{k}/{n}", "pairs": sorted(labels[k]), "instances": instances[k]}
+            for k in sorted(labels)
         ]
     }
+
+
+def empty_shards(pairs: int, n: int) -> int:
+    """How many of n shards hold no pair."""
+    return max(n - pairs, 0)

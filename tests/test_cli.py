@@ -449,7 +449,8 @@ def test_messages_with_brackets_are_printed_as_they_are(
         importlib.util, "find_spec", lambda name, *a: None if name == "moto" else real(name, *a)
     )
     code, _, err = swarm("demo")
-    assert code == 2 and "pip install 'swarm-cli[sandbox]'" in err
+    assert code == 2 and "pip install '.[sandbox]'" in err
+    assert "'swarm-cli[sandbox] @ git+URL@TAG'" in err
     bad = tmp_path / "ids.txt"
     bad.write_text("i-00000001\n[/oops] not an id\n")
     code, _, err = swarm("terminate", "--ids", str(bad), "--yes")

@@ -77,7 +77,7 @@ def test_stats_count_events_and_keep_the_trajectory() -> None:
 def test_status_line_shows_a_paced_window() -> None:
     line = status_line(fed_stats(), now=13.0)
     assert line == (
-        "2/3 done · cwnd 1, one call per 0.25s · in flight 0 · calls 1"
+        "2/3 done · 1 allowed in flight, one call per 0.25s · 0 in flight · calls 1"
         " · throttled 1 · failed 1 · 3.0s"
     )
 
@@ -88,7 +88,8 @@ def test_live_view_renders_progress_and_window() -> None:
     out.print(view.render(now=13.0))
     screen = out.file.getvalue()  # type: ignore[attr-defined]
     assert "terminate" in screen and "2/3 done" in screen
-    assert "cwnd 1, one call per 0.25s" in screen and "peak 2" in screen
+    assert "1 allowed in flight, one call per 0.25s" in screen and "peak 2 allowed" in screen
+    assert "cwnd" not in screen and "ssthresh" not in screen
 
 
 # A recorded run, one call every half second: (second, cwnd, what the call did).
@@ -156,8 +157,18 @@ def test_live_view_of_a_recorded_run_at_a_fixed_width() -> None:
     assert lines[0].startswith("swarm terminate · us-east-1 · http://127.0.0.1:4566")
     assert " DRY RUN " in lines[0] and " SANDBOX " in lines[0]
     assert lines[1].startswith("15/20 done (75%) · 10s")
+    # The legend, in words, under the header; the controller's terms never appear.
+    assert (
+        lines[2]
+        == "allowed in flight = calls swarm may send at once · in flight = awaiting answers"
+    )
+    assert not any(w in "\n".join(lines) for w in ("cwnd", "ssthresh", "avoidance"))
+    lines = lines[:2] + lines[3:]
     assert "15/20 done 75%" in lines[2]
-    assert "avoidance · cwnd 4 · ssthresh 4 · in flight 3 · batch 10 · peak 8" in lines[3]
+    assert (
+        "growing while answers come · 4 allowed in flight · 3 in flight · batch 10 · "
+        "peak 8 allowed" in lines[3]
+    )
     # 6 done in the last 5 s (9 then, 15 now); 5 left at that pace.
     assert lines[4] == "  rate 1.2/s of 20/s bound · ETA 4s"
     chart = lines[5:8]
@@ -188,6 +199,7 @@ def test_live_view_fits_width_80() -> None:
     out = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
     lines = screen_of(LiveView(out, [("us-east-1", recorded_run())], "terminate"), 10.0, out)
     assert all(len(line) <= 80 for line in lines)
+    assert "…" not in lines[2]  # the legend is whole
     assert sum("^" in line and "└" in line for line in lines) == 1
 
 
@@ -333,13 +345,24 @@ def lines_from(progress: PlainLines, out: Console, count: int) -> list[str]:
     return out.file.getvalue().splitlines()  # type: ignore[attr-defined]
 
 
-def test_plain_lines_are_one_per_pair_each_interval() -> None:
+def test_plain_lines_are_one_total_per_tick_and_pairs_with_detail() -> None:
     out = console()
-    rows = [("111111111111/us-east-1", fed_stats()), ("222222222222/eu-west-1", fed_stats())]
-    lines = lines_from(PlainLines(out, rows, "stop", interval=0.01), out, 4)
-    assert len(lines) >= 4 and len(lines) % 2 == 0  # each tick prints both pairs
-    assert lines[0].startswith("stop 111111111111/us-east-1: 2/3 done · cwnd 1")
-    assert lines[1].startswith("stop 222222222222/eu-west-1: 2/3 done · cwnd 1")
+    rows = [(f"{n:012d}/us-east-1", fed_stats()) for n in range(1, 101)]  # 100 pairs
+    lines = lines_from(PlainLines(out, rows, "stop", interval=0.01), out, 3)
+    assert len(lines) >= 3
+    assert all(
+        line.startswith("stop: 200/300 done (66%) · 100 pairs, 0 finished · 0 in flight")
+        for line in lines
+    )
+    assert all("calls 100 · throttled 100 · failed 100" in line for line in lines)
+    # --verbose: each tick's total, then a line per pair.
+    out = console()
+    rows = rows[:2]
+    lines = lines_from(PlainLines(out, rows, "stop", interval=0.01, detail=True), out, 6)
+    assert lines[0].startswith("stop: 4/6 done (66%) · 2 pairs")
+    assert lines[1].startswith("  000000000001/us-east-1: 2/3 done · 1 allowed in flight")
+    assert lines[2].startswith("  000000000002/us-east-1: 2/3 done")
+    assert lines[3].startswith("stop: 4/6 done")
 
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import gc
 
-from . import act, ledger, sandbox, shards
+from . import act, helptext, ledger, sandbox, shards
 from .common import app
 
 __all__ = ["app", "main"]
 _COMMANDS = (act, ledger, sandbox, shards)  # imported for their commands
+helptext.apply(app)  # summaries, examples and argument names, once all are registered
 
 
 def main() -> None:

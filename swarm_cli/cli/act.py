@@ -205,7 +205,7 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
     else:
         targets = load_targets(flags.ids or "-", err)
         groups = plan_groups(targets, accounts, region, err)
-    groups = apply_shard(groups, flags.shard, err)
+    groups = apply_shard(groups, flags.shard, err, by_count=not selecting)
     # Last of the checks of the command line: it creates the ledger (proving it writable).
     writes_ledger = not (flags.sandbox or flags.dry_run)
     if writes_ledger:
@@ -801,10 +801,14 @@ def warn_unknown_regions(regions: set[str], err: Console) -> None:
 
 
 def apply_shard(
-    groups: dict[Pair, list[str]], shard: str | None, err: Console
+    groups: dict[Pair, list[str]], shard: str | None, err: Console, *, by_count: bool = True
 ) -> dict[Pair, list[str]]:
-    """--shard K/N: keep the pairs of shard K, so that no bucket is split across machines."""
-    from ..shards import ShardError, in_shard, parse_shard
+    """--shard K/N: keep the pairs of shard K, so that no bucket is split across machines.
+
+    The split is swarm shards' (shards.assign): by instance count for an ID list, by
+    pairs for a selection (whose counts the shards command cannot know).
+    """
+    from ..shards import ShardError, keep_shard, parse_shard
 
     if not shard:
         return groups
@@ -812,7 +816,9 @@ def apply_shard(
         k, n = parse_shard(shard)
     except ShardError as exc:
         fail(err, str(exc), EXIT_USAGE)
-    kept = {p: ids for p, ids in groups.items() if in_shard(p.account, p.region, k, n)}
+    weights = {(p.account, p.region): len(ids) if by_count else 1 for p, ids in groups.items()}
+    mine = keep_shard(weights, k, n)
+    kept = {p: ids for p, ids in groups.items() if (p.account, p.region) in mine}
     err.print(
         f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
         f"{sum(map(len, kept.values()))} of {sum(map(len, groups.values()))} instance(s)"
@@ -1429,6 +1435,28 @@ def reconcile_undo(
     return groups
 
 
+EC2_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
+LISTED_STATES = ("pending", "running", "stopping", "stopped")  # swarm list's default
+
+
+def list_state_filter(filters: Sequence[str], states: Sequence[str], err: Console) -> list[str]:
+    """swarm list's --state as a filter on instance-state-name (none for all)."""
+    named = [v.strip() for state in states for v in state.split(",") if v.strip()]
+    by_filter = any(f.partition("=")[0].strip() == "instance-state-name" for f in filters)
+    if named and by_filter:
+        fail(err, "--state or --filter instance-state-name=..., not both", EXIT_USAGE)
+    if by_filter or named == ["all"]:
+        return []
+    unknown = sorted(set(named) - set(EC2_STATES))
+    if unknown:
+        fail(
+            err,
+            f"--state {', '.join(unknown)}: EC2's states are {', '.join(EC2_STATES)}, or all",
+            EXIT_USAGE,
+        )
+    return [f"instance-state-name={','.join(named or LISTED_STATES)}"]
+
+
 @app.command("list")
 def list_cmd(
     filters: FilterOpt = None,
@@ -1440,12 +1468,23 @@ def list_cmd(
     accounts: AccountsOpt = None,
     role_arn: RoleArnOpt = None,
     output: OutputOpt = Output.text,
+    states: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--state",
+            metavar="STATE",
+            help="List instances in these states (pending, running, stopping, stopped, "
+            "shutting-down, terminated; repeatable, or a,b), or all. Default: every state but "
+            "shutting-down and terminated (EC2 shows terminated instances for about an hour).",
+        ),
+    ] = None,
 ) -> None:
     """Print the instances the filters select: IDs one per line (a CSV with region and account across several), ready for --ids.
 
-    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Every state is listed unless a filter on instance-state-name says otherwise.
+    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them.
     """  # noqa: E501 - rich keeps a docstring's line breaks
     out, err = consoles()
+    filters = [*(filters or ()), *list_state_filter(filters or (), states or (), err)]
     flags = Flags(
         ids=None,
         region=region,
@@ -1461,7 +1500,7 @@ def list_cmd(
         output=output,
         accounts=accounts,
         role_arn=role_arn,
-        filters=filters or (),
+        filters=filters,
         older_than=older_than,
         exclude_ids=exclude_ids,
     )

@@ -279,7 +279,7 @@ def sandbox_cmd(
         int,
         typer.Option(
             "--accounts",
-            metavar="FILE",
+            metavar="N",
             min=0,
             max=9,
             help="Launch them in this many other accounts too (111111111111, 222222222222, …), "

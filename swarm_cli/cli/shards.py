@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..run import EXIT_USAGE
-from ..shards import ShardError, matrix
+from ..shards import MAX_MATRIX_JOBS, PairKey, ShardError, empty_shards, matrix
 from .act import (
     load_account_map,
     load_targets,
@@ -35,31 +35,51 @@ def shards(
 ) -> None:
     """Print the matrix for strategy.matrix (fromJSON): which pairs each shard K/N runs.
 
-    Every job of the matrix runs the same command with --shard K/N and keeps only its
-    own account/region pairs, so one pair's bucket is never shared by two machines. A
-    matrix runs at most 256 jobs; past that, split the accounts file, or drive the
-    shards from a workflow engine with no such ceiling (e.g. Step Functions' Distributed
-    Map running one swarm task per pair).
+    Shards are balanced by instance count (with --ids; by pairs with --accounts alone):
+    the largest pair first, each onto the shard holding the fewest instances so far.
+    Every job runs the same command, on the same ID list, with --shard K/N, and keeps
+    exactly the pairs listed here for K, so one pair's bucket is never shared by two
+    machines. Shards that would hold no pair (N larger than the pairs) are left out of
+    the matrix, with a note on stderr. A GitHub matrix runs at most 256 jobs; swarm has
+    no such limit (examples/k8s-indexed-job.yaml runs thousands of shards).
     """
     _, err = consoles()
     if not accounts and not ids:
         fail(err, "pass --accounts FILE or --ids FILE: the pairs come from one of them", EXIT_USAGE)
     account_map = load_account_map(accounts, None, err)
     default_region = region or session_region(None, err)
-    pairs: set[tuple[str | None, str]] = set()
+    weights: dict[PairKey, int] = {}
     if ids:
         targets = load_targets(ids, err)
-        pairs |= {
-            (p.account, p.region) for p in plan_groups(targets, account_map, default_region, err)
-        }
+        groups = plan_groups(targets, account_map, default_region, err)
+        weights = {(p.account, p.region): len(v) for p, v in groups.items()}
     else:
         for account in account_map.values():
             regions = account.regions or ((default_region,) if default_region else ())
             if not regions:
                 fail(err, f"account {account.id} lists no regions: pass --region", EXIT_USAGE)
-            pairs |= {(account.id, r) for r in regions}
-    warn_unknown_regions({region for _, region in pairs}, err)
+            weights.update({(account.id, r): 1 for r in regions})
+        warn_unknown_regions({region for _, region in weights}, err)
+    if not weights:
+        fail(err, "no account/region pair to split: the list is empty", EXIT_USAGE)
     try:
-        typer.echo(json.dumps(matrix(sorted(pairs, key=str), n), separators=(",", ":")))
+        result = matrix(weights, n)
     except ShardError as exc:
         fail(err, str(exc), EXIT_USAGE)
+    empty = empty_shards(len(weights), n)
+    if empty:
+        err.print(
+            f"note: {n} shards but {len(weights)} account/region pair(s): {empty} shard(s) "
+            f"would be empty and are left out of the matrix (a pair is never split; "
+            f"--n {len(weights)} gives one pair per shard)",
+            markup=False,
+        )
+    jobs = len(result["include"])
+    if jobs > MAX_MATRIX_JOBS:
+        err.print(
+            f"warning: {jobs} jobs; a GitHub Actions matrix runs at most {MAX_MATRIX_JOBS}: "
+            "split the work over several workflows, or run the shards elsewhere "
+            "(examples/k8s-indexed-job.yaml: a Kubernetes Indexed Job)",
+            markup=False,
+        )
+    typer.echo(json.dumps(result, separators=(",", ":")))

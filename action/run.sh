@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The step of the swarm GitHub Action (action.yml): builds swarm's command line from the
+# action's inputs (passed as SWARM_* environment variables, never pasted into the script)
+# and ends in `exec swarm ...`. With exec, swarm *is* the step's process: when a run is
+# cancelled, the runner's SIGINT (and its SIGTERM 7.5 s later) reaches swarm itself, which
+# stops sending, records what is left as pending, with the reason, and exits 130 / 143.
+# A shell left waiting on a child would take the signals and swarm would get none
+# before the SIGKILL.
+#
+#   SWARM_COMMAND   terminate | stop | start | reboot | plan          (required)
+#   SWARM_ACTION    with plan: the action to predict                 (default terminate)
+#   SWARM_IDS       ID list: plain IDs, or a CSV with region/account columns
+#   SWARM_FILTERS   instead of SWARM_IDS: NAME=VALUE filters, one per line
+#   SWARM_REGION    default region of lines that name none
+#   SWARM_ACCOUNTS  accounts file (c7n-org style YAML or TOML)
+#   SWARM_SHARD     K/N: only the account/region pairs of shard K (see swarm shards)
+#   SWARM_LEDGER    the ledger                                        (default swarm-ledger.jsonl)
+#   SWARM_REPORT    the HTML report                                   (default swarm-report.html)
+#   SWARM_PLAN_OUT  with plan: where to write the IDs that would be acted on
+#   SWARM_ARGS      more arguments (rails and so on), split on whitespace, no quoting
+set -euo pipefail
+
+command=${SWARM_COMMAND:?SWARM_COMMAND: terminate, stop, start, reboot or plan}
+case "$command" in
+  terminate | stop | start | reboot) args=("$command") ;;
+  plan) args=(plan "${SWARM_ACTION:-terminate}") ;;
+  *) echo "swarm action: command '$command' is not terminate, stop, start, reboot or plan" >&2; exit 2 ;;
+esac
+
+if [ -n "${SWARM_IDS:-}" ]; then
+  args+=(--ids "$SWARM_IDS")
+fi
+while IFS= read -r filter; do
+  filter=${filter#"${filter%%[![:space:]]*}"}
+  [ -n "$filter" ] && args+=(--filter "$filter")
+done <<<"${SWARM_FILTERS:-}"
+[ -n "${SWARM_REGION:-}" ] && args+=(--region "$SWARM_REGION")
+[ -n "${SWARM_ACCOUNTS:-}" ] && args+=(--accounts "$SWARM_ACCOUNTS")
+[ -n "${SWARM_SHARD:-}" ] && args+=(--shard "$SWARM_SHARD")
+if [ -n "${SWARM_ARGS:-}" ]; then
+  set -f  # split on whitespace, but never expand a glob
+  # shellcheck disable=SC2206
+  extra=($SWARM_ARGS)
+  set +f
+  args+=("${extra[@]}")
+fi
+
+ledger=${SWARM_LEDGER:-swarm-ledger.jsonl}
+report=${SWARM_REPORT:-swarm-report.html}
+output=${GITHUB_OUTPUT:-/dev/null}
+
+if [ "$command" = plan ]; then
+  # A plan changes nothing, so this step may outlive swarm: its table goes to the job's
+  # summary too, for the person who approves the run.
+  plan_out=${SWARM_PLAN_OUT:-swarm-plan-ids.txt}
+  echo "plan-ids=$plan_out" >>"$output"
+  table=$(mktemp)
+  status=0
+  COLUMNS=${COLUMNS:-160} swarm "${args[@]}" --plan-out "$plan_out" >"$table" || status=$?
+  cat "$table"
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+    {
+      echo "### swarm plan ${SWARM_ACTION:-terminate}"
+      echo
+      echo '```text'
+      cat "$table"
+      echo '```'
+    } >>"$GITHUB_STEP_SUMMARY"
+  fi
+  rm -f "$table"
+  exit "$status"
+fi
+
+echo "ledger=$ledger" >>"$output"
+echo "report=$report" >>"$output"
+# swarm appends its own summary to $GITHUB_STEP_SUMMARY. --yes: a CI job has no
+# terminal to confirm on; the rails in SWARM_ARGS (--max-count, --protect-tag,
+# --expect-account) guard the run instead.
+exec swarm "${args[@]}" --ledger "$ledger" --report "$report" --yes --progress plain

@@ -1,0 +1,66 @@
+"""Every command's --help: summaries never cut, arguments by name, an example at the end."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import typer
+from test_cli import swarm
+
+from swarm_cli.cli import app
+from swarm_cli.cli.helptext import HELP
+
+
+def _paths(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    if hasattr(command, "commands"):  # a group (of Typer's click, or click's)
+        for name, sub in command.commands.items():
+            found += _paths(sub, (*path, name))
+    return found
+
+
+PATHS = _paths(typer.main.get_command(app))
+# Python's type names where a person expects a placeholder: <list[Path]>, <str>, ...
+PYTHON_TYPES = re.compile(r"<(?:list\[|str>|int>|float>|bool>|Path>|path>)")
+
+
+def test_every_command_is_walked() -> None:
+    names = {" ".join(p) for p in PATHS}
+    assert {"terminate", "plan terminate", "ledger failed", "shards", "list"} <= names
+    assert names == set(HELP), "each command has its summary and example in helptext.HELP"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: " ".join(p) or "swarm")
+def test_help_of(path: tuple[str, ...]) -> None:
+    code, out, err = swarm(*path, "--help")
+    assert code == 0, err
+    usage = out.splitlines()[0]
+    assert usage.startswith(f"Usage: swarm {' '.join(path)}".rstrip())
+    assert "{" not in usage and "}" not in usage
+    assert not PYTHON_TYPES.search(out), out
+    # The example comes last, and runs this very command.
+    lines = out.rstrip().splitlines()
+    assert lines[-2].strip() == "Example:"
+    assert lines[-1].strip().startswith("swarm ")
+    assert f"swarm {' '.join(path)}".rstrip() in lines[-1]
+    # A listing of subcommands shows each one's whole summary.
+    if "Commands:" in out:
+        listing = out.split("Commands:", 1)[1].split("Example:", 1)[0]
+        rows = [line for line in listing.splitlines() if line.strip()]
+        assert rows
+        for row in rows:
+            name, summary = row.split(None, 1)
+            assert summary == HELP[" ".join((*path, name))][0], row
+            assert not summary.endswith("..."), row
+
+
+def test_metavars_say_what_goes_there() -> None:
+    _, out, _ = swarm("sandbox", "--help")
+    assert re.search(r"--accounts N\b", out)  # a count, not a file
+    _, out, _ = swarm("terminate", "--help")
+    assert re.search(r"--accounts FILE\b", out)
+    _, out, _ = swarm("ledger", "merge", "--help")
+    assert "Usage: swarm ledger merge [OPTIONS] LEDGER..." in out
+    assert re.search(r"^  LEDGER\.\.\.  ", out, re.M)
