@@ -30,6 +30,8 @@ d  (a) with 3% injected HTTP 500s
 e  two clients at once on (a)'s bucket, each with its own 500 IDs
 f  (a) with a neighbour sending 5 TerminateInstances/s on the same bucket
 g  100,000 IDs against an unthrottled sandbox: parsing, memory, CPU per call
+h  a stingy bucket (3 burst, 0.5 calls/s), 100 ms, 40 IDs; the sim's prediction beside it
+i  a slow API with a high ceiling (80 calls/s), 250 ms, 800 IDs; the sim's prediction too
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ CONTENDERS = {
     for c in (
         Contender("swarm default", "swarm"),
         Contender("swarm seed", "swarm", ("--window-profile", "seed")),
+        Contender("swarm rate", "swarm", ("--window-profile", "rate")),
         Contender("swarm batch 1", "swarm", batch="1"),
         Contender("swarm headroom 0.2", "swarm", ("--headroom", "0.2")),
         Contender("pool legacy", "pool", ("--mode", "legacy")),
@@ -173,6 +176,24 @@ def scenarios(smoke: bool) -> dict[str, Scenario]:
                 1,
                 contenders=("swarm default", "swarm headroom 0.2", *EVERYONE[1:]),
                 neighbour_rate=5.0,
+            ),
+            Scenario(
+                "h",
+                "a stingy bucket: burst 3, 0.5 calls/s, 100 ms",
+                SandboxConfig(BucketSpec(3, 0.5), UNLIMITED, latency=0.1, jitter=0.04),
+                8 if smoke else 40,
+                "1",
+                1,
+                contenders=("swarm default", "swarm rate", "pool legacy", "pool adaptive"),
+            ),
+            Scenario(
+                "i",
+                "a slow API with a high ceiling: 250 ms, 80 calls/s",
+                SandboxConfig(BucketSpec(80, 80), UNLIMITED, latency=0.25, jitter=0.1),
+                n(800),
+                "1",
+                1,
+                contenders=("swarm default", "swarm rate", "pool legacy", "pool adaptive"),
             ),
             Scenario(
                 "g",
@@ -612,6 +633,17 @@ def targets(sc: Scenario, rows: dict[str, dict[str, Any]], extra: dict[str, Any]
         out.append(check("largest share", max(shares) if shares else None, 0.60))
     if sc.key == "f":
         out.append(check("neighbour throttled", me.get("neighbour_throttled_share"), 0.02))
+    if sc.key == "h":
+        out.append(check("x bound", me["x_bound"], 1.2))
+        out.append(check("lost", me["lost"], 0))
+    if sc.key == "i":
+        for pool in ("pool legacy", "pool adaptive"):
+            other = rows.get(pool)
+            if other is not None and not other["error"]:
+                out.append(check(f"wall / {pool}", me["wall_s"] / other["wall_s"], 1.0))
+    if sc.key in "hi" and extra.get("sim_wall_s"):
+        out.append(check("sim / real wall", extra["sim_wall_s"] / me["wall_s"], 1.2))
+        out.append(check("real / sim wall", me["wall_s"] / extra["sim_wall_s"], 1.2))
     if sc.key == "g":
         out.append(check("parse+validate s", extra.get("parse_validate_s"), 1.0))
         out.append(check("peak RSS MB", me["max_rss_mb"], 200.0))
@@ -659,6 +691,19 @@ def parse_and_validate_seconds(count: int, rounds: int) -> tuple[float, str]:
     return statistics.median(times), "in this process"
 
 
+def simulated_wall(sc: Scenario) -> float:
+    """What benchmarks/sim.py predicts for the scenario's bucket, worst of three seeds, plus
+    the start-up a real run pays (about half a second): the sim must not flatter."""
+    from sim import Regime, simulate
+
+    c = sc.config
+    req = c.requests if isinstance(c.requests, BucketSpec) else UNLIMITED
+    regime = Regime(
+        req.burst, req.rate, c.latency, sc.total, jitter=c.jitter / c.latency if c.latency else 0
+    )
+    return max(simulate(regime, seed=k).wall_s for k in range(3)) + 0.5
+
+
 def run_scenario(
     sc: Scenario,
     only: Sequence[str] | None,
@@ -672,6 +717,8 @@ def run_scenario(
         extra["parse_validate_s"], extra["parse_validate_how"] = parse_and_validate_seconds(
             sc.instances, 1 if sc.instances < 10_000 else 3
         )
+    if sc.key in "hi" and not smoke:
+        extra["sim_wall_s"] = simulated_wall(sc)
     rows: dict[str, dict[str, Any]] = {}
     chart_runs: dict[str, dict[str, Any]] = {}
     timeout = 120 + 10 * bound + sc.total / 200

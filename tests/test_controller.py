@@ -74,11 +74,14 @@ def test_noise_floor_learns_throttles_that_do_not_answer_to_a_decrease() -> None
     n = NoiseFloor()
     for k in range(64):
         n.on_answer(k, throttled=k % 5 == 0)
-    n.decreased(rate_before=100.0, ticket=64)
-    back = None
-    for k in range(65, 65 + AFTER):
-        back = n.on_answer(k, throttled=k % 5 == 0) or back
-    assert back == 100.0, "the decrease is undone"
+    backs = []
+    for attempt, start in enumerate((64, 64 + AFTER + 1)):
+        n.decreased(rate_before=100.0 - attempt, ticket=start)
+        back = None
+        for k in range(start + 1, start + 1 + AFTER):
+            back = n.on_answer(k, throttled=k % 5 == 0) or back
+        backs.append(back)
+    assert backs == [None, 99.0], "the second decrease that did not help is undone"
     assert 0.1 <= n.floor <= 0.3
     assert n.quiet()
 

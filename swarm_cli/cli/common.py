@@ -138,6 +138,7 @@ class WindowChoice(str, Enum):
     adaptive = "adaptive"
     seed = "seed"
     reno = "reno"
+    rate = "rate"
 
 
 class Output(str, Enum):
@@ -297,7 +298,7 @@ WindowOpt = Annotated[
         help="adaptive: the default: one call first, then a paced startup, then calls paced "
         "at the rate that has been getting through, probed upward on a clock; seed: the "
         "reference TCP profile, reproduced exactly; reno: the window alone, halved once per "
-        "round trip.",
+        "round trip; rate: swarm 0.2's default (a window, then a rate measured over a second).",
     ),
 ]
 MaxAttempts = Annotated[

@@ -27,6 +27,7 @@ from .pacing import Pacer, cap_for
 Phase = Literal["canary", "startup", "paced"]
 MIN_RTT_SPAN = 10.0  # seconds a lowest latency stays the reference
 CALM_SHARE = 0.05
+PROBE_ANSWERS = 4
 MAX_BACKOFF = 4  # probe intervals grow to at most 2**this times the shortest
 
 
@@ -205,13 +206,17 @@ class Controller:
                 # one counted a stretch when the bucket sat full): follow it up.
                 self._set_rate(upper)
             elif upper < self.rate and not self.noise.quiet():
-                if self.estimator.solid(now) and upper >= self.rate * self.profile.most_decrease:
+                solid = self.estimator.solid(now)
+                if solid and upper >= self.rate * self.profile.most_decrease:
                     # Only a decrease to a measured rate says anything of the noise.
                     self.noise.decreased(self.rate, self._sent)
                 self._recover = self._sent
-                # At most this much lower per round trip: a span that held a stretch with
-                # the bucket full reads low, and the next throttle will come soon enough.
-                self._set_rate(max(upper, self.rate * self.profile.most_decrease))
+                # A span of many successes that held a stretch with the bucket full reads
+                # low: from one, at most this much lower per round trip (the next throttle
+                # comes soon enough at such rates). With few, the estimate is the bound.
+                if solid:
+                    upper = max(upper, self.rate * self.profile.most_decrease)
+                self._set_rate(upper)
         return self.cwnd != before
 
     def on_error(self, ticket: int, now: float) -> bool:
@@ -255,7 +260,9 @@ class Controller:
         # Calm: throttles in this interval no more than the noise makes, and a few in a
         # hundred (a small bucket behind calls of uneven latency throttles some anyway).
         allowed = (self.noise.floor + CALM_SHARE) * self._answers_since_probe
-        calm = self._answers_since_probe > 0 and self._throttles_since_probe <= allowed
+        if self._answers_since_probe < PROBE_ANSWERS:
+            return  # the interval goes on until enough answers say how calm it was
+        calm = self._throttles_since_probe <= allowed
         if calm and self.pacer.binds:
             if self._probed:
                 self._backoff = max(0, self._backoff - 1)  # the last probe found room

@@ -16,6 +16,7 @@ WEIGHT = 1 / 16  # of each answer in the running throttle share
 AFTER = 16  # answers after a decrease before it is judged
 LOUD = 0.1  # a share under this is what pacing just above the refill costs anyway
 HELD = 0.7  # a share that kept this much of itself did not answer to the decrease
+STRIKES = 2  # decreases in a row that did not help
 MOST = 0.5  # more than this share of throttles is a limit, whatever else it is
 
 
@@ -33,6 +34,7 @@ class NoiseFloor:
         self.share = 0.0  # running share of throttled answers
         self.floor = 0.0  # share of throttles that do not answer to the pace
         self._pending: _Decrease | None = None
+        self._strikes = 0
 
     def on_answer(self, ticket: int, throttled: bool) -> float | None:
         """Count one answer. Returns a rate to go back to when a decrease proved useless."""
@@ -46,10 +48,15 @@ class NoiseFloor:
             return None
         self._pending = None
         after = d.throttled / d.answers
-        if d.share_before >= LOUD and after >= HELD * d.share_before:
-            self.floor = min(MOST, max(self.floor, after))
-            return d.rate_before
-        return None
+        if not (d.share_before >= LOUD and after >= LOUD and after >= HELD * d.share_before):
+            self._strikes = 0
+            return None
+        # Twice in a row, so that one decrease that fell short of the limit is not noise.
+        self._strikes += 1
+        if self._strikes < STRIKES:
+            return None
+        self.floor = min(MOST, max(self.floor, after))
+        return d.rate_before
 
     def quiet(self, margin: float = 0.05) -> bool:
         """Whether the throttles now are within the noise."""
