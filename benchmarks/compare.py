@@ -8,7 +8,7 @@ of the child to its exit; client CPU is the child's own (``os.wait4``), so the
 sandbox is never counted; "lost" instances are those whose termination the
 sandbox never accepted.
 
-    python benchmarks/compare.py                        # every scenario, a-g
+    python benchmarks/compare.py                        # every scenario, a-i
     python benchmarks/compare.py --scenario a --scenario e --repeat 3
     python benchmarks/compare.py --smoke                # seconds, for CI: tiny sizes
     python benchmarks/compare.py --only "swarm default" --scenario c
@@ -892,7 +892,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n".join((__doc__ or "").splitlines()[1:]),
     )
-    parser.add_argument("--scenario", action="append", choices="abcdefg", help="repeatable")
+    parser.add_argument("--scenario", action="append", choices="abcdefghi", help="repeatable")
     parser.add_argument("--only", action="append", choices=sorted(CONTENDERS), help="repeatable")
     parser.add_argument("--repeat", type=int, default=1, help="runs per contender (median)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: seconds, for CI")

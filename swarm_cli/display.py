@@ -26,6 +26,8 @@ MAX_PAIRS = 8  # blocks shown at once; the rest are summed on one line
 RATE_SPAN = 5.0  # seconds of history behind the rate: long enough to smooth a sawtooth
 GUTTER = 6  # the chart's left margin, where its scale is written
 PHASE_STYLES = {
+    "canary": "blue",
+    "startup": "green",
     "slow-start": "green",
     "avoidance": "cyan",
     "recovery": "yellow",
@@ -35,10 +37,12 @@ PHASE_STYLES = {
 # What the controller's terms mean, in words, in one place: the live view, the plain lines
 # and their legend read these. A phase missing here is shown under its own name.
 PHASE_WORDS = {
+    "canary": "one call first, to check access",
+    "startup": "starting: paced, doubling each round trip",
     "slow-start": "starting: doubling each round trip",
     "avoidance": "growing while answers come",
     "recovery": "backing off after a throttle",
-    "paced": "paced under the rate that got through",
+    "paced": "paced at the rate that gets through, probing for more",
     "outage": "endpoint not answering: probing",
 }
 ALLOWED = "allowed in flight"  # the window (TCP's cwnd): calls that may be out at once
@@ -517,7 +521,7 @@ def total_line(snaps: Sequence[Snapshot], now: float) -> str:
         line += f" · OUTAGE in {down} pair(s): no answer from the endpoint, probing"
     stopping = next((s.stopping for s in snaps if s.stopping), None)
     if stopping:
-        line += f" · stopping: {stopping}"
+        line += f" · stopping: {literal(stopping)}"
     return line
 
 

@@ -504,6 +504,8 @@ class Engine:
     def _phase(self) -> str:
         if self.outage.down:
             return "outage"
+        if self.window.phase in ("canary", "startup"):
+            return self.window.phase
         if self.window.pace or self.window.phase == "paced":
             return "paced"
         oldest = next(iter(self._calls), None)  # tickets rise, and the dict keeps their order

@@ -23,7 +23,8 @@ def test_ctrl_c_at_the_confirmation_sends_nothing_and_leaves_no_ledger(
     ledger = tmp_path / "l.jsonl"
 
     def ctrl_c(prompt: str, **kwargs: object) -> bool:
-        assert ledger.exists()  # the ledger path was proven writable before asking
+        # The ledger path was proven writable before asking, and the proof removed.
+        assert not ledger.exists()
         raise KeyboardInterrupt
 
     monkeypatch.setattr(act, "ask", ctrl_c)

@@ -84,7 +84,6 @@ class Controller:
         self._throttles_since_probe = 0
         self._answers_since_probe = 0
         self._until_ready = False  # paced at a guess until the estimate covers a round trip
-        self._last_throttle = -math.inf
         self._probed = False  # the rate was raised by a probe since the last decrease
         self._backoff = 0  # probes found the limit this many times more than they found room
 
@@ -175,7 +174,6 @@ class Controller:
             self._set_rate(sending * size / 2)
             self._recover = self._sent
             self._until_ready = True
-            self._last_throttle = now
             self._next_probe = now + self._probe_interval()
         elif back is not None:
             self._set_rate(back)
@@ -183,7 +181,6 @@ class Controller:
             self._answers_since_probe += 1
             if not self.noise.quiet():
                 self._throttles_since_probe += 1
-                self._last_throttle = now
             if self._until_ready and self.estimator.ready(now, rtt):
                 self._until_ready = False
                 self._set_rate(upper)
@@ -249,6 +246,8 @@ class Controller:
         self._in_flight.clear()
         self._recover = self._sent
         self._next_probe = math.inf
+        self._until_ready = self._probed = False
+        self._backoff = 0
 
     # Parts.
 
