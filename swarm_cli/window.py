@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from .control import Controller, ControllerProfile
+from .control.pacing import window_bounds
 
 Phase = Literal["slow-start", "avoidance", "paced"]
 MIN_LATENCY_WINDOW = 10.0  # seconds a lowest latency stays the reference
@@ -78,12 +79,7 @@ class WindowProfile:
     def bounded(
         self, min_window: int | None = None, max_window: int | None = None
     ) -> WindowProfile:
-        lo = self.min_window if min_window is None else min_window
-        hi = self.max_window if max_window is None else max_window
-        if lo < 1:
-            raise ValueError("the minimum window must be at least 1")
-        if hi < lo:
-            raise ValueError(f"the maximum window ({hi}) is below the minimum ({lo})")
+        lo, hi = window_bounds(self.min_window, self.max_window, min_window, max_window)
         return replace(self, min_window=lo, max_window=hi)
 
 

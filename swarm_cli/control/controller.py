@@ -22,7 +22,7 @@ from typing import Literal
 
 from .estimator import DeliveryEstimator
 from .noise import NoiseFloor
-from .pacing import Pacer, cap_for
+from .pacing import Pacer, cap_for, window_bounds
 
 Phase = Literal["canary", "startup", "paced"]
 MIN_RTT_SPAN = 10.0  # seconds a lowest latency stays the reference
@@ -49,12 +49,7 @@ class ControllerProfile:
     def bounded(
         self, min_window: int | None = None, max_window: int | None = None
     ) -> ControllerProfile:
-        lo = self.min_window if min_window is None else min_window
-        hi = self.max_window if max_window is None else max_window
-        if lo < 1:
-            raise ValueError("the minimum window must be at least 1")
-        if hi < lo:
-            raise ValueError(f"the maximum window ({hi}) is below the minimum ({lo})")
+        lo, hi = window_bounds(self.min_window, self.max_window, min_window, max_window)
         return replace(self, min_window=lo, max_window=hi)
 
 

@@ -42,3 +42,16 @@ def cap_for(rate: float, rtt: float, size: int, gain: float, slack: int) -> int:
     ``slack``: enough that the window never holds the pace back, few enough that a hung
     endpoint never collects more."""
     return math.ceil(gain * rate * rtt / max(size, 1)) + slack
+
+
+def window_bounds(
+    lo: int, hi: int, min_window: int | None, max_window: int | None
+) -> tuple[int, int]:
+    """The bounds of calls in flight a profile keeps, with either replaced; checked."""
+    lo = lo if min_window is None else min_window
+    hi = hi if max_window is None else max_window
+    if lo < 1:
+        raise ValueError("the minimum window must be at least 1")
+    if hi < lo:
+        raise ValueError(f"the maximum window ({hi}) is below the minimum ({lo})")
+    return lo, hi
