@@ -24,8 +24,8 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -84,6 +84,10 @@ class Credentials:
     token: str | None = field(repr=False)
     account: str
     expiration: datetime | None
+    # botocore's credentials object behind them, which renews itself before it expires
+    # (an assumed role's, through botocore's AssumeRoleCredentialFetcher; or the default
+    # chain's own): a run may last longer than a role session's hour.
+    source: Any = field(default=None, repr=False, compare=False)
 
     def session_kwargs(self) -> dict[str, str]:
         """Keyword arguments for ``Session``, ``Session.client`` and ``ec2.make_client``."""
@@ -182,7 +186,7 @@ def assume(
             raise AssumeError(f"account {account.label}: no AWS credentials found")
         frozen = own.get_frozen_credentials()
         credentials = Credentials(
-            frozen.access_key, frozen.secret_key, frozen.token, account.id, None
+            frozen.access_key, frozen.secret_key, frozen.token, account.id, None, own
         )
         checker = sts
     else:
@@ -227,7 +231,51 @@ def assume(
         raise AssumeError(
             f"account {account.label}: assumed {account.role_arn} but got account {got} ({arn})"
         )
+    if account.role_arn is not None:
+        renewing = _renewing(session, account, request, credentials, endpoint_url, config)
+        credentials = replace(credentials, source=renewing)
     return credentials
+
+
+def _renewing(
+    session: boto3.session.Session,
+    account: Account,
+    request: dict[str, Any],
+    issued: Credentials,
+    endpoint_url: str | None,
+    config: Config,
+) -> Any:
+    """The role's credentials as botocore keeps them fresh: these first, then AssumeRole
+    again (with the session's own credentials) shortly before they expire."""
+    from botocore.credentials import AssumeRoleCredentialFetcher, RefreshableCredentials
+
+    core = getattr(session, "_session", None)  # boto3 keeps its botocore session here
+    if core is None:
+        return None  # not a boto3 session: the credentials as issued, for their hour
+
+    def create_client(service: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("endpoint_url", endpoint_url)
+        kwargs["config"] = config
+        return core.create_client(service, **kwargs)
+
+    extra = {k: v for k, v in request.items() if k != "RoleArn"}
+    fetcher = AssumeRoleCredentialFetcher(
+        client_creator=create_client,
+        source_credentials=session.get_credentials(),
+        role_arn=account.role_arn,
+        extra_args=extra,
+    )
+    expiry = issued.expiration or datetime.now(timezone.utc) + timedelta(seconds=SESSION_SECONDS)
+    return RefreshableCredentials.create_from_metadata(
+        metadata={
+            "access_key": issued.access_key,
+            "secret_key": issued.secret_key,
+            "token": issued.token,
+            "expiry_time": expiry.isoformat(),
+        },
+        refresh_using=fetcher.fetch_credentials,
+        method="assume-role",
+    )
 
 
 # Sleeping between throttled STS calls; tests replace it.

@@ -231,9 +231,17 @@ def make_client(
     max_pool: int = 10,
     timeout: float = 30.0,
     credentials: Mapping[str, str] | None = None,
+    renewing: Any = None,
 ) -> Any:
-    """One client for every thread; botocore's own retries off so the window sees all."""
+    """One client for every thread; botocore's own retries off so the window sees all.
+
+    ``renewing``: botocore credentials that refresh themselves (an assumed role's), used
+    instead of the fixed ``credentials`` so that a run may outlast a role session.
+    """
     session = new_session(profile=profile, region=region, **(credentials or {}))
+    if renewing is not None:
+        # boto3 has no public setter; botocore's session reads this before any provider.
+        session._session._credentials = renewing
     config = Config(
         retries={"mode": "standard", "total_max_attempts": 1},
         max_pool_connections=max(10, max_pool),

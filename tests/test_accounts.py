@@ -305,3 +305,41 @@ def test_a_misspelt_key_is_refused_with_a_hint(tmp_path: Path) -> None:
     )
     with pytest.raises(AccountsError, match=r"unknown key 'rol' \(did you mean 'role'\?\)"):
         load_accounts(str(path))
+
+
+def test_an_assumed_role_renews_itself_before_it_expires(sandbox: Sandbox) -> None:
+    """A run longer than a role session's hour: botocore assumes the role again."""
+    from swarm_cli.ec2 import make_client
+
+    credentials = assume(ROLE, region="us-east-1", endpoint_url=sandbox.endpoint)
+    renewing = credentials.source
+    assert renewing is not None
+    client = make_client(
+        "us-east-1",
+        endpoint_url=sandbox.endpoint,
+        credentials=credentials.session_kwargs(),
+        renewing=renewing,
+    )
+    client.describe_instances()
+    assert renewing.get_frozen_credentials().access_key == credentials.access_key
+    # The hour is almost over: the next call must not go out with the old keys.
+    renewing._expiry_time = datetime.now(timezone.utc) + timedelta(seconds=30)
+    client.describe_instances()
+    renewed = renewing.get_frozen_credentials()
+    assert renewed.access_key != credentials.access_key
+    assert renewing._expiry_time - datetime.now(timezone.utc) > timedelta(minutes=50)
+    sts = boto3.session.Session(
+        region_name="us-east-1",
+        aws_access_key_id=renewed.access_key,
+        aws_secret_access_key=renewed.secret_key,
+        aws_session_token=renewed.token,
+    ).client("sts", endpoint_url=sandbox.endpoint)
+    assert sts.get_caller_identity()["Account"] == ROLE.id
+
+
+def test_without_a_role_the_default_chain_renews_itself(sandbox: Sandbox) -> None:
+    session = boto3.session.Session(region_name="us-east-1")
+    credentials = assume(
+        Account(id=ACCOUNT), region="us-east-1", endpoint_url=sandbox.endpoint, session=session
+    )
+    assert credentials.source is session.get_credentials()

@@ -896,17 +896,19 @@ class Reach:
                 self._errors[account] = exc
                 error(err, f"{exc}; its pairs send nothing")
                 continue
-            credentials[account] = got.session_kwargs()
+            credentials[account] = got
         for pair in groups:
             if pair.account in self._errors or pair in self._clients:
                 continue
+            known_credentials = credentials.get(pair.account)
             try:
                 client = make_client(
                     pair.region,
                     profile=f.profile if pair.account is None else None,
                     endpoint_url=f.endpoint_url,
                     max_pool=self.max_pool,
-                    credentials=credentials.get(pair.account),
+                    credentials=known_credentials.session_kwargs() if known_credentials else None,
+                    renewing=known_credentials.source if known_credentials else None,
                 )
             except Exception as exc:
                 if pair.account is None:
@@ -927,7 +929,8 @@ class Reach:
         if pair not in self._clients:
             return None
         try:
-            kwargs = self._credentials.get(pair.account) or {}
+            got = self._credentials.get(pair.account)
+            kwargs = got.session_kwargs() if got else {}
             profile = self.flags.profile if pair.account is None else None
             session = new_session(profile=profile, **kwargs)
             iam = session.client(
