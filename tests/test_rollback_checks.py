@@ -109,3 +109,24 @@ def test_rollback_undoes_a_pending_call_that_was_carried_out(
     code, err = rollback(sandbox, only)
     assert code == 0, err
     assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_rollback_keeps_the_rails_of_a_run(sandbox: Sandbox, tmp_path: Path) -> None:
+    """--protect-tag, --max-count and --expect-account guard an undo as they guard a run."""
+    ids = sandbox.launch(3)
+    client = sandbox.client()
+    client.stop_instances(InstanceIds=ids)
+    client.create_tags(Resources=[ids[0]], Tags=[{"Key": "keep", "Value": "yes"}])
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(i, "succeeded") for i in ids])
+    base = ("rollback", str(ledger), "--endpoint-url", sandbox.endpoint, "--yes")
+    code, _, err = swarm(*base, "--max-count", "2", "--progress", "none")
+    assert code == 3, err
+    code, _, err = swarm(*base, "--expect-account", "999999999999", "--progress", "none")
+    assert code == 3, err
+    assert sandbox.counters.accepted_by_action.get("StartInstances") is None
+    code, _, err = swarm(*base, "--protect-tag", "keep", "--progress", "none")
+    assert code == 1, err  # the protected one is recorded failed (Protected)
+    states = sandbox.states(ids)
+    assert states[ids[0]] == "stopped"
+    assert {states[ids[1]], states[ids[2]]} == {"running"}

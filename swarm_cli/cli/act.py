@@ -382,6 +382,11 @@ class Instance(Protocol):
     def tags(self) -> Mapping[str, str]: ...
 
 
+def expect_account_of(flags: Flags, pair: Pair | None, err: Console) -> None:
+    """--expect-account for a ledger's pairs: checked in the first pair's region."""
+    expect_account(flags, pair.region if pair is not None else None, err)
+
+
 def expect_account(flags: Flags, region: str | None, err: Console) -> None:
     """--expect-account: checked with STS before anything else is read or sent."""
     from ..ec2 import new_session
@@ -693,14 +698,21 @@ def run_plan(
     reach: "Reach",
     err: Console,
     title: str,
+    settled: Mapping[Pair, Mapping[str, Outcome]] | None = None,
 ) -> Report:
     from ..ec2 import InstanceCall, classify_exception
 
     def action(pair: Pair) -> InstanceCall:
         return InstanceCall(reach.client(pair), spec, dry_run=options.dry_run)
 
-    job = Job(spec, {p: list(ids) for p, ids in groups.items()}, options, title)
-    return run_job(job, action, err, classify=classify_exception)
+    job = Job(spec, {p: list(ids) for p, ids in groups.items()}, options, title, settled or {})
+    report = run_job(job, action, err, classify=classify_exception)
+    unverified = unverified_count(settled or {})
+    if unverified:
+        report.extra["rail_unverified"] = unverified
+        if report.exit_code in (0, EXIT_FAILED):  # a rail that could not see refused them
+            report.exit_code = EXIT_REFUSED
+    return report
 
 
 def save_report(report: Report, path: str, err: Console) -> None:
@@ -1359,6 +1371,29 @@ def rollback(
     ] = False,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
+    expect_account: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-account",
+            metavar="ID",
+            help="Refuse (exit 3) unless the credentials are this account's.",
+        ),
+    ] = None,
+    protect_tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--protect-tag",
+            metavar="KEY[=VALUE]",
+            help="Never touch instances carrying this tag (recorded failed, Protected); an "
+            "instance whose tags cannot be read is not touched either (exit 3). Repeatable.",
+        ),
+    ] = None,
+    max_count: Annotated[
+        int | None,
+        typer.Option(
+            "--max-count", metavar="N", min=0, help="Refuse (exit 3) to undo more than N."
+        ),
+    ] = None,
 ) -> None:
     """Undo a stop or start run from its ledger: start what it stopped, stop what it started.
 
@@ -1388,7 +1423,12 @@ def rollback(
         accounts=accounts,
         role_arn=role_arn,
         wait=wait,
+        expect_account=expect_account,
+        protect_tags=tuple(protect_tag or ()),
+        max_count=max_count,
     )
+    if expect_account is not None:
+        expect_account_of(flags, next(iter({**plan.groups, **plan.unsure}), None), err)
     reach = Reach(flags, load_account_map(accounts, role_arn, err), 500)
     reach.connect({**plan.groups, **plan.unsure}, err)
     if reach.unreachable:
@@ -1403,10 +1443,17 @@ def rollback(
     groups = reconcile_undo(plan, reach, flags.options, err)
     if not groups:
         fail(err, f"run {plan.run} ({plan.of}) got nothing done: nothing to undo", EXIT_USAGE)
+    try:
+        check_max_count(sum(map(len, groups.values())), max_count, action=plan.action.name)
+    except RailError as exc:
+        fail(err, exc.message, exc.code)
+    found: dict[str, Instance] = {}
+    settled = protected_by_tags(plan.action, flags, groups, reach, flags.options, found, err)
     if not yes:
-        confirm(plan.action, groups, endpoint, flags, reach, {}, err)
+        confirm(plan.action, groups, endpoint, flags, reach, found, err)
     options = replace(flags.options, endpoint=endpoint)
-    report = run_plan(plan.action, groups, options, reach, err, f"rollback of {plan.run}")
+    title = f"rollback of {plan.run}"
+    report = run_plan(plan.action, groups, options, reach, err, title, settled)
     job = Job(plan.action, groups, options)
     follow_up(plan.action, flags, job, report, reach, err)
     finish(report, output, out, err)
