@@ -155,3 +155,32 @@ def test_virtual_runtime_runs_work_half_way_and_answers_after_the_latency() -> N
     with cond:
         rt.wait(cond, 2.0)  # nothing due: the clock moves by the timeout
     assert rt.clock() == 3.0
+
+
+def test_a_call_given_up_before_it_leaves_is_never_sent() -> None:
+    """A worker that reaches a call after its deadline drops it: no late, phantom call."""
+    from swarm_cli.engine import Engine
+    from swarm_cli.outage import Outage
+    from swarm_cli.outcome import Kind, Outcome
+    from swarm_cli.rto import FixedTimeout
+
+    sent: list[list[str]] = []
+
+    def action(ids: list[str]) -> dict[str, Outcome]:
+        sent.append(list(ids))
+        return dict.fromkeys(ids, Outcome(Kind.SUCCEEDED))
+
+    # Every call would reach the API two seconds after it leaves; the deadline is one.
+    runtime = VirtualRuntime(latency=lambda: 4.0)
+    engine = Engine(
+        action,
+        Controller(ControllerProfile()),
+        max_attempts=2,
+        timeouts=FixedTimeout(1.0),
+        outage=Outage(max_outage=30.0),
+        backoff=lambda n: 0.0,
+        runtime=runtime,
+    )
+    result = engine.run(["i-00000001"])
+    assert sent == []
+    assert result.counts["pending"] == 1
