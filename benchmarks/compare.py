@@ -114,7 +114,9 @@ class Scenario:
     @property
     def smoke_contenders(self) -> tuple[str, ...]:
         """A smoke run's: swarm as the scenario runs it, and a pool where its path differs."""
-        mine = tuple(n for n in self.contenders if n.startswith("swarm") and n != "swarm seed")
+        # The seed and 0.2's rate mode are baselines: on a stingy bucket they take minutes.
+        baselines = ("swarm seed", "swarm rate")
+        mine = tuple(n for n in self.contenders if n.startswith("swarm") and n not in baselines)
         pool = {"a": "pool tenacity", "d": "pool standard", "e": "pool tenacity"}
         if self.key == "g":
             return (*mine, "pool legacy")
