@@ -60,9 +60,11 @@ from .common import (
     DrainTimeout,
     EndpointOpt,
     ExcludeOpt,
+    ExpectAccountOpt,
     FilterOpt,
     Headroom,
     MaxAttempts,
+    MaxCountOpt,
     MaxOutage,
     MaxWindow,
     MinWindow,
@@ -73,6 +75,7 @@ from .common import (
     ProfileOpt,
     ProgressChoice,
     ProgressOpt,
+    ProtectTagOpt,
     QuietOpt,
     RegionOpt,
     RoleArnOpt,
@@ -1088,33 +1091,9 @@ def register(
         filters: FilterOpt = None,
         older_than: OlderThanOpt = None,
         exclude_ids: ExcludeOpt = None,
-        expect_account: Annotated[
-            str | None,
-            typer.Option(
-                "--expect-account",
-                metavar="ID",
-                help="Refuse (exit 3) unless the credentials are this account's (checked with "
-                "STS before anything else).",
-            ),
-        ] = None,
-        protect_tag: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--protect-tag",
-                metavar="KEY[=VALUE]",
-                help="Never touch instances carrying this tag: they are recorded failed "
-                "(Protected). Repeatable.",
-            ),
-        ] = None,
-        max_count: Annotated[
-            int | None,
-            typer.Option(
-                "--max-count",
-                metavar="N",
-                min=0,
-                help="Refuse (exit 3) a run of more than N instances.",
-            ),
-        ] = None,
+        expect_account: ExpectAccountOpt = None,
+        protect_tag: ProtectTagOpt = None,
+        max_count: MaxCountOpt = None,
         check_protection: Annotated[
             bool,
             typer.Option(
@@ -1371,29 +1350,9 @@ def rollback(
     ] = False,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
-    expect_account: Annotated[
-        str | None,
-        typer.Option(
-            "--expect-account",
-            metavar="ID",
-            help="Refuse (exit 3) unless the credentials are this account's.",
-        ),
-    ] = None,
-    protect_tag: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--protect-tag",
-            metavar="KEY[=VALUE]",
-            help="Never touch instances carrying this tag (recorded failed, Protected); an "
-            "instance whose tags cannot be read is not touched either (exit 3). Repeatable.",
-        ),
-    ] = None,
-    max_count: Annotated[
-        int | None,
-        typer.Option(
-            "--max-count", metavar="N", min=0, help="Refuse (exit 3) to undo more than N."
-        ),
-    ] = None,
+    expect_account: ExpectAccountOpt = None,
+    protect_tag: ProtectTagOpt = None,
+    max_count: MaxCountOpt = None,
 ) -> None:
     """Undo a stop or start run from its ledger: start what it stopped, stop what it started.
 

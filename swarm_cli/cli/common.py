@@ -291,6 +291,35 @@ MinWindow = Annotated[
         help="Fewest calls in flight allowed after throttles.",
     ),
 ]
+# The rails, for a run and for an undo alike.
+ExpectAccountOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--expect-account",
+        metavar="ID",
+        help="Refuse (exit 3) unless the credentials are this account's (checked with "
+        "STS before anything else).",
+    ),
+]
+ProtectTagOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--protect-tag",
+        metavar="KEY[=VALUE]",
+        help="Never touch instances carrying this tag: they are recorded failed "
+        "(Protected); one whose tags cannot be read is not touched either (exit 3). "
+        "Repeatable.",
+    ),
+]
+MaxCountOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-count",
+        metavar="N",
+        min=0,
+        help="Refuse (exit 3) a run of more than N instances.",
+    ),
+]
 WindowOpt = Annotated[
     WindowChoice,
     typer.Option(
