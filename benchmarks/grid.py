@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from oracle import Best, best_fixed_pace
 from sim import Regime, Result, simulate
 
 BURSTS = (1, 3, 20, 100, 1000)
@@ -58,6 +59,30 @@ def _one(args: tuple[Regime, int, str, dict[str, float]]) -> Result:
     return simulate(regime, seed=seed, profile=profile, overrides=overrides)
 
 
+Key = tuple[float, float, float]
+
+
+def _reference(regime: Regime) -> Best:
+    return best_fixed_pace(
+        regime.burst, regime.rate, regime.latency, regime.n, max_window=regime.max_window
+    )
+
+
+def references(grid: Sequence[Regime], pool: ProcessPoolExecutor) -> dict[Key, float]:
+    """The best fixed pace's wall per regime (one bucket only), kept in results/ once made:
+    it depends on nothing of swarm's."""
+    cache = RESULTS / "oracle.json"
+    known: dict[str, float] = json.loads(cache.read_text()) if cache.exists() else {}
+    key = lambda g: f"{g.burst:g}/{g.rate:g}/{g.latency:g}/{g.n}"  # noqa: E731
+    todo = [g for g in grid if key(g) not in known]
+    for g, best in zip(todo, pool.map(_reference, todo), strict=True):
+        known[key(g)] = best.wall_s
+    if todo:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(known, indent=0, sort_keys=True) + "\n")
+    return {(g.burst, g.rate, g.latency): known[key(g)] for g in grid}
+
+
 def throttle_ok(r: Result) -> bool:
     return r.throttled <= r.burst + THROTTLE_SHARE * r.calls
 
@@ -79,7 +104,9 @@ def _with(r: Result, throttled: int) -> Result:
     return Result(**{**asdict(r), "throttled": throttled})
 
 
-def summary(worst: dict[tuple[float, float, float], Result], noise: float) -> dict[str, object]:
+def summary(
+    worst: dict[Key, Result], noise: float, reach: dict[Key, float] | None = None
+) -> dict[str, object]:
     ratios = sorted(r.ratio for r in worst.values())
     # With noise, a share of every call is throttled whatever the pace: the goal is
     # that it costs no more than that share of time.
@@ -93,8 +120,23 @@ def summary(worst: dict[tuple[float, float, float], Result], noise: float) -> di
         "median": round(statistics.median(ratios), 3),
         "worst": round(ratios[-1], 3),
         "time_goal": round(goal, 3),
+        **(_against(worst, reach, goal) if reach else {}),
         "slowest": [asdict(r) for r in sorted(slow, key=lambda r: -r.ratio)[:12]],
         "loudest": [asdict(r) for r in sorted(loud, key=lambda r: r.calls - r.throttled)[:12]],
+    }
+
+
+def _against(worst: dict[Key, Result], reach: dict[Key, float], goal: float) -> dict[str, object]:
+    """The same judged against what a fixed pace that knows the refill reaches, where that
+    is slower than the bound."""
+    out_of_reach = [k for k, r in worst.items() if reach[k] > goal * r.bound_s]
+    ratios = {k: r.wall_s / max(r.bound_s, reach[k]) for k, r in worst.items()}
+    slow = [k for k, x in ratios.items() if x > goal]
+    return {
+        "out_of_reach": len(out_of_reach),
+        "over_reachable": len(slow),
+        "median_reachable": round(statistics.median(ratios.values()), 3),
+        "worst_reachable": round(max(ratios.values()), 3),
     }
 
 
@@ -197,20 +239,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     suffix = ("-noise" if a.noise else "") + ("-two-buckets" if a.two_buckets else "")
     report: dict[str, object] = {}
     with ProcessPoolExecutor(a.jobs) as pool:
+        reach = None if a.noise or a.two_buckets else references(grid, pool)
         for profile in profiles:
             name, _, sets = profile.partition(":")
             overrides = {k: float(v) for k, v in (kv.split("=") for kv in sets.split(",") if kv)}
             work = [(g, s, name, overrides) for g in grid for s in range(a.seeds)]
             results = list(pool.map(_one, work, chunksize=4))
             worst = worst_of(results)
-            s = summary(worst, a.noise)
+            s = summary(worst, a.noise, reach)
             report[profile] = {"summary": s, "results": [asdict(r) for r in results]}
             print(table(profile, worst, a.noise))
             print(
                 f"{profile}: {s['over_time_goal']} of {s['regimes']} regimes over "
                 f"{s['time_goal']}x, {s['over_throttle_goal']} over the throttle line, "
-                f"median {s['median']}x, worst {s['worst']}x\n"
+                f"median {s['median']}x, worst {s['worst']}x"
             )
+            if reach:
+                print(
+                    f"{profile}: against the best fixed pace that knows the refill where the "
+                    f"bound is out of its reach ({s['out_of_reach']} regimes): "
+                    f"{s['over_reachable']} over {s['time_goal']}x, median "
+                    f"{s['median_reachable']}x, worst {s['worst_reachable']}x"
+                )
+            print()
             if not a.no_save:
                 a.out.mkdir(parents=True, exist_ok=True)
                 extra = f" with {a.noise:g} of calls throttled at random" if a.noise else ""

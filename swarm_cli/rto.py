@@ -40,7 +40,12 @@ class Rto:
             self.backoff += 1
 
     def timeout(self) -> float:
-        base = self.initial if self.srtt is None else self.srtt + 4 * self.rttvar
+        # Samples come per call, not per round trip: a run of calls near the mean shrinks
+        # the variation within one round trip, and the slow end of healthy latencies
+        # would time out. A call is late only past twice the smoothed round trip.
+        base = (
+            self.initial if self.srtt is None else max(self.srtt + 4 * self.rttvar, 2 * self.srtt)
+        )
         return float(min(self.ceiling, max(self.floor, base) * 2.0**self.backoff))
 
 

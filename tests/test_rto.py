@@ -20,6 +20,14 @@ def test_rto_starts_at_its_initial_value_then_follows_rfc_6298() -> None:
     assert rto.timeout() == pytest.approx(1.25 + 4 * (0.75 * 0.375 + 0.25 * 2.0))
 
 
+def test_calls_near_the_mean_do_not_shrink_the_timeout_below_twice_the_round_trip() -> None:
+    rto = Rto(floor=0.0, ceiling=100.0, initial=5.0)
+    for _ in range(50):
+        rto.sample(2.0)  # many calls at the mean: the variation falls to nothing
+    assert rto.rttvar < 0.01
+    assert rto.timeout() == pytest.approx(4.0)  # a 2.8 s call (1.4x) is not late
+
+
 def test_rto_is_floored_and_capped_and_doubles_per_timeout_until_an_answer() -> None:
     rto = Rto(floor=2.0, ceiling=30.0, initial=5.0)
     rto.sample(0.05)

@@ -181,9 +181,17 @@ class Controller:
                 self._set_rate(upper)
             elif self._until_ready:
                 # No answer yet covers a round trip of calls sent since the bucket ran dry:
-                # each throttle halves what may leave until one does. The calls in flight
-                # then are what tells the refill, and they left at the old pace.
-                self._set_rate(max(self.rate / 2, size / rtt))
+                # half what may leave, once per round of calls sent since the last halving
+                # (a startup that overshot has a window's worth of throttles on the way, and
+                # they all say the same thing).
+                if ticket > self._recover:
+                    self._recover = self._sent
+                    if self.estimator.solid(now):
+                        # A short span between throttles with many successes in it: a
+                        # bucket kept empty, so what got through is the refill.
+                        self._set_rate(min(self.rate, upper))
+                    else:
+                        self._set_rate(max(self.rate / 2, size / rtt))
             elif ticket <= self._recover:
                 pass  # it left before the last decrease: nothing new about the limit
             elif self._probed:

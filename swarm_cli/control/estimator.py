@@ -43,9 +43,14 @@ class DeliveryEstimator:
         self._last_sent = -math.inf
 
     def on_answer(self, sent_at: float, ids: int, ok: bool, latency: float = 0.0) -> None:
-        """A call that left at ``sent_at`` was answered after ``latency``: ok or throttled."""
+        """A call that left at ``sent_at`` was answered after ``latency``: ok or throttled.
+
+        It met the bucket about half-way: calls of uneven latency do not arrive in the
+        order they left, and over a short span the order they arrived in is what counts.
+        """
+        sent_at += latency / 2
         self._last_sent = max(self._last_sent, sent_at)
-        self._slowest = max(latency, self._slowest * SLOWEST_DECAY)
+        self._slowest = max(latency / 2, self._slowest * SLOWEST_DECAY)
         if ok:
             k = bisect.bisect(self._ok_at, sent_at)
             self._ok_at.insert(k, sent_at)
@@ -64,7 +69,10 @@ class DeliveryEstimator:
 
     def _span(self, now: float) -> tuple[float, int, float] | None:
         """(start, IDs succeeded since, seconds since) of the span to trust."""
-        thr = self._throttled_at
+        # Calls that met the bucket since the slowest answer's time ago may still be on
+        # their way: a span ending there would count only the fast ones.
+        settled = now - self._slowest
+        thr = self._throttled_at[: bisect.bisect_right(self._throttled_at, settled)]
         if not thr:
             return None
         last = thr[-1]
@@ -73,9 +81,9 @@ class DeliveryEstimator:
             if self._ok_between(t, last) >= self.few:
                 start = t
                 break
-        # Calls sent since the slowest answer's time ago may still be on their way: counting
-        # up to then only keeps a short span from reading low.
-        end = max(min(self._last_sent, now - self._slowest), last)
+        # Past the last throttle, successes up to what has settled count too: a slow
+        # refill's estimate sinks while none comes.
+        end = max(min(self._last_sent, settled), last)
         return start, self._ok_between(start, end), end - start
 
     def solid(self, now: float) -> bool:
@@ -91,9 +99,14 @@ class DeliveryEstimator:
     def rate(self, now: float, rtt: float) -> float:
         """IDs per second the refill has been paying for (0 before any throttle)."""
         got = self._span(now)
-        return 0.0 if got is None else got[1] / max(got[2], rtt, 1e-3)
+        return 0.0 if got is None else got[1] / self._seconds(got, rtt)
 
     def upper(self, now: float, rtt: float, size: int) -> float:
         """The rate with one more call of ``size`` IDs (infinite before any throttle)."""
         got = self._span(now)
-        return math.inf if got is None else (got[1] + size) / max(got[2], rtt, 1e-3)
+        return math.inf if got is None else (got[1] + size) / self._seconds(got, rtt)
+
+    def _seconds(self, span: tuple[float, int, float], rtt: float) -> float:
+        # Enough successes time the refill over however short a span; with few, a span
+        # under a round trip says little, and the round trip stands for it.
+        return max(span[2], 1e-3) if span[1] >= self.few else max(span[2], rtt, 1e-3)
