@@ -54,8 +54,8 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, parse_qsl, urlencode
 from xml.sax.saxutils import escape as xml_escape
 
-from .actions import ACTIONS, DESCRIBE_LIMITS
-from .actions.base import Bucket
+from ..actions import ACTIONS, DESCRIBE_LIMITS
+from ..actions.base import Bucket
 
 ACCOUNT = "123456789012"  # moto's default account: the one CREDENTIALS act in
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
