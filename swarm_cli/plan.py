@@ -6,22 +6,16 @@ reads those (DescribeInstances, then DescribeInstanceAttribute for the instances
 that would be acted on), predicts each instance's outcome as EC2 would answer
 it, checks permission once per (account, region) pair with one real DryRun call,
 and estimates the run's time from EC2's documented limits for the action.
+Showing a plan (a table, JSON, the ID file) is ``plan_view``'s.
 """
 
 from __future__ import annotations
 
-import csv
 import enum
-import io
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from .actions import ActionSpec, Bucket
 from .describe import (
@@ -35,7 +29,9 @@ from .describe import (
 from .ec2 import InstanceCall
 from .report import Pair, Problem, Report
 from .run import Job, RunOptions, run_job
-from .text import literal, text
+
+if TYPE_CHECKING:  # the consoles are the caller's: computing a plan renders nothing
+    from rich.console import Console
 
 MakeClient = Callable[[Pair], Any]
 
@@ -43,8 +39,6 @@ MakeClient = Callable[[Pair], Any]
 # table (benchmarks/compare.py) measures 1.02-1.04x for the adaptive profile when
 # round trips are short next to the refill interval, so 1.05 errs a little long.
 OVERHEAD = 1.05
-# Rows a person is shown; the JSON and the ID file hold them all.
-SAMPLE_ROWS = 50
 # The attribute that refuses each action, as DescribeInstanceAttribute names it.
 PROTECTION_ATTRIBUTES = {"terminate": "disableApiTermination", "stop": "disableApiStop"}
 # Codes of a DryRun answer that mean the caller may not call the action.
@@ -461,197 +455,3 @@ def estimate(
             )
         )
     return Estimate(spec.api, limits.calls, limits.instances, batch_size, overhead, pairs)
-
-
-_STYLES = {
-    Prediction.WOULD_ACT: "green",
-    Prediction.ALREADY: "cyan",
-    Prediction.IGNORED: "cyan",
-    Prediction.DOES_NOT_EXIST: "yellow",
-    Prediction.WRONG_STATE: "red",
-    Prediction.PROTECTED: "red",
-    Prediction.NOT_PERMITTED: "bold red",
-    Prediction.UNKNOWN: "magenta",
-}
-
-
-def estimate_text(est: Estimate) -> str:
-    """One line: the bound and the expected time, and what sets them."""
-    head = f"at EC2's default limits for {est.api}"
-    longest = est.longest
-    if longest is None or longest.ids == 0:
-        return f"{head}: nothing to send"
-    if est.bound_seconds == 0:
-        return (
-            f"{head}: {longest.calls} call(s) fit in the burst of {est.calls_bucket.burst:g}; "
-            "the limits impose no wait, round trips alone set the time"
-        )
-    by = "calls" if longest.by_calls >= longest.by_instances else "instances"
-    where = f", longest pair {longest.pair.label}" if len(est.pairs) > 1 else ""
-    return (
-        f"{head}: bound {est.bound_seconds:.1f} s, expected about {est.expected_seconds:.1f} s "
-        f"({longest.calls} call(s) of up to {est.batch_size} ID(s), set by the {by} bucket{where})"
-    )
-
-
-def _calls_text(calls: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} {api}" for api, n in calls.items())
-
-
-def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
-    """The plan for people: a sample of rows, the counts, what it cost, the time it will take."""
-    several = len(plan.pairs) > 1
-    table = Table(title=f"plan: {plan.action.name} {plan.total} instance(s)", title_justify="left")
-    if several:
-        table.add_column("pair")
-    for name in ("ID", "Name", "type", "state", "launched", "predicted outcome"):
-        table.add_column(name, no_wrap=name == "ID")
-    for row in plan.rows[:SAMPLE_ROWS]:
-        info = row.info
-        launched = info.launch_time.strftime("%Y-%m-%d %H:%M") if info and info.launch_time else ""
-        # Text cells: a Name tag is anyone's text, never markup (see swarm_cli.text).
-        cells = [
-            text(row.id),
-            text((info.name or "") if info else ""),
-            text(info.type if info else ""),
-            text(info.state if info else ""),
-            Text(launched),
-            Text(row.prediction.value, style=_STYLES[row.prediction]),
-        ]
-        table.add_row(*([text(row.pair.label)] if several else []), *cells)
-    console.print(table)
-    if plan.total > SAMPLE_ROWS:
-        console.print(f"… and {plan.total - SAMPLE_ROWS} more")
-    counts = " · ".join(f"{n} {name}" for name, n in plan.counts.items() if n)
-    console.print(f"predicted: {counts or 'nothing'}; {len(plan.would_fail)} would fail")
-    for pair, perm in plan.permission.items():
-        if perm.allowed is False:
-            console.print(
-                Text.assemble(
-                    ("not permitted", "bold red"),
-                    f" in {literal(pair.label)}: {literal(perm.code)} "
-                    f"{literal(perm.message or '')}",
-                )
-            )
-        elif perm.allowed is None:
-            console.print(
-                f"permission in {literal(pair.label)} not checked: {literal(perm.code)} "
-                f"{literal(perm.message or '')}",
-                markup=False,
-            )
-    if plan.unknown:
-        first = plan.unknown[0]
-        console.print(
-            Text.assemble(
-                (f"{len(plan.unknown)} instance(s) could not be read", "magenta"),
-                f" (e.g. {literal(first.id)}: {literal(first.reason)})",
-            )
-        )
-    if not plan.protection_checked and plan.action.name in PROTECTION_ATTRIBUTES:
-        console.print("protection not checked (--no-check-protection)")
-    console.print(f"the plan cost {_calls_text(plan.calls)} call(s)", highlight=False)
-    console.print(estimate_text(estimate), highlight=False)
-
-
-def _bucket_json(bucket: Bucket | None) -> dict[str, float] | None:
-    return None if bucket is None else {"burst": bucket.burst, "rate": bucket.rate}
-
-
-def plan_json(plan: Plan, estimate: Estimate) -> dict[str, Any]:
-    """The plan for ``--output json``: every row, the counts, the calls and the estimate."""
-
-    def row(r: Row) -> dict[str, Any]:
-        info = r.info
-        return {
-            "id": r.id,
-            "region": r.pair.region,
-            "account": r.pair.account,
-            "prediction": r.prediction.value,
-            "reason": r.reason,
-            "state": info.state if info else None,
-            "type": info.type if info else None,
-            "name": info.name if info else None,
-            "launch_time": info.launch_time.isoformat() if info and info.launch_time else None,
-            "tags": dict(info.tags) if info else {},
-        }
-
-    return {
-        "action": plan.action.name,
-        "api": plan.action.api,
-        "total": plan.total,
-        "counts": plan.counts,
-        "would_fail": len(plan.would_fail),
-        "unknown": len(plan.unknown),
-        "would_act": sum(len(ids) for ids in plan.acting_ids().values()),
-        "protection_checked": plan.protection_checked,
-        "calls": dict(plan.calls),
-        "permission": [
-            {
-                "region": pair.region,
-                "account": pair.account,
-                "allowed": perm.allowed,
-                "checked_id": perm.checked_id,
-                "code": perm.code,
-                "message": perm.message,
-            }
-            for pair, perm in plan.permission.items()
-        ],
-        "estimate": {
-            "api": estimate.api,
-            "batch_size": estimate.batch_size,
-            "calls_bucket": _bucket_json(estimate.calls_bucket),
-            "instances_bucket": _bucket_json(estimate.instances_bucket),
-            "overhead": estimate.overhead,
-            "bound_seconds": round(estimate.bound_seconds, 3),
-            "expected_seconds": round(estimate.expected_seconds, 3),
-            "pairs": [
-                {
-                    "region": p.pair.region,
-                    "account": p.pair.account,
-                    "ids": p.ids,
-                    "calls": p.calls,
-                    "instance_tokens": p.instance_tokens,
-                    "bound_seconds": round(p.bound_seconds, 3),
-                }
-                for p in estimate.pairs
-            ],
-        },
-        "rows": [row(r) for r in plan.rows],
-    }
-
-
-def plan_ids_text(plan: Plan) -> str:
-    """The IDs that would be acted on, as ``--ids`` reads them.
-
-    One pair: plain IDs, one a line, after a comment naming the pair (the run's
-    ``--region`` and account must match it). Several: CSV with the region and
-    account of each, so that one file drives every pair.
-    """
-    acting = plan.acting_ids()
-    pairs = plan.pairs
-    if len(pairs) <= 1:
-        where = pairs[0].label if pairs else "no pair"
-        ids = [i for group in acting.values() for i in group]
-        what = f"{len(ids)} instance(s) in {where} that {plan.action.name} would act on"
-        head = f"# swarm plan: {what}\n"
-        return head + "".join(f"{i}\n" for i in ids)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["instance_id", "region", "account"])
-    for pair, ids in acting.items():
-        for i in ids:
-            writer.writerow([i, pair.region, pair.account or ""])
-    return buffer.getvalue()
-
-
-def write_plan_ids(plan: Plan, path: str) -> int:
-    """Write :func:`plan_ids_text` to ``path``; return how many IDs it holds."""
-    from .files import create_text
-
-    with create_text(path) as handle:  # never through a symbolic link
-        handle.write(plan_ids_text(plan))
-    return sum(len(ids) for ids in plan.acting_ids().values())
-
-
-def plan_json_text(plan: Plan, estimate: Estimate) -> str:
-    return json.dumps(plan_json(plan, estimate), sort_keys=True) + "\n"

@@ -56,7 +56,7 @@ def test_creating_the_ledger_syncs_its_folder(
         synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
         real(fd)
 
-    monkeypatch.setattr("swarm_cli.ledger.os.fsync", fsync)
+    monkeypatch.setattr("swarm_cli.ledger.writer.os.fsync", fsync)
     writer = LedgerWriter(str(tmp_path / "l.jsonl"), "r", "stop", "us-east-1")
     assert synced == [True]  # the folder, before any record
     writer.write_ahead(["i-00000001"])

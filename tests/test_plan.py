@@ -20,17 +20,8 @@ from swarm_cli.cli import app
 from swarm_cli.describe import AttributeCheck, InstanceInfo, describe, read_attribute
 from swarm_cli.ec2 import InstanceCall, classify_exception, make_client
 from swarm_cli.outcome import Kind
-from swarm_cli.plan import (
-    Plan,
-    Prediction,
-    Row,
-    estimate,
-    make_plan,
-    plan_json,
-    predict,
-    render_plan,
-    write_plan_ids,
-)
+from swarm_cli.plan import Plan, Prediction, Row, estimate, make_plan, predict
+from swarm_cli.plan_view import plan_json, render_plan, write_plan_ids
 from swarm_cli.report import Pair
 from swarm_cli.run import Job, RunOptions, run_job
 from swarm_cli.sandbox import CREDENTIALS, BucketSpec, Sandbox, SandboxConfig, fake_ids

@@ -591,7 +591,8 @@ def show_plan(
     err: Console,
 ) -> NoReturn:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
-    from ..plan import Prediction, estimate, make_plan, plan_json, render_plan, write_plan_ids
+    from ..plan import Prediction, estimate, make_plan
+    from ..plan_view import plan_json, render_plan, write_plan_ids
 
     plan = make_plan(
         spec,

@@ -1,0 +1,56 @@
+"""The append-only JSONL ledger of intents and their outcomes, and folding it back.
+
+One module per job: ``record`` (the record and its JSON form), ``writer`` (the
+write-ahead blocks and the writer thread), ``reader`` (reading and checking
+lines), ``blocks`` (write-ahead blocks cut short), ``merge`` (fold and merge),
+``paths`` (checking a ledger's path), ``errors``.
+"""
+
+from .blocks import CutShort, WriteAheadCheck
+from .errors import LedgerError, LedgerVersionError, LedgerWriteError
+from .merge import fold, fold_files, merge_files, succeeded_ids
+from .paths import check_ledger_path, same_file
+from .reader import MAX_LINE_BYTES, Damaged, describe_damage, open_ledger, read_records
+from .record import (
+    FINAL_SUCCESS,
+    FORMAT_VERSION,
+    PERMANENT_CODES,
+    REACHED_CODE,
+    STATUS_RANK,
+    STATUSES,
+    Record,
+    permanent,
+    utc_now,
+)
+from .writer import OWN, LedgerWriter, WriterValue
+
+__all__ = [
+    "FINAL_SUCCESS",
+    "FORMAT_VERSION",
+    "MAX_LINE_BYTES",
+    "OWN",
+    "PERMANENT_CODES",
+    "REACHED_CODE",
+    "STATUSES",
+    "STATUS_RANK",
+    "CutShort",
+    "Damaged",
+    "LedgerError",
+    "LedgerVersionError",
+    "LedgerWriteError",
+    "LedgerWriter",
+    "Record",
+    "WriteAheadCheck",
+    "WriterValue",
+    "check_ledger_path",
+    "describe_damage",
+    "fold",
+    "fold_files",
+    "merge_files",
+    "open_ledger",
+    "permanent",
+    "read_records",
+    "same_file",
+    "succeeded_ids",
+    "utc_now",
+]

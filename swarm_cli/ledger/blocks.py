@@ -1,0 +1,87 @@
+"""Finding, among records read, the runs whose write-ahead blocks were cut short by a kill."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .record import Record
+
+
+@dataclass(frozen=True)
+class CutShort:
+    """A run killed while writing its intents ahead: none of its calls were sent."""
+
+    run: str
+    recorded: int
+    intents: int
+
+    def describe(self) -> str:
+        return (
+            f"run {self.run} was stopped while recording its intents ({self.recorded} of "
+            f"{self.intents} recorded) and sent nothing: run it again from its own ID list"
+        )
+
+
+class WriteAheadCheck:
+    """Finds, among records streaming past, the runs whose write-ahead was cut short.
+
+    A run writes one block of ``pending`` records per call of
+    :meth:`LedgerWriter.write_ahead`, each record carrying the block's first
+    seq (``block``) and size (``intents``). A kill leaves a prefix of the
+    file, so a cut block lacks its last seq, and no record of its run with a
+    larger seq exists (the writer puts those on disk only after the whole
+    block). A block is whole when any of these shows: all of its records,
+    its last one, or a later record of its run. Asking for more than the
+    count is what keeps merged ledgers (one record per intent, so a whole
+    block with some intents decided by other runs) from being reported.
+
+    A run that declared ``run_intents`` is also cut short when its blocks
+    hold fewer intents than that and nothing of the run follows its last
+    block: it was killed between two blocks.
+
+    Records of older swarms carry no ``block``: their run wrote one block,
+    taken to start at the smallest seq seen. Records seen twice (the same
+    ledger passed twice) count once.
+    """
+
+    def __init__(self) -> None:
+        # (run, block) -> declared size, and the seqs of it seen.
+        self._declared: dict[tuple[str, int | None], int] = {}
+        self._seen: dict[tuple[str, int | None], set[int]] = {}
+        self._run_intents: dict[str, int] = {}
+        self._last_seq: dict[str, int] = {}
+
+    def __call__(self, record: Record) -> Record:
+        run = record.run
+        if record.seq > self._last_seq.get(run, -1):
+            self._last_seq[run] = record.seq
+        if record.intents is not None and record.status == "pending":
+            key = (run, record.block)
+            self._declared[key] = max(record.intents, self._declared.get(key, 0))
+            self._seen.setdefault(key, set()).add(record.seq)
+            if record.run_intents is not None:
+                self._run_intents[run] = max(record.run_intents, self._run_intents.get(run, 0))
+        return record
+
+    def cut_short(self) -> list[CutShort]:
+        recorded: dict[str, int] = {}
+        declared: dict[str, int] = {}
+        block_end: dict[str, int] = {}
+        cut: set[str] = set()
+        for (run, block), size in self._declared.items():
+            seen = self._seen[(run, block)]
+            last = (min(seen) if block is None else block) + size - 1
+            recorded[run] = recorded.get(run, 0) + len(seen)
+            declared[run] = declared.get(run, 0) + size
+            block_end[run] = max(last, block_end.get(run, last))
+            whole = len(seen) >= size or last in seen or self._last_seq[run] > last
+            if not whole:
+                cut.add(run)
+        for run, total in self._run_intents.items():
+            if declared[run] < total and self._last_seq[run] <= block_end[run]:
+                cut.add(run)
+        return [
+            CutShort(run, recorded[run], max(declared[run], self._run_intents.get(run, 0)))
+            for run in recorded
+            if run in cut
+        ]

@@ -1,0 +1,182 @@
+"""Folding records into the state of each intent, and merging ledgers into one."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterable, Iterator, Sequence
+
+from .blocks import CutShort, WriteAheadCheck
+from .errors import LedgerError, _reason
+from .paths import _sync_folder
+from .reader import Damaged, _read_lines, read_records
+from .record import Record
+from .writer import _CHUNK_BYTES
+
+
+def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
+    """The state of each (action, instance) intent: the largest of its records.
+
+    The key is (action, instance id), not (action, account, region, id).
+    EC2 instance IDs do not repeat across regions or accounts, and ledgers of
+    older swarms hold ``account`` None where a newer run of the same intent
+    names the account: keyed by account, the old ``pending`` record would
+    stay an intent of its own, listed as left to do forever. The account and
+    region of an intent are those of its state, the winning record
+    (``record.account``, ``record.region``).
+    """
+    state: dict[tuple[str, str], Record] = {}
+    for record in records:
+        key = (record.action, record.id)
+        current = state.get(key)
+        if current is None or _beats(record, current):
+            state[key] = record
+    return state
+
+
+def _beats(record: Record, current: Record) -> bool:
+    mine, theirs = record.order(), current.order()
+    if mine != theirs:
+        return mine > theirs
+    # Equal orders mean the same run and seq: the same record, read twice, in
+    # any sane ledger. Comparing the rest keeps the merge a semilattice even
+    # for ledgers that are not (a reused run id), so input order never matters.
+    return record.to_json() > current.to_json()
+
+
+def fold_files(
+    paths: Iterable[str],
+    damaged: list[Damaged] | None = None,
+    cut_short: list[CutShort] | None = None,
+    empty: list[str] | None = None,
+) -> dict[tuple[str, str], Record]:
+    """Merge the ledgers of any number of runs or shards, in any order.
+
+    Runs whose write-ahead is incomplete go to ``cut_short``; ledgers that
+    hold no record at all (a run killed before its first intent) to ``empty``.
+    """
+    watch = WriteAheadCheck()
+    state = fold(watch(r) for path in paths for r in _counted(path, damaged, empty))
+    if cut_short is not None:
+        cut_short.extend(watch.cut_short())
+    return state
+
+
+def _counted(path: str, damaged: list[Damaged] | None, empty: list[str] | None) -> Iterator[Record]:
+    """The records of ``path``; ``path`` goes to ``empty`` when it holds none."""
+    count = 0
+    for record in read_records(path, damaged):
+        count += 1
+        yield record
+    if not count and empty is not None:
+        empty.append(path)
+
+
+def merge_files(
+    paths: Sequence[str],
+    out: str,
+    damaged: list[Damaged] | None = None,
+    cut_short: list[CutShort] | None = None,
+    empty: list[str] | None = None,
+) -> int:
+    """Write the merged state of ``paths`` to ``out`` as a ledger; return its record count.
+
+    One line per intent: the line of its winning record as read, so every
+    field (run, seq, ts, and fields a later swarm of this format added) is
+    kept, sorted by (action, instance id). Folding ``out`` gives the state
+    folding ``paths`` gives. ``out`` is replaced atomically (a file beside it,
+    synced, then renamed over it), so it may be one of ``paths``, and a
+    failure leaves it as it was. Runs whose write-ahead is incomplete in
+    ``paths`` go to ``cut_short``: the merged ledger may no longer show it,
+    since it keeps one record per intent.
+
+    Raises :class:`LedgerError` when an input cannot be read or ``out``
+    cannot be written, and :class:`LedgerVersionError` at a record of a newer
+    format (dropping it would lose outcomes).
+    """
+    watch = WriteAheadCheck()
+    best: dict[tuple[str, str], tuple[Record, bytes]] = {}
+    for path in paths:
+        count = 0
+        for record, raw in _read_lines(path, damaged):
+            count += 1
+            watch(record)
+            key = (record.action, record.id)
+            current = best.get(key)
+            if (
+                current is None
+                or _beats(record, current[0])
+                # The same record with other unknown fields: either line, but always the same one.
+                or (record == current[0] and raw > current[1])
+            ):
+                best[key] = (record, raw)
+        if not count and empty is not None:
+            empty.append(path)
+    lines = (best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best))
+    _replace(out, lines)
+    if cut_short is not None:
+        cut_short.extend(watch.cut_short())
+    return len(best)
+
+
+def _replace(path: str, lines: Iterable[bytes]) -> None:
+    """Make ``path`` hold ``lines``, all or nothing, and durably."""
+    folder = os.path.dirname(path) or "."
+    base = os.path.basename(path)
+    try:
+        # A name no other merge picks; O_EXCL never opens someone else's file.
+        temp = os.path.join(folder, f".{base}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
+    try:
+        # A ledger someone made private stays private once merged into.
+        with contextlib.suppress(FileNotFoundError):
+            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
+        block: list[bytes] = []
+        size = 0
+        for line in lines:
+            block.append(line)
+            size += len(line)
+            if size >= _CHUNK_BYTES:
+                _write_fd(fd, b"".join(block))
+                block, size = [], 0
+        _write_fd(fd, b"".join(block))
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(temp, path)
+    except OSError as err:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
+    # The rename is durable only once the folder is synced.
+    try:
+        _sync_folder(path)
+    except OSError as err:
+        raise LedgerError(
+            f"wrote the ledger {path} but cannot sync its folder: {_reason(err)}"
+        ) from None
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        count = os.write(fd, view)
+        if count == 0:
+            raise OSError(errno.EIO, "the file took no more bytes")
+        view = view[count:]
+
+
+def succeeded_ids(path: str, action: str) -> set[str]:
+    """IDs a ledger already holds as done for ``action``: what a resume skips."""
+    return {
+        record.id
+        for (act, _), record in fold(read_records(path)).items()
+        if act == action and record.status == "succeeded"
+    }

@@ -1,0 +1,160 @@
+"""One ledger record: its fields, its merge order, its JSON form and the checks on reading it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import LedgerVersionError
+
+FORMAT_VERSION = 1
+STATUSES = ("pending", "missing", "failed", "succeeded")
+STATUS_RANK = {status: rank for rank, status in enumerate(STATUSES)}
+# The code of the extra ``succeeded`` record written when ``--wait`` saw the
+# instance reach the action's target state; its ``reached`` field says when.
+REACHED_CODE = "Reached"
+# The actions whose success is final: a terminated instance never comes back, so
+# no later run's record of it (pending, failed) can undo it. For every other
+# action (stop, start, reboot) the latest run decides.
+FINAL_SUCCESS: frozenset[str] = frozenset({"terminate"})
+
+
+# Failure codes a retry cannot fix while nothing else changes: the instance is
+# protected (by EC2, or by --protect-tag), in a state the action does not apply
+# to, or the ID is not an instance ID.
+PERMANENT_CODES: frozenset[str] = frozenset(
+    {
+        "OperationNotPermitted",
+        "IncorrectInstanceState",
+        "UnsupportedOperation",
+        "InvalidInstanceID.Malformed",
+        "Protected",
+    }
+)
+
+
+def permanent(record: Record) -> bool:
+    """A failure that a retry would only repeat (see :data:`PERMANENT_CODES`)."""
+    return record.status == "failed" and record.code in PERMANENT_CODES
+
+
+@dataclass(frozen=True)
+class Record:
+    ts: str
+    run: str
+    seq: int
+    action: str
+    id: str
+    status: str
+    region: str | None = None
+    account: str | None = None
+    code: str | None = None
+    message: str | None = None
+    http_status: int | None = None
+    attempts: int = 0
+    request_id: str | None = None
+    # On the write-ahead records: how many intents their block holds. A block
+    # with fewer of them in the ledger was cut short by a kill (see WriteAheadCheck).
+    intents: int | None = None
+    # On the write-ahead records: the seq of their block's first record, which
+    # names the block within its run (a run writes one block per account,
+    # region and action). Records of older swarms have none: one block per run.
+    block: int | None = None
+    # On the write-ahead records, when the run said so: how many intents all
+    # its blocks hold, so a kill between two blocks shows too.
+    run_intents: int | None = None
+    # When --wait saw the instance in the action's target state (ISO 8601).
+    reached: str | None = None
+    # When the run that wrote this record started (ISO 8601): the same on every
+    # record of a run, so that the latest run decides. Older swarms wrote none.
+    started: str | None = None
+    v: int = FORMAT_VERSION
+
+    def order(self) -> tuple[bool, str, str, int, str, int]:
+        """Merge order: the larger record wins (a last-writer-wins register per intent).
+
+        For terminate a success wins over everything (it is final); otherwise,
+        and among successes, the latest run wins: runs are ordered by when they
+        started, then by run id; within a run, by status rank (succeeded >
+        failed > missing > pending), then time and seq. A record of an older
+        swarm, which names no start, counts as a run that started when it was
+        written. The order is total, so merges commute, associate and are
+        idempotent. Only two records with the same run and seq tie, and a
+        writer never gives two records the same seq; :func:`fold` still breaks
+        such ties by the whole record, so the merge does not depend on input order.
+        """
+        final = self.status == "succeeded" and self.action in FINAL_SUCCESS
+        started = self.started or self.ts
+        return (final, started, self.run, STATUS_RANK[self.status], self.ts, self.seq)
+
+    def to_dict(self) -> dict[str, Any]:
+        # dataclasses.asdict deep-copies every value; these are all scalars.
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: object) -> Record:
+        """Check one decoded line and build its record.
+
+        Raises ``ValueError`` naming what is wrong, or ``LedgerVersionError`` for
+        a format newer than this one. Unknown fields are ignored, so a later
+        swarm of the same format may add fields.
+        """
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        version = data.get("v")
+        if type(version) is not int:
+            raise ValueError("no format version" if version is None else "'v' is not an integer")
+        if version > FORMAT_VERSION:
+            raise LedgerVersionError(
+                f"written by a newer swarm (format {version}; this swarm reads format "
+                f"{FORMAT_VERSION}): upgrade swarm to read it"
+            )
+        if version < 1:
+            raise ValueError(f"unknown format version {version}")
+        for name, (types, required) in _SCHEMA.items():
+            if name not in data:
+                if required:
+                    raise ValueError(f"no field '{name}'")
+            elif type(data[name]) not in types:
+                kind = " or ".join(_TYPE_NAMES[t] for t in types)
+                raise ValueError(f"'{name}' is not {kind}")
+        if data["status"] not in STATUS_RANK:
+            raise ValueError(f"unknown status {data['status']!r}")
+        return cls(**{name: data[name] for name in _FIELDS if name in data})
+
+
+_FIELDS = tuple(field.name for field in fields(Record))
+
+_NONE = type(None)
+# field -> (the JSON types it may hold, required). Types match exactly, so
+# `true` is not taken for a number although bool subclasses int.
+_SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
+    "ts": ((str,), True),
+    "run": ((str,), True),
+    "seq": ((int,), True),
+    "action": ((str,), True),
+    "id": ((str,), True),
+    "status": ((str,), True),
+    "region": ((str, _NONE), False),
+    "account": ((str, _NONE), False),
+    "code": ((str, _NONE), False),
+    "message": ((str, _NONE), False),
+    "http_status": ((int, _NONE), False),
+    "attempts": ((int,), False),
+    "request_id": ((str, _NONE), False),
+    "intents": ((int, _NONE), False),
+    "block": ((int, _NONE), False),
+    "run_intents": ((int, _NONE), False),
+    "reached": ((str, _NONE), False),
+    "started": ((str, _NONE), False),
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", _NONE: "null"}
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")

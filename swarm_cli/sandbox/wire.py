@@ -1,0 +1,75 @@
+"""The wire: what the front reads from a request (caller, region, IDs), and its error answers."""
+
+from __future__ import annotations
+
+import io
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+from xml.sax.saxutils import escape as xml_escape
+
+from .config import ADMIN_HEADER
+
+# Where moto acts on a call whose region it cannot read (an unsigned request).
+_MOTO_DEFAULT_REGION = "us-east-1"
+# SigV4: "AWS4-HMAC-SHA256 Credential=AKID/20240101/us-east-1/ec2/aws4_request, ..."
+_CREDENTIAL_SCOPE = re.compile(r"Credential=([^/,\s]+)/[^/]+/([^/]+)/([^/]+)/")
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+def _error_xml(code: str, message: str) -> tuple[bytes, str]:
+    request_id = str(uuid.uuid4())
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{xml_escape(code)}</Code>"
+        f"<Message>{xml_escape(message)}</Message>"
+        f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
+    )
+    return body.encode(), request_id
+
+
+@dataclass(frozen=True)
+class _Caller:
+    """Who a request comes from, as far as the front needs it."""
+
+    access_key: str | None
+    region: str
+    service: str | None  # None: an unsigned request, taken for EC2 as moto takes it
+    admin: bool
+
+    @staticmethod
+    def of(environ: dict[str, Any]) -> _Caller:
+        admin = environ.get("HTTP_" + ADMIN_HEADER.upper().replace("-", "_")) == "1"
+        match = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+        if match is None:
+            return _Caller(None, _MOTO_DEFAULT_REGION, None, admin)
+        return _Caller(match.group(1), match.group(2), match.group(3), admin)
+
+    @property
+    def is_ec2(self) -> bool:
+        return self.service in (None, "ec2")
+
+
+def _instance_ids(params: dict[str, list[str]]) -> list[str]:
+    return [v[0] for k, v in params.items() if k.startswith("InstanceId.")]
+
+
+def _form_with_ids(body: bytes, ids: list[str]) -> bytes:
+    """The same form request, naming only ``ids``."""
+    pairs = [
+        (k, v)
+        for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        if not k.startswith("InstanceId.")
+    ]
+    pairs += [(f"InstanceId.{n}", i) for n, i in enumerate(ids, 1)]
+    return urlencode(pairs).encode()
+
+
+def _set_body(environ: dict[str, Any], body: bytes) -> None:
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
