@@ -335,12 +335,17 @@ def split_batch(
     ``named(id, outcome)`` says what an ID the error names (or a lone ID) gets; by
     default, the outcome as it is.
     """
+    settle = named or _as_it_is
     if len(ids) == 1:
-        return {ids[0]: named(ids[0], outcome) if named else outcome}
+        return {ids[0]: settle(ids[0], outcome)}
     bad = set(INSTANCE_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
     rest = len(ids) - sum(1 for i in ids if i in bad)
     requeue = replace(outcome, kind=Kind.REQUEUE, batch_limit=-(-rest // 2))
-    return {i: (named(i, outcome) if named else outcome) if i in bad else requeue for i in ids}
+    return {i: settle(i, outcome) if i in bad else requeue for i in ids}
+
+
+def _as_it_is(instance_id: str, outcome: Outcome) -> Outcome:
+    return outcome
 
 
 def answered_by(response: Mapping[str, Any]) -> tuple[int | None, str | None]:
