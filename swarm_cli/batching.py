@@ -13,34 +13,59 @@ call bucket EC2 documents (2 to 5 calls a second for instance actions), which
 is left to the account's other clients. Before any throttle the size stays at
 what the action's documented rates give, unless the window is already as wide
 as it may be, when only bigger calls can go faster.
+
+What the API allows (IDs per call, the documented instance rate) is handed in by
+the action that the run is built for (:class:`CallLimits`): batching knows no cloud.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
-from .actions.base import Limits
 from .window import Control
 
 AUTO_SECONDS = 0.5
-AUTO_MOST = 1000  # EC2 takes up to 1000 instance IDs per call
+AUTO_MOST = 1000  # the most IDs per call when no limits are handed in
 AUTO_EVERY = 1.0  # seconds between changes of size
 WITHOUT_INSTANCE_BUCKET = 10  # an action whose calls do not spend instance tokens
 
 
-def initial_size(limits: Limits, seconds: float = AUTO_SECONDS) -> int:
+class CallLimits(Protocol):
+    """What batching reads of an action's limits; the action's own limits hand it in."""
+
+    @property
+    def per_call(self) -> int:
+        """The most IDs one call may carry."""
+        ...
+
+    @property
+    def instance_rate(self) -> float | None:
+        """The documented instances per second; None when calls spend no instance tokens."""
+        ...
+
+
+def initial_size(limits: CallLimits, seconds: float = AUTO_SECONDS) -> int:
     """The size to start with: ``seconds`` of the documented instance rate."""
-    if limits.instances is None:
+    if limits.instance_rate is None:
         return WITHOUT_INSTANCE_BUCKET
-    return max(1, min(AUTO_MOST, math.ceil(limits.instances.rate * seconds)))
+    return max(1, min(limits.per_call, math.ceil(limits.instance_rate * seconds)))
 
 
 class AutoBatch:
     """The batch size of one pair, from what its window has measured."""
 
     def __init__(
-        self, initial: int, *, most: int = AUTO_MOST, seconds: float = AUTO_SECONDS
+        self,
+        initial: int,
+        limits: CallLimits | None = None,
+        *,
+        most: int | None = None,
+        seconds: float = AUTO_SECONDS,
     ) -> None:
+        """``most``: the largest size; by default what ``limits`` allow per call."""
+        if most is None:
+            most = AUTO_MOST if limits is None else limits.per_call
         if not 1 <= initial <= most:
             raise ValueError(f"the initial batch size must be between 1 and {most}")
         self.size = initial

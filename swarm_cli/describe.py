@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from .actions import DESCRIBE_LIMITS, ActionSpec
-from .ec2 import MISSING_CODES, _split_batch, classify_exception
+from .ec2 import MISSING_CODES, BatchCall, answered_by, classify_exception
 from .outcome import Kind, Outcome
 from .report import Pair, Report
 from .run import Job, RunOptions, run_job
@@ -107,26 +107,22 @@ def classify_setup(err: Exception) -> Outcome:
         return Outcome(Kind.FATAL, type(err).__name__, str(err))
 
 
-def _bad_ids(ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
-    """One unknown or malformed ID fails the whole call: those it names are missing.
-
-    The others were not answered; they go back to be asked in halves (see
-    ``ec2._split_batch``), so a batch with several bad IDs costs a few calls, not
-    one per ID.
-    """
-    split = _split_batch(ids, outcome)
-    return {
-        i: replace(o, kind=Kind.MISSING) if o.kind is not Kind.REQUEUE else o
-        for i, o in split.items()
-    }
+def _missing(instance_id: str, outcome: Outcome) -> Outcome:
+    """An ID that DescribeInstances names as unknown or malformed is missing."""
+    return replace(outcome, kind=Kind.MISSING)
 
 
-class DescribeBatch:
+class DescribeBatch(BatchCall):
     """An engine action: one DescribeInstances call for a batch of IDs.
 
     Each listed instance succeeds and is kept in :attr:`found`; an ID EC2 does
-    not list, or names as unknown or malformed, is missing.
+    not list, or names as unknown or malformed, is missing. The others of a
+    batch with such an ID were not answered; they go back to be asked in halves
+    (see :func:`~swarm_cli.ec2.split_batch`), so a batch with several bad IDs
+    costs a few calls, not one per ID.
     """
+
+    split_codes = BAD_ID_CODES
 
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -138,16 +134,15 @@ class DescribeBatch:
         with self._lock:
             return dict(self._found)
 
-    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
-        try:
-            response = self.client.describe_instances(InstanceIds=list(ids))
-        except Exception as err:
-            outcome = classify_exception(err)
-            if outcome.code in BAD_ID_CODES:
-                return _bad_ids(ids, outcome)
-            return dict.fromkeys(ids, outcome)
-        meta = response.get("ResponseMetadata", {})
-        status, request_id = meta.get("HTTPStatusCode"), meta.get("RequestId")
+    def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
+        response: Mapping[str, Any] = self.client.describe_instances(InstanceIds=list(ids))
+        return response
+
+    def named(self, instance_id: str, outcome: Outcome) -> Outcome:
+        return _missing(instance_id, outcome)
+
+    def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
+        status, request_id = answered_by(response)
         listed = {
             info.id: info
             for reservation in response.get("Reservations", [])
@@ -162,13 +157,15 @@ class DescribeBatch:
         return {i: found if i in listed else gone for i in ids}
 
 
-class AttributeCheck:
+class AttributeCheck(BatchCall):
     """An engine action: DescribeInstanceAttribute for one instance, kept in :attr:`values`.
 
     EC2 answers for one instance per call, so the engine must send batches of
     one; a larger batch is sent back to travel alone rather than cost several
     calls inside one engine call, which the window could not see.
     """
+
+    split_codes = BAD_ID_CODES
 
     def __init__(self, client: Any, attribute: str) -> None:
         if attribute not in ATTRIBUTES:
@@ -189,25 +186,23 @@ class AttributeCheck:
         if len(ids) != 1:
             alone = Outcome(Kind.REQUEUE, "OneAtATime", "one instance per call", batch_limit=1)
             return dict.fromkeys(ids, alone)
-        instance_id = ids[0]
-        try:
-            response = self.client.describe_instance_attribute(
-                InstanceId=instance_id, Attribute=self.attribute
-            )
-        except Exception as err:
-            outcome = classify_exception(err)
-            if outcome.code in BAD_ID_CODES:
-                outcome = replace(outcome, kind=Kind.MISSING)
-            return {instance_id: outcome}
-        meta = response.get("ResponseMetadata", {})
+        return super().__call__(ids)
+
+    def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
+        response: Mapping[str, Any] = self.client.describe_instance_attribute(
+            InstanceId=ids[0], Attribute=self.attribute
+        )
+        return response
+
+    def named(self, instance_id: str, outcome: Outcome) -> Outcome:
+        return _missing(instance_id, outcome)
+
+    def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
+        (instance_id,) = ids
         value = bool(response.get(self._key, {}).get("Value", False))
         with self._lock:
             self._values[instance_id] = value
-        return {
-            instance_id: Outcome(
-                Kind.SUCCEEDED, None, None, meta.get("HTTPStatusCode"), meta.get("RequestId")
-            )
-        }
+        return {instance_id: Outcome(Kind.SUCCEEDED, None, None, *answered_by(response))}
 
 
 def _read_options(options: RunOptions, batch_size: int) -> RunOptions:

@@ -1,9 +1,11 @@
-"""EC2 through boto3: the client, the terminate call, and what its answers mean."""
+"""EC2 through boto3: the client, what its answers mean, and the one shape of a call on a
+batch of IDs (:class:`BatchCall`) that every engine action on EC2 takes."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -77,6 +79,8 @@ PER_INSTANCE_CODES = MISSING_CODES | {
 }
 DRY_RUN_OK = "DryRunOperation"
 INSTANCE_IN_MESSAGE = re.compile(r"\bi-[0-9a-zA-Z]+\b")
+# What an ID named in an error gets, from the error's outcome (see split_batch).
+Named = Callable[[str, Outcome], Outcome]
 
 _SSO_LOGIN = "run `aws sso login` (with --profile if you use one), then run swarm again"
 # Failures of credentials or set-up, and what the user can do about each. Retrying cannot
@@ -319,23 +323,77 @@ def classify_exception(err: Exception) -> Outcome:
     raise err
 
 
-def _split_batch(ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
-    """One bad ID fails the whole call: fail those it names and bisect the others.
+def split_batch(
+    ids: Sequence[str], outcome: Outcome, named: Named | None = None
+) -> dict[str, Outcome]:
+    """One bad ID fails the whole call: settle those it names and bisect the others.
 
     EC2 names one protected instance per error, so resending the rest whole would cost a
     full batch per bad ID. Halving the rest instead clears the halves without a bad ID at
     once, and each failing half names another one and is halved again. When the message
     names no ID of the batch, the halving is blind; a single ID takes the outcome itself.
+    ``named(id, outcome)`` says what an ID the error names (or a lone ID) gets; by
+    default, the outcome as it is.
     """
+    settle = named or _as_it_is
     if len(ids) == 1:
-        return {ids[0]: outcome}
-    named = set(INSTANCE_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
-    rest = len(ids) - sum(1 for i in ids if i in named)
+        return {ids[0]: settle(ids[0], outcome)}
+    bad = set(INSTANCE_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
+    rest = len(ids) - sum(1 for i in ids if i in bad)
     requeue = replace(outcome, kind=Kind.REQUEUE, batch_limit=-(-rest // 2))
-    return {i: outcome if i in named else requeue for i in ids}
+    return {i: settle(i, outcome) if i in bad else requeue for i in ids}
 
 
-class InstanceCall:
+def _as_it_is(instance_id: str, outcome: Outcome) -> Outcome:
+    return outcome
+
+
+def answered_by(response: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    """The HTTP status and request ID of an answer, for its outcomes."""
+    meta = response.get("ResponseMetadata", {})
+    return meta.get("HTTPStatusCode"), meta.get("RequestId")
+
+
+class BatchCall(ABC):
+    """The shape of every engine action on EC2: one API call for a batch of IDs, one
+    outcome per ID.
+
+    :meth:`send` makes the call and :meth:`read` turns its answer into outcomes. A call
+    that fails is classified (:func:`classify_exception`) for every ID, unless its code
+    is one of ``split_codes``, whose messages name the IDs at fault: those (and an ID
+    sent alone) get :meth:`named`, and the rest go back to be sent in halves
+    (:func:`split_batch`).
+    """
+
+    split_codes: Collection[str] = PER_INSTANCE_CODES
+
+    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
+        try:
+            response = self.send(ids)
+        except Exception as err:
+            return self.failed(ids, classify_exception(err))
+        return self.read(ids, response)
+
+    @abstractmethod
+    def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
+        """The API call itself; raises what botocore raises."""
+
+    @abstractmethod
+    def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
+        """The outcome of each ID from the call's answer."""
+
+    def named(self, instance_id: str, outcome: Outcome) -> Outcome:
+        """What an ID that an error names gets: the error's outcome, unless overridden."""
+        return outcome
+
+    def failed(self, ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
+        """The outcome of each ID of a call that failed with ``outcome``."""
+        if outcome.code in self.split_codes:
+            return split_batch(ids, outcome, self.named)
+        return dict.fromkeys(ids, outcome)
+
+
+class InstanceCall(BatchCall):
     """One instance action on a batch of instances: one API call, one outcome per ID."""
 
     def __init__(
@@ -353,16 +411,15 @@ class InstanceCall:
         self.params = dict(params or {})
         self._method = getattr(client, spec.method)
 
-    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
-        try:
-            response = self._method(InstanceIds=list(ids), DryRun=self.dry_run, **self.params)
-        except Exception as err:
-            outcome = classify_exception(err)
-            if outcome.code in PER_INSTANCE_CODES:
-                return _split_batch(ids, outcome)
-            return dict.fromkeys(ids, outcome)
-        meta = response.get("ResponseMetadata", {})
-        ok = Outcome(Kind.SUCCEEDED, None, None, meta.get("HTTPStatusCode"), meta.get("RequestId"))
+    def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
+        response: Mapping[str, Any] = self._method(
+            InstanceIds=list(ids), DryRun=self.dry_run, **self.params
+        )
+        return response
+
+    def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
+        status, request_id = answered_by(response)
+        ok = Outcome(Kind.SUCCEEDED, None, None, status, request_id)
         if self.spec.result_key is None:  # the answer lists nothing: success covers all
             return dict.fromkeys(ids, ok)
         answered = {item["InstanceId"] for item in response.get(self.spec.result_key, [])}
@@ -370,8 +427,8 @@ class InstanceCall:
             Kind.TRANSIENT,
             "NotInResponse",
             "the answer did not list this instance",
-            ok.http_status,
-            ok.request_id,
+            status,
+            request_id,
         )
         return {i: ok if i in answered else lost for i in ids}
 

@@ -21,11 +21,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from tenacity import RetryCallState, wait_random_exponential
-
 from .batching import AutoBatch
 from .outage import Outage
 from .outcome import Kind, Outcome
+from .retry import default_backoff
 from .rto import Rto
 from .runtime import Runtime, ThreadRuntime
 from .window import Control
@@ -117,13 +116,6 @@ class RunResult:
     @property
     def interrupted(self) -> bool:
         return self.signal is not None
-
-
-def default_backoff(attempt: int) -> float:
-    """Full-jitter exponential backoff: uniform in [0, min(10 s, 0.25 s * 2**(n-1))]."""
-    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
-    state.attempt_number = attempt
-    return float(wait_random_exponential(multiplier=0.25, max=10)(state))
 
 
 def signal_name(signum: int) -> str:

@@ -425,7 +425,7 @@ def estimate(
     ``only_acting`` estimates a run of :meth:`Plan.acting_ids` only (``--plan-out``).
     A pair whose DryRun was refused stops at its first call and costs nothing.
     An ID that EC2 refuses fails its whole call, and the rest of that call is
-    sent again in two halves (``ec2._split_batch``): about two more calls, and
+    sent again in two halves (``ec2.split_batch``): about two more calls, and
     the rest's instances again, per refused ID. The bound assumes full buckets
     at the start; accounts whose limits were raised run faster.
     """

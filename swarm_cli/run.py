@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .actions import ACTIONS, ActionSpec
-from .batching import AutoBatch
+from .batching import AutoBatch, CallLimits
 from .display import ProgressMode, choose_progress
 from .engine import RESOLVED, Action, Engine, Event, RunResult, Subscriber, signal_name
 from .ledger import LedgerError, LedgerWriter
@@ -95,13 +95,14 @@ def new_engine(
     options: RunOptions,
     subscribers: Sequence[Subscriber] = (),
     runtime: Runtime | None = None,
+    limits: CallLimits | None = None,
 ) -> Engine:
     """One pair's engine and controller, as every run builds them (the simulator too)."""
     o = options
     return Engine(
         action,
         new_controller(o.window, o.headroom),
-        batch_size=AutoBatch(o.batch_size) if o.auto_batch else o.batch_size,
+        batch_size=AutoBatch(o.batch_size, limits) if o.auto_batch else o.batch_size,
         max_attempts=o.max_attempts,
         subscribers=subscribers,
         timeouts=Rto() if o.call_timeout is None else FixedTimeout(o.call_timeout),
@@ -347,7 +348,10 @@ def run_job(
             action, refused = _no_action, _setup_failure(err, classify)
         stats = Stats()
         engine = new_engine(
-            action, o, [stats, problems.subscriber(pair), *([budget] if budget else [])]
+            action,
+            o,
+            [stats, problems.subscriber(pair), *([budget] if budget else [])],
+            limits=job.action.limits,
         )
         if refused is not None:
             engine.refuse(refused)

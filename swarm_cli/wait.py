@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from .actions import ACTIONS, DESCRIBE_LIMITS, ActionSpec
-from .ec2 import MISSING_CODES, PER_INSTANCE_CODES, _split_batch, classify_exception
+from .ec2 import MISSING_CODES, BatchCall, answered_by, classify_exception
 from .engine import Clock
 from .ledger import REACHED_CODE, LedgerError, LedgerWriter, utc_now
 from .outcome import Kind, Outcome
@@ -53,7 +53,7 @@ def dead_ends(target: str) -> frozenset[str]:
     return frozenset() if target in _TERMINAL else _TERMINAL
 
 
-class WaitForState:
+class WaitForState(BatchCall):
     """An engine action: one DescribeInstances call, and how far each instance has got.
 
     Once ``deadline`` (on ``clock``) has passed, it answers ``WaitTimeout`` for
@@ -87,12 +87,14 @@ class WaitForState:
     def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
         if self.clock() >= self.deadline:
             return {i: self._timed_out(i) for i in ids}
-        try:
-            response = self.client.describe_instances(InstanceIds=list(ids))
-        except Exception as err:
-            return self._failed(ids, classify_exception(err))
-        meta = response.get("ResponseMetadata", {})
-        status, request_id = meta.get("HTTPStatusCode"), meta.get("RequestId")
+        return super().__call__(ids)
+
+    def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
+        response: Mapping[str, Any] = self.client.describe_instances(InstanceIds=list(ids))
+        return response
+
+    def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
+        status, request_id = answered_by(response)
         states = {
             instance["InstanceId"]: instance["State"]["Name"]
             for reservation in response.get("Reservations", [])
@@ -115,17 +117,12 @@ class WaitForState:
                 out[i] = Outcome(Kind.NOT_YET, state, None, status, request_id)
         return out
 
-    def _failed(self, ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
-        if outcome.code not in PER_INSTANCE_CODES:
-            return dict.fromkeys(ids, outcome)
-        # The error names the bad IDs; the others were not answered and go back.
-        split = _split_batch(ids, outcome)
-        return {
-            i: self._vanished(i, o.http_status, o.request_id)
-            if o.kind is Kind.MISSING and o.code in MISSING_CODES
-            else o
-            for i, o in split.items()
-        }
+    def named(self, instance_id: str, outcome: Outcome) -> Outcome:
+        # An ID the error names as unknown is no longer listed; the others were not
+        # answered and go back.
+        if outcome.kind is Kind.MISSING and outcome.code in MISSING_CODES:
+            return self._vanished(instance_id, outcome.http_status, outcome.request_id)
+        return outcome
 
     def _vanished(self, i: str, status: int | None, request_id: str | None) -> Outcome:
         # EC2 lists a terminated instance for about an hour, then forgets it.

@@ -69,6 +69,22 @@ def test_never_below_one_nor_above_the_most() -> None:
     assert feed(throttled(), AutoBatch(500), 10_000, 0.0, 3.0)[-1] == AUTO_MOST
 
 
+def test_the_limits_are_handed_in_by_the_action() -> None:
+    """Batching reads what the action's limits say, and imports nothing of the cloud."""
+    import ast
+
+    import swarm_cli.batching
+    from swarm_cli.actions.base import Bucket, Limits
+
+    tree = ast.parse(Path(swarm_cli.batching.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m and "actions" in m}
+    narrow = Limits(Bucket(5, 5), Bucket(100, 40), per_call=15)
+    assert initial_size(narrow) == 15  # 20 by the rate, but a call takes 15
+    assert feed(throttled(), AutoBatch(10, narrow), 10_000, 0.0, 3.0)[-1] == 15
+    assert AutoBatch(10, ACTIONS["stop"].limits).most == AUTO_MOST
+
+
 def test_a_run_with_auto_batches_and_traces(sandbox: Sandbox, tmp_path: Path) -> None:
     ids = sandbox.launch(60)
     trace = tmp_path / "trace.jsonl"

@@ -24,12 +24,12 @@ from swarm_cli.ec2 import (
     THROTTLE_STATUSES,
     HttpError,
     Terminate,
-    _split_batch,
     classify_error,
     classify_exception,
     make_client,
     redact_url,
     scrub,
+    split_batch,
 )
 from swarm_cli.outcome import Kind, Outcome
 
@@ -279,7 +279,7 @@ def not_permitted(instance: str) -> Outcome:
 def test_split_batch_fails_the_named_ids_and_halves_the_rest() -> None:
     ids = [f"i-{n:08x}" for n in range(7)]
     outcome = not_permitted(ids[3])
-    split = _split_batch(ids, outcome)
+    split = split_batch(ids, outcome)
     assert split[ids[3]] is outcome
     rest = [split[i] for i in ids if i != ids[3]]
     assert {(o.kind, o.code, o.batch_limit) for o in rest} == {
@@ -287,15 +287,15 @@ def test_split_batch_fails_the_named_ids_and_halves_the_rest() -> None:
     }
 
     missing = Outcome(Kind.MISSING, "InvalidInstanceID.NotFound", f"'{ids[0]}, {ids[6]}'")
-    split = _split_batch(ids, missing)
+    split = split_batch(ids, missing)
     assert split[ids[0]] is missing and split[ids[6]] is missing
     assert {split[i].batch_limit for i in ids[1:6]} == {3}  # five left: 3 + 2
 
-    blind = _split_batch(ids, not_permitted("i-ffffffff"))
+    blind = split_batch(ids, not_permitted("i-ffffffff"))
     assert {(o.kind, o.batch_limit) for o in blind.values()} == {(Kind.REQUEUE, 4)}
-    assert {o.batch_limit for o in _split_batch(ids[:2], not_permitted("x")).values()} == {1}
-    assert _split_batch(ids[:1], outcome) == {ids[0]: outcome}, "alone, it takes the outcome"
-    assert _split_batch(ids[:2], not_permitted(ids[1]))[ids[0]].batch_limit == 1
+    assert {o.batch_limit for o in split_batch(ids[:2], not_permitted("x")).values()} == {1}
+    assert split_batch(ids[:1], outcome) == {ids[0]: outcome}, "alone, it takes the outcome"
+    assert split_batch(ids[:2], not_permitted(ids[1]))[ids[0]].batch_limit == 1
 
 
 def bisection_cost(n: int, bad: set[int], *, bisect: bool) -> tuple[int, int]:
@@ -321,7 +321,7 @@ def bisection_cost(n: int, bad: set[int], *, bisect: bool) -> tuple[int, int]:
         first_bad = next((i for i, _ in batch if i in refused), None)
         if first_bad is None:
             continue
-        outcomes = _split_batch([i for i, _ in batch], not_permitted(first_bad))
+        outcomes = split_batch([i for i, _ in batch], not_permitted(first_bad))
         back = [
             (i, min(limit, outcomes[i].batch_limit or limit) if bisect else limit)
             for i, limit in batch
@@ -367,3 +367,51 @@ def test_a_query_string_secret_in_the_endpoint_is_redacted_too() -> None:
     assert redact_url("https://ec2.us-east-1.amazonaws.com") == (
         "https://ec2.us-east-1.amazonaws.com"
     )
+
+
+class Refuses:
+    """A client whose every call fails with one error."""
+
+    def __init__(self, err: Exception) -> None:
+        self.err = err
+
+    def __getattr__(self, method: str) -> Any:
+        def call(**_: Any) -> Any:
+            raise self.err
+
+        return call
+
+
+def test_every_batch_call_splits_on_the_ids_an_error_names() -> None:
+    from swarm_cli.actions import ACTIONS
+    from swarm_cli.describe import AttributeCheck, DescribeBatch
+    from swarm_cli.ec2 import InstanceCall
+    from swarm_cli.wait import WaitForState
+
+    ids = [f"i-{n:08x}" for n in range(5)]
+    unknown = Refuses(client_error("InvalidInstanceID.NotFound", 400, f"'{ids[1]}' unknown"))
+    named = {
+        "terminate": InstanceCall(unknown, ACTIONS["terminate"])(ids)[ids[1]],
+        "describe": DescribeBatch(unknown)(ids)[ids[1]],
+        "wait stopped": WaitForState(unknown, "stopped")(ids)[ids[1]],
+        "wait terminated": WaitForState(unknown, "terminated")(ids)[ids[1]],
+        "attribute": AttributeCheck(unknown, "disableApiStop")([ids[1]])[ids[1]],
+    }
+    assert {k: (o.kind, o.code) for k, o in named.items()} == {
+        "terminate": (Kind.MISSING, "InvalidInstanceID.NotFound"),
+        "describe": (Kind.MISSING, "InvalidInstanceID.NotFound"),
+        "wait stopped": (Kind.MISSING, "NotListed"),
+        "wait terminated": (Kind.SUCCEEDED, "Reached"),
+        "attribute": (Kind.MISSING, "InvalidInstanceID.NotFound"),
+    }
+    for call in (InstanceCall(unknown, ACTIONS["stop"]), DescribeBatch(unknown)):
+        rest = [o for i, o in call(ids).items() if i != ids[1]]
+        assert {(o.kind, o.batch_limit) for o in rest} == {(Kind.REQUEUE, 2)}
+
+    throttled = Refuses(client_error("RequestLimitExceeded", 503, f"'{ids[1]}'"))
+    for call in (InstanceCall(throttled, ACTIONS["stop"]), DescribeBatch(throttled)):
+        assert {o.kind for o in call(ids).values()} == {Kind.THROTTLED}
+    # Malformed names its ID for describe, which reads it as missing; an action fails it.
+    malformed = Refuses(client_error("InvalidInstanceID.Malformed", 400, f"'{ids[0]}'"))
+    assert DescribeBatch(malformed)(ids)[ids[0]].kind is Kind.MISSING
+    assert InstanceCall(malformed, ACTIONS["stop"])(ids)[ids[0]].kind is Kind.PERMANENT

@@ -1,17 +1,48 @@
+"""The engine's logic on the virtual clock (``VirtualRuntime``): calls take simulated
+time, so pacing, time-outs, outages and signals happen at set moments whatever the
+machine's load. One test runs on real threads, for what only they can show."""
+
 from __future__ import annotations
 
 import itertools
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from swarm_cli.engine import RESOLVED, Engine, Event
 from swarm_cli.outage import Outage
 from swarm_cli.outcome import Kind, Outcome
 from swarm_cli.rto import FixedTimeout
+from swarm_cli.runtime import VirtualRuntime
 from swarm_cli.stats import Stats
 from swarm_cli.window import RATE, SEED, Window
+
+
+def virtual(latency: float | Callable[[], float] = 0.002) -> VirtualRuntime:
+    """A virtual clock on which every call takes ``latency`` seconds (or what it returns)."""
+    return VirtualRuntime(latency if callable(latency) else lambda: latency)
+
+
+class SlowFor:
+    """Latency by batch: calls that carry one of ``slow`` take ``slow_latency``.
+
+    A subscriber as well, since the runtime asks for a call's latency just after the
+    engine announces it (``sent``).
+    """
+
+    def __init__(self, slow: set[str], slow_latency: float, latency: float = 0.002) -> None:
+        self.slow = slow
+        self.slow_latency = slow_latency
+        self.latency = latency
+        self.last: tuple[str, ...] = ()
+
+    def __call__(self, event: Event) -> None:
+        if event.type == "sent":
+            self.last = event.ids
+
+    def next(self) -> float:
+        return self.slow_latency if self.slow & set(self.last) else self.latency
 
 
 class Instrumented:
@@ -23,8 +54,12 @@ class Instrumented:
         delay: float = 0.002,
         script: Mapping[str, list[Outcome]] | None = None,
         throttle_above: int | None = None,
+        concurrency: Callable[[], int] | None = None,
     ) -> None:
         self.window = window
+        # Calls in flight when one reaches the API: counted here on real threads; on the
+        # virtual clock, where a call takes no real time, the engine's count.
+        self.concurrency = concurrency
         self.delay = delay
         self.script = {k: list(v) for k, v in (script or {}).items()}
         self.throttle_above = throttle_above
@@ -38,8 +73,10 @@ class Instrumented:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
             self.calls.append(tuple(ids))
-            over = self.throttle_above is not None and self.in_flight > self.throttle_above
-        time.sleep(self.delay)
+            now = self.concurrency() if self.concurrency else self.in_flight
+            over = self.throttle_above is not None and now > self.throttle_above
+        if self.delay:
+            time.sleep(self.delay)
         out: dict[str, Outcome] = {}
         with self.lock:
             for i in ids:
@@ -106,7 +143,8 @@ def test_sends_wait_for_the_pace_set_at_the_floor() -> None:
     throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", http_status=503)
     script = {i: [throttle] * 2 for i in ids(2)}
     check = PaceCheck(window)
-    result = Engine(Instrumented(window, script=script), window, subscribers=[check]).run(ids(6))
+    action = Instrumented(window, delay=0, script=script)
+    result = Engine(action, window, subscribers=[check], runtime=virtual()).run(ids(6))
     assert result.counts["succeeded"] == 6
     assert check.paced_sends > 0
     assert check.early == []
@@ -118,7 +156,11 @@ def test_throttled_intents_return_to_queue_and_never_fail() -> None:
     window = Window(RATE)
     events: list[Event] = []
     engine = Engine(
-        Instrumented(window, script=script), window, subscribers=[events.append], max_attempts=2
+        Instrumented(window, delay=0, script=script),
+        window,
+        subscribers=[events.append],
+        max_attempts=2,
+        runtime=virtual(),
     )
     result = engine.run(ids(5))
     assert result.counts == {"succeeded": 5, "failed": 0, "missing": 0, "pending": 0}
@@ -139,11 +181,12 @@ def test_transient_errors_retry_with_backoff_then_fail() -> None:
     window = Window(SEED)
     events: list[Event] = []
     engine = Engine(
-        Instrumented(window, script=script),
+        Instrumented(window, delay=0, script=script),
         window,
         max_attempts=3,
         backoff=backoff,
         subscribers=[events.append],
+        runtime=virtual(),
     )
     result = engine.run(ids(3))
     assert result.counts["failed"] == 1
@@ -159,8 +202,8 @@ def test_permanent_and_missing_fail_at_once() -> None:
         "i-00000001": [Outcome(Kind.MISSING, "InvalidInstanceID.NotFound")],
     }
     window = Window(SEED)
-    action = Instrumented(window, script=script)
-    result = Engine(action, window).run(ids(4))
+    action = Instrumented(window, delay=0, script=script)
+    result = Engine(action, window, runtime=virtual()).run(ids(4))
     assert result.counts == {"succeeded": 2, "failed": 1, "missing": 1, "pending": 0}
     assert len(action.calls) == 4
 
@@ -168,9 +211,9 @@ def test_permanent_and_missing_fail_at_once() -> None:
 def test_fatal_error_stops_dispatch_and_records_rest_pending() -> None:
     script = {"i-00000003": [Outcome(Kind.FATAL, "AuthFailure", http_status=401)]}
     window = Window(SEED)  # window 1..: one call at a time in slow start
-    action = Instrumented(window, script=script)
+    action = Instrumented(window, delay=0, script=script)
     events: list[Event] = []
-    result = Engine(action, window, subscribers=[events.append]).run(ids(50))
+    result = Engine(action, window, subscribers=[events.append], runtime=virtual()).run(ids(50))
     assert result.fatal is not None and result.fatal.code == "AuthFailure"
     assert result.counts["pending"] == 50 - result.counts["succeeded"]
     pending = {e.ids[0] for e in events if e.type == "pending"}
@@ -190,7 +233,7 @@ def test_batches_split_by_requeue_and_batch_limit() -> None:
             return {"i-00000002": Outcome(Kind.MISSING, "InvalidInstanceID.NotFound")}
         return {i: Outcome(Kind.SUCCEEDED) for i in batch}
 
-    result = Engine(action, window, batch_size=3).run(ids(6))
+    result = Engine(action, window, batch_size=3, runtime=virtual()).run(ids(6))
     assert result.counts["succeeded"] == 5 and result.counts["missing"] == 1
     assert calls[0] == ("i-00000000", "i-00000001", "i-00000002")
     assert ("i-00000002",) in calls
@@ -202,25 +245,35 @@ def test_every_intent_resolves_exactly_once() -> None:
     flaky = Outcome(Kind.TRANSIENT, "InternalError", http_status=500)
     script = {i: [flaky] for i in ids(300)[::7]}
     events: list[Event] = []
-    Engine(
-        Instrumented(window, script=script, throttle_above=6),
+    action = Instrumented(window, delay=0, script=script, throttle_above=6)
+    engine = Engine(
+        action,
         window,
         batch_size=4,
         backoff=lambda n: 0.0,
         subscribers=[events.append],
-    ).run(ids(300))
+        runtime=virtual(lambda: 0.02),
+    )
+    action.concurrency = lambda: engine.in_flight
+    engine.run(ids(300))
+    assert action.calls and any(e.type == "throttled" for e in events)
     resolved = [e.ids[0] for e in events if e.type in ("succeeded", "failed", "missing", "pending")]
     assert sorted(resolved) == sorted(ids(300))
 
 
 def test_stop_from_another_thread_records_pending() -> None:
     window = Window(SEED.bounded(max_window=2))
-    action = Instrumented(window, delay=0.01)
-    engine = Engine(action, window)
-    timer = threading.Timer(0.1, engine.stop)
-    timer.start()
+    action = Instrumented(window, delay=0)
+    runtime = virtual(0.01)
+    engine = Engine(action, window, runtime=runtime)
+
+    def stop_from_another_thread() -> None:
+        thread = threading.Thread(target=engine.stop)
+        thread.start()
+        thread.join()
+
+    runtime.at(0.1, stop_from_another_thread)
     result = engine.run(ids(500))
-    timer.join()
     assert result.counts["pending"] > 0
     assert result.counts["succeeded"] + result.counts["pending"] == 500
 
@@ -230,15 +283,15 @@ UNREACHABLE = Outcome(Kind.UNREACHABLE, "EndpointConnectionError", "connection r
 
 def test_a_call_that_never_answers_is_given_up_and_its_intents_retried() -> None:
     window = Window(RATE)
-    release = threading.Event()
     calls: list[tuple[str, ...]] = []
 
     def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
         calls.append(tuple(batch))
-        if len(calls) == 1:
-            release.wait(10)  # the first call hangs
         return {i: Outcome(Kind.SUCCEEDED) for i in batch}
 
+    # The first call reaches the API at 0.15 s, but its answer would come at 0.3 s: after
+    # its deadline (0.2 s). Every other call takes 10 ms.
+    latencies = iter([0.3])
     events: list[Event] = []
     result = Engine(
         action,
@@ -246,8 +299,8 @@ def test_a_call_that_never_answers_is_given_up_and_its_intents_retried() -> None
         timeouts=FixedTimeout(0.2),
         backoff=lambda n: 0.0,
         subscribers=[events.append],
+        runtime=virtual(lambda: next(latencies, 0.01)),
     ).run(ids(3))
-    release.set()
     assert result.counts == {"succeeded": 3, "failed": 0, "missing": 0, "pending": 0}
     assert [e.ids for e in events if e.type == "timed_out"] == [("i-00000000",)]
     assert calls.count(("i-00000000",)) == 2
@@ -255,19 +308,16 @@ def test_a_call_that_never_answers_is_given_up_and_its_intents_retried() -> None
 
 def test_an_outage_is_ridden_out_without_charging_attempts() -> None:
     window = Window(RATE.bounded(max_window=8))
-    down = threading.Event()
-    down.set()
+    down = True
     sent_while_down = 0
-    lock = threading.Lock()
 
     def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
-        nonlocal sent_while_down
-        with lock:
-            if down.is_set():
-                sent_while_down += 1
-                if sent_while_down >= 12:
-                    down.clear()  # the endpoint comes back
-                return dict.fromkeys(batch, UNREACHABLE)
+        nonlocal down, sent_while_down
+        if down:
+            sent_while_down += 1
+            if sent_while_down >= 12:
+                down = False  # the endpoint comes back
+            return dict.fromkeys(batch, UNREACHABLE)
         return {i: Outcome(Kind.SUCCEEDED) for i in batch}
 
     events: list[Event] = []
@@ -278,6 +328,7 @@ def test_an_outage_is_ridden_out_without_charging_attempts() -> None:
         backoff=lambda n: 0.0,
         outage=Outage(first_gap=0.01, max_gap=0.02),
         subscribers=[events.append],
+        runtime=virtual(),
     ).run(ids(20))
     assert result.counts["succeeded"] == 20
     types = [e.type for e in events]
@@ -301,6 +352,7 @@ def test_an_endpoint_that_never_answers_is_given_up_and_everything_is_pending() 
         backoff=lambda n: 0.0,
         outage=Outage(max_outage=0.3, first_gap=0.02, max_gap=0.05),
         subscribers=[events.append],
+        runtime=virtual(),
     ).run(ids(20))
     assert result.gave_up
     assert result.counts == {"succeeded": 0, "failed": 0, "missing": 0, "pending": 20}
@@ -319,7 +371,7 @@ def test_unreachable_calls_before_an_outage_stay_bounded_by_max_attempts() -> No
         return dict.fromkeys(batch, Outcome(Kind.TRANSIENT, "InternalError", http_status=500))
 
     events: list[Event] = []
-    engine = Engine(action, window, max_attempts=3, backoff=lambda n: 0.0)
+    engine = Engine(action, window, max_attempts=3, backoff=lambda n: 0.0, runtime=virtual())
     engine.subscribers.append(events.append)
     result = engine.run(ids(4))
     # Bounded; an intent one of whose calls got no answer is not known failed.
@@ -332,12 +384,13 @@ def test_unreachable_calls_before_an_outage_stay_bounded_by_max_attempts() -> No
 
 def test_calls_that_time_out_until_attempts_run_out_leave_their_intents_pending() -> None:
     window = Window(SEED)
-    release = threading.Event()
 
     def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
-        if batch[0] == "i-00000000":
-            release.wait(10)  # never answers in time: maybe done, maybe not
         return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    # A call of i-00000000 reaches the API (at 40 ms) but never answers in time (80 ms,
+    # past its 50 ms deadline): maybe done, maybe not.
+    slow = SlowFor({"i-00000000"}, 0.08)
 
     def transient(batch: Sequence[str]) -> Mapping[str, Outcome]:
         return dict.fromkeys(batch, Outcome(Kind.TRANSIENT, "InternalError", http_status=500))
@@ -350,27 +403,28 @@ def test_calls_that_time_out_until_attempts_run_out_leave_their_intents_pending(
         timeouts=FixedTimeout(0.05),
         backoff=lambda n: 0.0,
         outage=Outage(max_outage=60),
-        subscribers=[events.append],
+        subscribers=[slow, events.append],
+        runtime=virtual(slow.next),
     ).run(ids(3))
-    release.set()
     assert result.counts == {"succeeded": 2, "failed": 0, "missing": 0, "pending": 1}
     (pending,) = [e for e in events if e.type == "pending"]
     assert pending.ids == ("i-00000000",) and pending.outcome is not None
     assert pending.outcome.code == "CallTimeout"
     # Answers that say the call failed still fail the intent once attempts run out.
-    failed = Engine(transient, Window(SEED), max_attempts=2, backoff=lambda n: 0.0).run(ids(2))
+    failed = Engine(
+        transient, Window(SEED), max_attempts=2, backoff=lambda n: 0.0, runtime=virtual()
+    ).run(ids(2))
     assert failed.counts["failed"] == 2
 
 
 def test_a_signal_drains_calls_in_flight_then_records_the_rest_pending() -> None:
     window = Window(SEED.bounded(max_window=2))
-    action = Instrumented(window, delay=0.05)
+    action = Instrumented(window, delay=0)
     events: list[Event] = []
-    engine = Engine(action, window, subscribers=[events.append])
-    timer = threading.Timer(0.2, engine.interrupt, args=(signal.SIGTERM,))
-    timer.start()
+    runtime = virtual(0.05)
+    engine = Engine(action, window, subscribers=[events.append], runtime=runtime)
+    runtime.at(0.2, lambda: engine.interrupt(signal.SIGTERM))
     result = engine.run(ids(500))
-    timer.join()
     assert result.signal == signal.SIGTERM and result.interrupted
     assert result.counts["succeeded"] == len(action.calls)  # every call sent was answered
     assert result.counts["succeeded"] + result.counts["pending"] == 500
@@ -381,19 +435,16 @@ def test_a_signal_drains_calls_in_flight_then_records_the_rest_pending() -> None
 
 def test_a_second_signal_ends_the_wait_for_calls_in_flight() -> None:
     window = Window(SEED)
-    hang = threading.Event()
 
     def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
-        hang.wait(30)
         return {i: Outcome(Kind.SUCCEEDED) for i in batch}
 
     events: list[Event] = []
-    engine = Engine(action, window, drain_timeout=30, subscribers=[events.append])
-    threading.Timer(0.1, engine.interrupt, args=(signal.SIGINT,)).start()
-    second = threading.Timer(0.3, engine.interrupt, args=(signal.SIGINT,))
-    second.start()
+    runtime = virtual(60.0)  # the first call hangs: no answer within the drain's 30 s
+    engine = Engine(action, window, drain_timeout=30, subscribers=[events.append], runtime=runtime)
+    runtime.at(0.1, lambda: engine.interrupt(signal.SIGINT))
+    runtime.at(0.3, lambda: engine.interrupt(signal.SIGINT))
     result = engine.run(ids(3))
-    hang.set()
     assert result.signal == signal.SIGINT
     assert result.counts["pending"] == 3
     in_flight = [e for e in events if e.type == "pending" and e.ids == ("i-00000000",)]
@@ -403,7 +454,7 @@ def test_a_second_signal_ends_the_wait_for_calls_in_flight() -> None:
 
 def test_an_interrupt_while_sending_leaves_no_call_in_flight_forever() -> None:
     window = Window(SEED.bounded(max_window=4))
-    action = Instrumented(window, delay=0.01)
+    action = Instrumented(window, delay=0)
     sends = itertools.count()
 
     def interrupt_on_fifth_send(event: Event) -> None:
@@ -420,6 +471,7 @@ def test_an_interrupt_while_sending_leaves_no_call_in_flight_forever() -> None:
             interrupt_on_fifth_send,
             lambda e: resolved.extend(e.ids) if e.type in RESOLVED else None,
         ],
+        runtime=virtual(0.01),
     ).run(ids(50))
     assert result.signal == signal.SIGINT
     assert sorted(resolved) == ids(50)  # each intent resolved exactly once
@@ -440,6 +492,8 @@ def test_intents_not_there_yet_are_asked_again_without_charging_attempts() -> No
             )
         return out
 
-    result = Engine(action, window, max_attempts=1, poll_interval=0.01).run(ids(3))
+    result = Engine(action, window, max_attempts=1, poll_interval=0.01, runtime=virtual()).run(
+        ids(3)
+    )
     assert result.counts["succeeded"] == 3
     assert asked == dict.fromkeys(ids(3), 5)
