@@ -8,17 +8,17 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from .ledger import PERMANENT_CODES
 from .report import Report, Sample
+from .run import ProgressMode as ProgressMode
 from .stats import Snapshot, Stats
 from .text import literal
 
-ProgressMode = Literal["auto", "live", "plain", "none"]
 SPARKS = "▁▂▃▄▅▆▇█"
 PLAIN_INTERVAL = 2.0  # seconds between plain lines when neither flag nor env says
 INTERVAL_ENV = "SWARM_PROGRESS_INTERVAL"

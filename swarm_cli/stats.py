@@ -6,7 +6,21 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .engine import Event
+from .events import (
+    Answered,
+    Event,
+    OutageBegan,
+    Queued,
+    Recovered,
+    Resolved,
+    Retried,
+    Sent,
+    Stopping,
+    Subscriber,
+    Throttled,
+    TimedOut,
+    WindowChanged,
+)
 from .report import PairReport, Sample, WindowReport
 
 MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
@@ -53,7 +67,7 @@ class Snapshot:
 
 
 @dataclass
-class Stats:
+class Stats(Subscriber):
     total: int = 0
     calls: int = 0
     throttled_calls: int = 0
@@ -135,47 +149,69 @@ class Stats:
             self.last = event.at
             self.in_flight = event.in_flight
             self.peak_in_flight = max(self.peak_in_flight, event.in_flight)
-            if event.type == "queued":
-                self.total += len(event.ids)
-            elif event.type == "sent":
-                self.calls += 1
-                self.batch = event.batch
-            elif event.type == "throttled":
-                self.throttled_calls += 1
-            elif event.type == "retried":
-                self.retries += 1
-            elif event.type == "timed_out":
-                self.timeouts += 1
-            elif event.type == "outage":
-                self.outages += 1
-                self.outage_since = event.at
-            elif event.type == "recovered":
-                self.outage_since = None
-            elif event.type == "stopping":
-                self.stopping = event.outcome.message if event.outcome else "stopping"
-            elif event.type == "window":
-                if event.cwnd < self.trajectory[-1][1]:
-                    self.window_decreases += 1
-                self.trajectory.append((round(event.at - self.started, 4), event.cwnd))
-            elif event.type in ("succeeded", "failed", "missing", "pending"):
-                setattr(self, event.type, getattr(self, event.type) + 1)
-                outcome = event.outcome
-                if event.type != "succeeded" and outcome is not None and outcome.code:
-                    self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
-            if (
-                event.type in ("throttled", "retried", "timed_out", "failed", "missing", "pending")
-                and event.outcome is not None
-                and event.outcome.code
-            ):
-                code = event.outcome.code
-                self.codes[code] = self.codes.get(code, 0) + 1
+            event.deliver(self)
             self.cwnd = event.cwnd
             self.ssthresh = event.ssthresh
             self.pace = event.pace
             self.phase = event.phase
             self.peak_cwnd = max(self.peak_cwnd, event.cwnd)
-            if event.type in ("window", "throttled", "answered", "outage", "recovered"):
-                self._sample(event, keep=event.type != "answered")
+
+    # Each method below runs under the lock, from __call__.
+
+    def on_queued(self, event: Queued) -> None:
+        self.total += len(event.ids)
+
+    def on_sent(self, event: Sent) -> None:
+        self.calls += 1
+        self.batch = event.batch
+
+    def on_answered(self, event: Answered) -> None:
+        self._sample(event, keep=False)
+
+    def on_throttled(self, event: Throttled) -> None:
+        self.throttled_calls += 1
+        self._count_code(event)
+        self._sample(event, keep=True)
+
+    def on_retried(self, event: Retried) -> None:
+        self.retries += 1
+        self._count_code(event)
+
+    def on_timed_out(self, event: TimedOut) -> None:
+        self.timeouts += 1
+        self._count_code(event)
+
+    def on_outage(self, event: OutageBegan) -> None:
+        self.outages += 1
+        self.outage_since = event.at
+        self._sample(event, keep=True)
+
+    def on_recovered(self, event: Recovered) -> None:
+        self.outage_since = None
+        self._sample(event, keep=True)
+
+    def on_stopping(self, event: Stopping) -> None:
+        self.stopping = event.outcome.message if event.outcome else "stopping"
+
+    def on_window(self, event: WindowChanged) -> None:
+        assert self.started is not None
+        if event.cwnd < self.trajectory[-1][1]:
+            self.window_decreases += 1
+        self.trajectory.append((round(event.at - self.started, 4), event.cwnd))
+        self._sample(event, keep=True)
+
+    def on_resolved(self, event: Resolved) -> None:
+        setattr(self, event.status, getattr(self, event.status) + 1)
+        outcome = event.outcome
+        if event.status != "succeeded" and outcome is not None and outcome.code:
+            self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
+            self._count_code(event)
+
+    def _count_code(self, event: Event) -> None:
+        """Every error code seen, throttles, retries and time-outs included."""
+        if event.outcome is not None and event.outcome.code:
+            code = event.outcome.code
+            self.codes[code] = self.codes.get(code, 0) + 1
 
     def _sample(self, event: Event, *, keep: bool) -> None:
         """A point for the charts: every change of the window, answers at most each ``spacing``."""

@@ -4,8 +4,8 @@ One line per call sent, per answer, per throttle and per change of the window:
 ``{"t": seconds since the run started, "event", "pair", "cwnd", "ssthresh",
 "in_flight", "pace", "phase", "batch", "done"}``.
 
-Events arrive under the engine's lock: they are only queued there, and a thread of
-the trace's own writes them, so a slow or full disk never holds a run up.
+Lines are only queued as events arrive, and a thread of the trace's own writes them,
+so a slow or full disk never holds a run up.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 import time
 from typing import IO, Any
 
-from .engine import Event
+from .events import Event, Subscriber
 from .files import create_text
 
 TRACED = frozenset({"sent", "answered", "throttled", "timed_out", "window", "outage", "recovered"})
@@ -82,7 +82,7 @@ class Trace:
         with contextlib.suppress(OSError):
             self._file.close()
 
-    class Pair:
+    class Pair(Subscriber):
         def __init__(self, trace: Trace, pair: str) -> None:
             self.trace = trace
             self.pair = pair

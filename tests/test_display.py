@@ -19,10 +19,16 @@ from swarm_cli.display import (
     status_line,
     window_chart,
 )
-from swarm_cli.engine import Event
+from swarm_cli.events import EVENT_TYPES, EventType
+from swarm_cli.events import Event as AnyEvent
 from swarm_cli.outcome import Kind, Outcome
 from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
 from swarm_cli.stats import MAX_SAMPLES, Stats
+
+
+def Event(type_: EventType, at: float, **fields: object) -> AnyEvent:
+    """An event by its name, as the engine would raise it."""
+    return EVENT_TYPES[type_](at, **fields)  # type: ignore[arg-type]
 
 
 def console(terminal: bool = False) -> Console:
