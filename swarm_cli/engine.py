@@ -2,7 +2,9 @@
 
 The engine knows nothing of EC2 or of the screen. It calls an *action* with a
 batch of IDs, learns an :class:`Outcome` per ID, feeds the window, and
-publishes :class:`Event` objects to its subscribers (ledger, display, stats).
+publishes typed events (events.py) to its subscribers (ledger, stats, views).
+Events are raised under the engine's lock and delivered once the raising thread
+has let it go, in the order raised: no subscriber runs, nor does I/O, under the lock.
 
 Every way a run can end goes through one place (:meth:`Engine.run`'s last
 step): whatever is still open then is resolved ``pending`` with the reason, so
