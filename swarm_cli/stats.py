@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .events import (
@@ -24,6 +25,12 @@ from .events import (
 from .report import PairReport, Sample, WindowReport
 
 MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
+RATE_SPAN = 5.0  # seconds of history behind a rate: long enough to smooth a sawtooth
+# A rate under this share of the best one reached, for this long, while work for as long
+# at the best rate was left, is a fall worth a word: throttles that slowing down does not
+# ease (an API refusing a share of calls whatever the pace), not the end of the list.
+FALL_SHARE = 0.25
+FALL_LASTING = 5.0
 
 
 @dataclass(frozen=True)
@@ -245,3 +252,88 @@ class Stats(Subscriber):
                 trajectory=list(self.trajectory),
             )
         return into
+
+
+@dataclass
+class Fall:
+    """A stretch where a pair's rate stayed far below the best it had reached."""
+
+    best: float  # intents per second, the best rate over RATE_SPAN before the fall
+    low: float  # the lowest rate during it
+    since: float  # seconds since the pair started, when the rate went under
+    until: float  # the last point still under
+
+    @property
+    def lasted(self) -> float:
+        return self.until - self.since
+
+
+class RateWatch:
+    """A pair's rate (intents done per second over the last ``span`` seconds) followed
+    through its samples, and whether it fell under ``share`` of the best it reached for
+    ``lasting`` seconds or more while work for that long at the best rate was left.
+
+    Fed the series as it grows (``update`` reads only the new points), so a view may ask
+    at every refresh; a series that was halved is read again from its start.
+    """
+
+    def __init__(
+        self, span: float = RATE_SPAN, share: float = FALL_SHARE, lasting: float = FALL_LASTING
+    ) -> None:
+        self.span = span
+        self.share = share
+        self.lasting = lasting
+        self._reset()
+
+    def _reset(self) -> None:
+        self._t: list[float] = []
+        self._done: list[int] = []
+        self._last: Sample | None = None
+        self.rate: float | None = None  # at the last point, once a whole span is behind it
+        self.best = 0.0
+        self.falling: Fall | None = None  # the fall under way, however long so far
+        self.longest: Fall | None = None  # the longest fall over, that lasted long enough
+
+    def update(self, series: Sequence[Sample], total: int) -> RateWatch:
+        n = len(self._t)
+        if n and (len(series) < n or series[n - 1] is not self._last):
+            self._reset()
+            n = 0
+        for point in series[n:]:
+            self._add(point, total)
+        self._last = series[-1] if series else None
+        return self
+
+    def fell(self) -> Fall | None:
+        """The longest fall that lasted long enough, the one under way included."""
+        falls = [f for f in (self.longest, self.falling) if f and f.lasted >= self.lasting]
+        return max(falls, key=lambda f: f.lasted, default=None)
+
+    def _add(self, p: Sample, total: int) -> None:
+        self._t.append(p.t)
+        self._done.append(p.done)
+        if p.t < self.span:
+            return
+        # What was done before the span is read at the first point inside it.
+        first = bisect_right(self._t, p.t - self.span)
+        rate = (p.done - self._done[first]) / self.span
+        self.rate = rate
+        f = self.falling
+        left = total - p.done
+        if f is not None:
+            if rate >= self.share * f.best or left <= f.best * self.lasting:
+                self._close()
+            else:
+                f.low = min(f.low, rate)
+                f.until = p.t
+                return
+        self.best = max(self.best, rate)
+        if rate < self.share * self.best and left > self.best * self.lasting:
+            self.falling = Fall(self.best, rate, p.t, p.t)
+
+    def _close(self) -> None:
+        f, self.falling = self.falling, None
+        if f is None or f.lasted < self.lasting:
+            return
+        if self.longest is None or f.lasted > self.longest.lasted:
+            self.longest = f
