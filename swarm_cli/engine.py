@@ -160,6 +160,7 @@ class Engine:
         self._delivered = 0
         self._turn = threading.Condition(threading.Lock())
         self._mine = threading.local()  # per thread: lock depth and events to deliver
+        self._holds = _Locked(self)  # its state is per thread: one serves every thread
         self._queue: deque[_Intent] = deque()
         self._delayed: list[tuple[float, int, _Intent]] = []
         self._tiebreak = itertools.count()
@@ -236,6 +237,9 @@ class Engine:
         while going:
             with self._locked():
                 call, going = self._step()
+                # A step that only waited keeps the lock: nothing to deliver, nothing to send.
+                while going and call is None and not self._raised():
+                    call, going = self._step()
             if call is not None:
                 self._submit(call)
 
@@ -515,48 +519,45 @@ class Engine:
             latency,
             self.batch_size,
         )
-        self._pending().append((self._seq, event))
+        self._mine.events.append((self._seq, event))
         self._seq += 1
 
     def _locked(self) -> _Locked:
         """The engine's lock; leaving the outermost hold delivers the events raised in it."""
-        return _Locked(self)
-
-    def _pending(self) -> list[tuple[int, Event]]:
-        mine = self._mine
-        if not hasattr(mine, "events"):
-            mine.events = []
-            mine.depth = 0
-        events: list[tuple[int, Event]] = mine.events
-        return events
+        return self._holds
 
     def _raised(self) -> bool:
         """This thread raised events not delivered yet."""
-        return bool(self._pending())
+        return bool(self._mine.events)
 
     def _deliver(self) -> None:
         """Deliver this thread's events (called with the lock released), each after every
         event raised before it. A subscriber that raises does not keep the others, nor
         the events after, from being delivered; the first error is raised at the end."""
-        events = self._pending()
+        events: list[tuple[int, Event]] = self._mine.events
         if not events:
             return
         self._mine.events = []
+        subscribers = list(self.subscribers)
         error: BaseException | None = None
-        for seq, event in events:
-            with self._turn:
-                while self._delivered < seq:
-                    self._turn.wait()
+        # Raised under one hold of the lock, they follow one another: one turn for all.
+        one_turn = events[-1][0] - events[0][0] == len(events) - 1
+        for k, (seq, event) in enumerate(events):
+            if k == 0 or not one_turn:
+                with self._turn:
+                    while self._delivered < seq:
+                        self._turn.wait()
             try:
-                for subscriber in list(self.subscribers):
+                for subscriber in subscribers:
                     try:
                         subscriber(event)
                     except BaseException as err:
                         error = error or err
             finally:
-                with self._turn:
-                    self._delivered = seq + 1
-                    self._turn.notify_all()
+                if not one_turn or k == len(events) - 1:
+                    with self._turn:
+                        self._delivered = seq + 1
+                        self._turn.notify_all()
         if error is not None:
             raise error
 
@@ -581,9 +582,11 @@ class _Locked:
         self.engine = engine
 
     def __enter__(self) -> None:
-        self.engine._pending()
+        mine = self.engine._mine
+        if not hasattr(mine, "depth"):
+            mine.depth, mine.events = 0, []
         self.engine._cond.acquire()
-        self.engine._mine.depth += 1
+        mine.depth += 1
 
     def __exit__(
         self,
@@ -594,7 +597,7 @@ class _Locked:
         mine = self.engine._mine
         mine.depth -= 1
         self.engine._cond.release()
-        if mine.depth:
+        if mine.depth or not mine.events:
             return
         if err is None:
             self.engine._deliver()
