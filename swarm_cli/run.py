@@ -411,6 +411,7 @@ def run(
 ) -> Report:
     """Run every pair of the job to the end, at once; return the report (with its exit code)."""
     o = job.options
+    tuning, sinks = o.tuning, o.sinks
     watcher = watcher or Watcher()
     run_id = uuid.uuid4().hex[:12]
     problems = Problems()
@@ -433,7 +434,7 @@ def run(
             action, refused = _no_action, _setup_failure(err, classify)
         stats = Stats()
         engine = new_engine(
-            action, o.tuning, [stats, problems.subscriber(pair), *([budget] if budget else [])]
+            action, tuning, [stats, problems.subscriber(pair), *([budget] if budget else [])]
         )
         if refused is not None:
             engine.refuse(refused)
@@ -444,15 +445,15 @@ def run(
     ledger_error: str | None = None
     unrecorded: list[dict[str, object]] = []
     started = time.monotonic()
-    trace = _open_trace(o.trace, started, watcher)
+    trace = _open_trace(sinks.trace, started, watcher)
     if trace is not None:
         for lane in lanes:
             lane.engine.subscribers.append(trace.subscriber(lane.pair.label))
     with orderly_stops(interrupt_all):
-        if o.ledger and not o.dry_run:
+        if sinks.ledger and not o.dry_run:
             try:
                 writer = LedgerWriter(
-                    o.ledger,
+                    sinks.ledger,
                     run_id,
                     job.action.name,
                     None,
@@ -518,14 +519,14 @@ def run(
         run=run_id,
         action=job.action.name,
         dry_run=o.dry_run,
-        endpoint=o.endpoint,
-        window_profile=o.window.name,
-        batch_size=o.batch_size,
-        auto_batch=o.auto_batch,
+        endpoint=sinks.endpoint,
+        window_profile=tuning.window.name,
+        batch_size=tuning.batch_size,
+        auto_batch=tuning.auto_batch,
         pairs=[_pair_report(lane) for lane in lanes],
         problems=problems.items,
         signal=signal_name(signals[0]) if signals else None,
-        ledger=o.ledger if o.ledger and not o.dry_run else None,
+        ledger=sinks.ledger if sinks.ledger and not o.dry_run else None,
         ledger_error=ledger_error,
         unrecorded=len(unrecorded),
         budget_spent=Reason.of(budget.spent) if budget else None,

@@ -50,7 +50,7 @@ class ConsoleWatcher(Watcher):
         self._view: Progress | None = None
 
     def subscribers(self, pair: Pair, several: bool) -> Sequence[Listener]:
-        if not self.job.options.verbose:
+        if not self.job.options.sinks.verbose:
             return ()
         return [CallLog(self.console, self.job.action.name, pair, several)]
 
@@ -64,7 +64,7 @@ class ConsoleWatcher(Watcher):
             self.job.title or self.job.action.name,
             endpoint=sinks.endpoint,
             badges=sinks.badges + (("DRY RUN",) if o.dry_run else ()),
-            batch=None if o.auto_batch else o.batch_size,
+            batch=None if o.tuning.auto_batch else o.tuning.batch_size,
             bound_rate=sinks.bound_rate,
             already_done=sinks.already_done,
             detail=sinks.verbose,
