@@ -240,7 +240,13 @@ class Engine:
                 # A step that only waited keeps the lock: nothing to deliver, nothing to send.
                 while going and call is None and not self._raised():
                     call, going = self._step()
-            if call is not None:
+            if call is None:
+                continue
+            if self._stop_cause is not None:
+                # Asked while its ``sent`` was delivered (the failure budget, a signal): it
+                # does not leave, as it would not have with the stop seen a moment sooner.
+                self._withdraw(call)
+            else:
                 self._submit(call)
 
     def _step(self) -> tuple[_Call | None, bool]:
@@ -298,6 +304,14 @@ class Engine:
                 del self._calls[call.ticket]  # never left: no phantom call in flight
                 self._queue.extendleft(reversed(call.batch))
             raise
+
+    def _withdraw(self, call: _Call) -> None:
+        """A prepared call that will not leave: its intents go back as they were."""
+        with self._locked():
+            del self._calls[call.ticket]
+            for intent in call.batch:
+                intent.attempts -= 1
+            self._queue.extendleft(reversed(call.batch))
 
     def _drain(self) -> None:
         """Calls in flight get ``drain_timeout`` to answer; a second signal ends the wait."""
