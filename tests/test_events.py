@@ -13,6 +13,7 @@ from swarm_cli.events import (
     RESOLVED,
     Event,
     Failed,
+    Pending,
     Resolved,
     Sent,
     Subscriber,
@@ -191,3 +192,29 @@ def test_the_runner_and_the_engine_import_no_screen() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == ""
+
+
+def test_a_stop_asked_while_a_call_is_announced_keeps_the_call_from_leaving() -> None:
+    """As the failure budget does: stopped by a subscriber, nothing more leaves."""
+    called: list[Sequence[str]] = []
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        called.append(list(batch))
+        return succeed(batch)
+
+    engine = Engine(action, Window(FOUR), runtime=VirtualRuntime(latency=lambda: 0.1))
+    pending: list[Event] = []
+
+    class StopsAtOnce(Subscriber):
+        def on_sent(self, event: Sent) -> None:
+            engine.stop(Outcome(Kind.UNREACHABLE, "MaxErrors", "budget spent"))
+
+        def on_pending(self, event: Pending) -> None:
+            pending.append(event)
+
+    engine.subscribers.append(StopsAtOnce())
+    result = engine.run(ids(3))
+    assert called == []
+    assert result.counts["pending"] == 3
+    assert {e.outcome.code for e in pending if e.outcome} == {"MaxErrors"}
+    assert [e.attempts for e in pending] == [0, 0, 0]
