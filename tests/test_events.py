@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from swarm_cli.engine import Engine
 from swarm_cli.events import (
     EVENT_TYPES,
     RESOLVED,
+    Answered,
     Event,
     Failed,
     Pending,
+    Queued,
     Resolved,
+    Retried,
     Sent,
     Subscriber,
     Succeeded,
+    WindowChanged,
 )
 from swarm_cli.outcome import Kind, Outcome
 from swarm_cli.runtime import VirtualRuntime
+from swarm_cli.trace import Trace
 from swarm_cli.window import Window, WindowProfile
 
 # Four calls in flight from the first send on, whatever the answers say.
@@ -218,3 +225,26 @@ def test_a_stop_asked_while_a_call_is_announced_keeps_the_call_from_leaving() ->
     assert result.counts["pending"] == 3
     assert {e.outcome.code for e in pending if e.outcome} == {"MaxErrors"}
     assert [e.attempts for e in pending] == [0, 0, 0]
+
+
+def test_the_trace_writes_the_windows_events_and_counts_successes(tmp_path: Path) -> None:
+    trace = Trace(str(tmp_path / "t.jsonl"), started=10.0)
+    pair = trace.subscriber("us-east-1")
+    for event in (
+        Queued(10.0, ids=("i-1", "i-2")),
+        Sent(10.5, ids=("i-1", "i-2"), cwnd=2, in_flight=1),
+        Answered(10.7, ids=("i-1", "i-2"), latency=0.2, cwnd=2),
+        Succeeded(10.7, ids=("i-1",)),
+        Retried(10.7, ids=("i-2",)),
+        WindowChanged(10.8, cwnd=3, ssthresh=16, phase="startup"),
+    ):
+        pair(event)
+    trace.close()
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert [(x["event"], x["t"], x["done"]) for x in lines] == [
+        ("sent", 0.5, 0),
+        ("answered", 0.7, 0),
+        ("window", 0.8, 1),
+    ]
+    assert lines[1]["latency"] == 0.2 and lines[1]["ids"] == 2
+    assert "latency" not in lines[0] and lines[2]["phase"] == "startup"
