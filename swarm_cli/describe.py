@@ -22,7 +22,7 @@ from .actions import DESCRIBE_LIMITS, ActionSpec
 from .ec2 import MISSING_CODES, BatchCall, answered_by, classify_exception
 from .outcome import Kind, Outcome
 from .report import Pair, Report
-from .run import Job, RunOptions, run_job
+from .run import Job, RunOptions
 
 # DescribeInstances has no instance bucket, so a large batch costs one call token
 # whatever its size; 200 keeps one answer (a few KB per instance) quick to parse.
@@ -237,6 +237,8 @@ def describe_job(
 
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}
     job = Job(DESCRIBE_SPEC, groups, _read_options(options, batch_size), title="describe")
+    from .views import run_job  # the views bring rich: only when a run is shown
+
     report = run_job(job, make_action, console, classify=classify_setup)
     stop_if_interrupted(report)
     missing = {(p.region, p.account, p.id) for p in report.problems if p.status == "missing"}
@@ -293,6 +295,8 @@ def read_attribute_job(
 
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}
     job = Job(ATTRIBUTE_SPEC, groups, _read_options(options, 1), title=attribute)
+    from .views import run_job
+
     report = run_job(job, make_action, console, classify=classify_setup)
     stop_if_interrupted(report)
     return {pair: (actions[pair].values if pair in actions else {}) for pair in groups}, report

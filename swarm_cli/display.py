@@ -8,22 +8,21 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from .ledger import PERMANENT_CODES
 from .report import Report, Sample
-from .stats import Snapshot, Stats
+from .run import ProgressMode as ProgressMode
+from .stats import FALL_LASTING, RATE_SPAN, Fall, RateWatch, Snapshot, Stats
 from .text import literal
 
-ProgressMode = Literal["auto", "live", "plain", "none"]
 SPARKS = "▁▂▃▄▅▆▇█"
 PLAIN_INTERVAL = 2.0  # seconds between plain lines when neither flag nor env says
 INTERVAL_ENV = "SWARM_PROGRESS_INTERVAL"
 MAX_PAIRS = 8  # blocks shown at once; the rest are summed on one line
-RATE_SPAN = 5.0  # seconds of history behind the rate: long enough to smooth a sawtooth
 GUTTER = 6  # the chart's left margin, where its scale is written
 PHASE_STYLES = {
     "canary": "blue",
@@ -49,6 +48,8 @@ ALLOWED = "allowed in flight"  # the window (TCP's cwnd): calls that may be out 
 IN_FLIGHT = "in flight"  # calls sent and not answered yet
 # One line under the live view's header; it fits 80 columns.
 LEGEND = "allowed in flight = calls swarm may send at once · in flight = awaiting answers"
+# What a fall of the rate means, in words: see stats.RateWatch.
+FELL_WORDS = "throttles that do not answer to slowing down"
 # One style for the whole chart: the line and the area read by their shapes, and a
 # style per cell would cost rich more than everything else on the screen.
 CHART_STYLE = "cyan"
@@ -136,6 +137,12 @@ def recent_rate(snap: Snapshot, t_now: float, span: float = RATE_SPAN) -> float 
         i = bisect_right(snap.series, since, key=lambda p: p.t)
         before = snap.series[i].done if i < len(snap.series) else snap.done
     return max(0, snap.done - before) / (t_now - since)
+
+
+def fall_text(fall: Fall, now_rate: float | None = None) -> str:
+    """A pair's rate that fell far below its best, as a person reads it."""
+    low = fall.low if now_rate is None else now_rate
+    return f"rate fell to {low:.1f}/s from {fall.best:.1f}/s: {FELL_WORDS}"
 
 
 def _cell_bits(dots: tuple[int, int, int, int]) -> list[int]:
@@ -300,6 +307,7 @@ class LiveView:
         self.already_done = already_done
         # Kept from one refresh to the next; rich's Live renders under its lock, one at a time.
         self._arrays = [SeriesArrays() for _ in rows]
+        self._rates = [RateWatch() for _ in rows]
         self._charts: dict[int, tuple[tuple[object, ...], Chart]] = {}
         from rich.live import Live  # only a terminal gets the live view
 
@@ -327,7 +335,10 @@ class LiveView:
         for k in sorted(range(len(snaps)), key=lambda k: (_settled(snaps[k][1]), k)):
             label, snap = snaps[k]
             arrays = self._arrays[k].update(snap.series)
-            block = self._block(label, snap, arrays, now, width, height=2 if several else 3)
+            fall = self._rates[k].update(snap.series, snap.total).falling
+            block = self._block(
+                label, snap, arrays, now, width, height=2 if several else 3, fall=fall
+            )
             if blocks and (len(blocks) == MAX_PAIRS or len(block) > room):
                 break
             blocks[k] = block
@@ -386,7 +397,14 @@ class LiveView:
         return [head, *_pack(parts, width, indent=""), Text(LEGEND, "dim")]
 
     def _block(
-        self, label: str, s: Snapshot, arrays: SeriesArrays, now: float, width: int, height: int
+        self,
+        label: str,
+        s: Snapshot,
+        arrays: SeriesArrays,
+        now: float,
+        width: int,
+        height: int,
+        fall: Fall | None = None,
     ) -> list[Text]:
         settled = _settled(s)
         # A finished pair's clock stops with it.
@@ -424,6 +442,13 @@ class LiveView:
             speed.append(Text(f"OUTAGE: no answer from the endpoint, probing ({down})", "bold red"))
         if s.stopping:
             speed.append(Text(f"stopping: {literal(s.stopping)}", "yellow"))
+        elif (
+            fall is not None
+            and not settled
+            and s.outage_since is None
+            and t_now - fall.since >= FALL_LASTING
+        ):
+            speed.append(Text(fall_text(fall, rate), "yellow"))
 
         counts = [
             Text(f"succeeded {s.succeeded}", "green" if s.succeeded else ""),
@@ -649,6 +674,10 @@ def render_summary(report: Report, console: Console) -> None:
             f" · retried {row.retries} · window peak {w.peak:.0f}, final {w.final:.0f}"
             f", {w.decreases} decreases",
         )
+        fall = RateWatch().update(row.series, row.total).fell()
+        if fall is not None:
+            where = f"  {literal(row.pair.label)}: " if len(report.pairs) > 1 else "  "
+            say(f"{where}{fall_text(fall)} (for {duration(fall.lasted)})", style="yellow")
     for status in ("failed", "missing", "pending"):
         if c[status]:
             say(f"  {status}: {c[status]}", style="red")

@@ -2,7 +2,9 @@
 
 The engine knows nothing of EC2 or of the screen. It calls an *action* with a
 batch of IDs, learns an :class:`Outcome` per ID, feeds the window, and
-publishes :class:`Event` objects to its subscribers (ledger, display, stats).
+publishes typed events (events.py) to its subscribers (ledger, stats, views).
+Events are raised under the engine's lock and delivered once the raising thread
+has let it go, in the order raised: no subscriber runs, nor does I/O, under the lock.
 
 Every way a run can end goes through one place (:meth:`Engine.run`'s last
 step): whatever is still open then is resolved ``pending`` with the reason, so
@@ -11,6 +13,7 @@ no intent is ever left without a record.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import signal
@@ -19,9 +22,28 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from types import TracebackType
+from typing import Protocol
 
 from .batching import AutoBatch
+from .events import RESOLVED as RESOLVED  # re-exported: where callers found them
+from .events import (
+    RESOLVED_EVENTS,
+    Answered,
+    Listener,
+    OutageBegan,
+    Queued,
+    Recovered,
+    Retried,
+    Sent,
+    Status,
+    Stopping,
+    Throttled,
+    TimedOut,
+    WindowChanged,
+)
+from .events import Event as Event
+from .events import Subscriber as Subscriber
 from .outage import Outage
 from .outcome import Kind, Outcome
 from .retry import default_backoff
@@ -33,48 +55,9 @@ Action = Callable[[Sequence[str]], Mapping[str, Outcome]]
 Clock = Callable[[], float]
 Backoff = Callable[[int], float]
 
-EventType = Literal[
-    "queued",
-    "sent",
-    "answered",
-    "throttled",
-    "retried",
-    "timed_out",
-    "outage",
-    "recovered",
-    "stopping",
-    "window",
-    "succeeded",
-    "failed",
-    "missing",
-    "pending",
-]
-RESOLVED: tuple[EventType, ...] = ("succeeded", "failed", "missing", "pending")
-
 # The dispatcher never sleeps longer than this, so a stop asked for by a signal
 # handler (which must not take locks) is seen within it.
 POLL = 0.05
-
-
-@dataclass(frozen=True)
-class Event:
-    type: EventType
-    at: float
-    ids: tuple[str, ...] = ()
-    outcome: Outcome | None = None
-    attempts: int = 0
-    cwnd: float = 0.0
-    ssthresh: float = 0.0
-    pace: float = 0.0
-    in_flight: int = 0
-    # slow-start, avoidance, recovery (answers to calls sent before the last decrease are
-    # still due), paced (under one call in flight) or outage.
-    phase: str = ""
-    latency: float = 0.0  # with "answered": how long the call took
-    batch: int = 0  # IDs the next call may carry
-
-
-Subscriber = Callable[[Event], None]
 
 
 class Timeouts(Protocol):
@@ -135,7 +118,7 @@ class Engine:
         max_attempts: int = 5,
         clock: Clock = time.monotonic,
         backoff: Backoff = default_backoff,
-        subscribers: Iterable[Subscriber] = (),
+        subscribers: Iterable[Listener] = (),
         timeouts: Timeouts | None = None,
         outage: Outage | None = None,
         drain_timeout: float = 3.0,
@@ -155,12 +138,21 @@ class Engine:
         self.runtime = runtime or ThreadRuntime(window.profile.max_window * 2 + 8, clock)
         self.clock = self.runtime.clock
         self.backoff = backoff
-        self.subscribers = list(subscribers)
+        # Subscribers, or plain callables of an event: each is called with every event.
+        self.subscribers: list[Listener] = list(subscribers)
         self.timeouts: Timeouts = timeouts or Rto()
         self.outage = outage or Outage()
         self.drain_timeout = drain_timeout
         self.poll_interval = poll_interval  # between asks of an intent that is not there yet
         self._cond = threading.Condition()
+        # Events are raised under the lock and delivered once the raising thread has let
+        # it go: ``_seq`` numbers them as raised, ``_delivered`` counts those delivered
+        # (under ``_turn``), so each thread delivers its own in the engine's order.
+        self._seq = 0
+        self._delivered = 0
+        self._turn = threading.Condition(threading.Lock())
+        self._mine = threading.local()  # per thread: lock depth and events to deliver
+        self._holds = _Locked(self)  # its state is per thread: one serves every thread
         self._queue: deque[_Intent] = deque()
         self._delayed: list[tuple[float, int, _Intent]] = []
         self._tiebreak = itertools.count()
@@ -206,13 +198,13 @@ class Engine:
         start = self.clock()
         ids = list(dict.fromkeys(ids))  # one intent per ID, first place kept
         settled = settled or {}
-        with self._cond:
+        with self._locked():
             for i in ids:
                 intent = _Intent(i)
                 self._open[i] = intent
                 if i not in settled:
                     self._queue.append(intent)
-            self._emit("queued", ids=tuple(ids))
+            self._emit(Queued, ids=tuple(ids))
             for i in ids:
                 if i in settled:
                     self._settle(self._open[i], settled[i], start)
@@ -231,33 +223,57 @@ class Engine:
         return self._result
 
     def _dispatch(self) -> None:
-        with self._cond:
-            while self._stop_cause is None:
-                now = self.clock()
-                self._expire(now)
-                if now >= self.outage.give_up_at():
-                    self._give_up(now)
-                    break
-                while self._delayed and self._delayed[0][0] <= now:
-                    self._queue.append(heapq.heappop(self._delayed)[2])
-                if not self._queue and not self._delayed and not self._calls:
-                    return
-                ready_at = max(self.window.send_at(), self.outage.probe_at())
-                room = self.in_flight < (1 if self.outage.down else self.window.limit)
-                if self._queue and room and now >= ready_at:
-                    self._send(now)
-                    continue
-                wake = [now + POLL, self.outage.give_up_at()]
-                if self._deadlines:
-                    wake.append(self._deadlines[0][0])
-                if self._delayed:
-                    wake.append(self._delayed[0][0])
-                if self._queue and now < ready_at:
-                    wake.append(ready_at)
-                self.runtime.wait(self._cond, max(0.0, min(wake) - now))
-            self._emit("stopping", outcome=self._stop_cause)
+        """Step until the queue is empty or the run stops; events are delivered between
+        steps, and a call leaves only once its ``sent`` has been delivered."""
+        going = True
+        while going:
+            with self._locked():
+                call, going = self._step()
+                # A step that only waited keeps the lock: nothing to deliver, nothing to send.
+                while going and call is None and not self._raised():
+                    call, going = self._step()
+            if call is None:
+                continue
+            if self._stop_cause is not None:
+                # Asked while its ``sent`` was delivered (the failure budget, a signal): it
+                # does not leave, as it would not have with the stop seen a moment sooner.
+                self._withdraw(call)
+            else:
+                self._submit(call)
 
-    def _send(self, now: float) -> None:
+    def _step(self) -> tuple[_Call | None, bool]:
+        """One decision of the dispatcher, under the lock: a call to send, or a wait.
+        Returns the call prepared (or None) and whether to go on."""
+        if self._stop_cause is not None:
+            self._emit(Stopping, outcome=self._stop_cause)
+            return None, False
+        now = self.clock()
+        self._expire(now)
+        if now >= self.outage.give_up_at():
+            self._give_up(now)
+            self._emit(Stopping, outcome=self._stop_cause)
+            return None, False
+        while self._delayed and self._delayed[0][0] <= now:
+            self._queue.append(heapq.heappop(self._delayed)[2])
+        if not self._queue and not self._delayed and not self._calls:
+            return None, False
+        ready_at = max(self.window.send_at(), self.outage.probe_at())
+        room = self.in_flight < (1 if self.outage.down else self.window.limit)
+        if self._queue and room and now >= ready_at:
+            return self._send(now), True
+        if self._raised():
+            return None, True  # deliver what this step raised before waiting
+        wake = [now + POLL, self.outage.give_up_at()]
+        if self._deadlines:
+            wake.append(self._deadlines[0][0])
+        if self._delayed:
+            wake.append(self._delayed[0][0])
+        if self._queue and now < ready_at:
+            wake.append(ready_at)
+        self.runtime.wait(self._cond, max(0.0, min(wake) - now))
+        return None, True
+
+    def _send(self, now: float) -> _Call:
         if isinstance(self.batching, AutoBatch):
             self.batch_size = self.batching.update(self.window, now)
         batch = self._take_batch()
@@ -268,29 +284,46 @@ class Engine:
             intent.attempts += 1
         self._calls[ticket] = call
         heapq.heappush(self._deadlines, (call.deadline, ticket))
-        self._emit("sent", ids=tuple(i.id for i in batch))
+        self._emit(Sent, ids=tuple(i.id for i in batch))
+        return call
+
+    def _submit(self, call: _Call) -> None:
+        """Hand a prepared call to the runtime (only the dispatcher's thread does)."""
         try:
             self.runtime.submit(lambda: self._attempt(call), lambda out: self._answer(call, out))
         except BaseException:
-            del self._calls[ticket]  # never left: no phantom call in flight
-            self._queue.extendleft(reversed(batch))
+            with self._locked():
+                del self._calls[call.ticket]  # never left: no phantom call in flight
+                self._queue.extendleft(reversed(call.batch))
             raise
+
+    def _withdraw(self, call: _Call) -> None:
+        """A prepared call that will not leave: its intents go back as they were."""
+        with self._locked():
+            del self._calls[call.ticket]
+            for intent in call.batch:
+                intent.attempts -= 1
+            self._queue.extendleft(reversed(call.batch))
 
     def _drain(self) -> None:
         """Calls in flight get ``drain_timeout`` to answer; a second signal ends the wait."""
-        with self._cond:
+        with self._locked():
             signals = len(self._signals)
             deadline = self.clock() + self.drain_timeout
-            while self._calls and len(self._signals) == signals:
+        while True:
+            with self._locked():
+                if not self._calls or len(self._signals) != signals:
+                    break
                 now = self.clock()
                 self._expire(now)
                 if now >= deadline:
                     break
-                self.runtime.wait(self._cond, min(POLL, deadline - now))
+                if not self._raised():
+                    self.runtime.wait(self._cond, min(POLL, deadline - now))
 
     def _close(self) -> None:
         """Resolve every open intent ``pending``, with the reason the run stopped."""
-        with self._cond:
+        with self._locked():
             cause = self._stop_cause or self._result.fatal
             self._result.stopped = self._stop_cause
             if self._signals:
@@ -333,7 +366,7 @@ class Engine:
     def _answer(self, call: _Call, outcomes: dict[str, Outcome] | None) -> None:
         if outcomes is None:
             return
-        with self._cond:
+        with self._locked():
             if call.done or self._closed:
                 return  # given up on already: its intents were requeued or recorded
             self._finish(call, outcomes, self.clock())
@@ -351,7 +384,7 @@ class Engine:
             self.timeouts.on_timeout()
             waited = call.deadline - call.sent_at
             timed_out = Outcome(Kind.UNREACHABLE, "CallTimeout", f"no answer within {waited:.1f}s")
-            self._emit("timed_out", ids=tuple(i.id for i in call.batch), outcome=timed_out)
+            self._emit(TimedOut, ids=tuple(i.id for i in call.batch), outcome=timed_out)
             self._finish(call, dict.fromkeys((i.id for i in call.batch), timed_out), now)
 
     def _finish(self, call: _Call, outcomes: Mapping[str, Outcome], now: float) -> None:
@@ -364,26 +397,26 @@ class Engine:
         kinds = {o.kind for _, o in results}
         worst = min((o for _, o in results), key=lambda o: o.kind is Kind.SUCCEEDED)
         self._emit(
-            "answered",
+            Answered,
             ids=tuple(i.id for i in call.batch),
             outcome=worst,
             latency=now - call.sent_at,
         )
         if Kind.UNREACHABLE in kinds:
             if self.outage.on_unreachable(call.sent_at, now):
-                self._emit("outage", outcome=results[0][1])
+                self._emit(OutageBegan, outcome=results[0][1])
             elif not self.outage.down:
                 self._feed_window(self.window.on_timeout, call.ticket, now)
         else:
             self.timeouts.sample(now - call.sent_at)
             if self.outage.on_answer():
                 self.window.restart(now)
-                self._emit("recovered")
-                self._emit("window")
+                self._emit(Recovered)
+                self._emit(WindowChanged)
             self._feed_answer(call, [o for _, o in results], now, in_flight)
         throttled = [(i, o) for i, o in results if o.kind is Kind.THROTTLED]
         if throttled:
-            self._emit("throttled", ids=tuple(i.id for i, _ in throttled), outcome=throttled[0][1])
+            self._emit(Throttled, ids=tuple(i.id for i, _ in throttled), outcome=throttled[0][1])
         again = [i for i, o in results if self._settle(i, o, now)]
         self._queue.extendleft(reversed(again))
 
@@ -400,14 +433,14 @@ class Engine:
             if w.on_success(call.ticket, now - call.sent_at, now, in_flight, size) or (
                 w.pace != pace
             ):
-                self._emit("window")
+                self._emit(WindowChanged)
         else:
             self._feed_window(w.on_error, call.ticket, now)
 
     def _feed_window(self, signal_: Callable[[int, float], bool], ticket: int, now: float) -> None:
         pace = self.window.pace
         if signal_(ticket, now) or self.window.pace != pace:
-            self._emit("window")
+            self._emit(WindowChanged)
 
     def _give_up(self, now: float) -> None:
         self._result.gave_up = True
@@ -458,26 +491,28 @@ class Engine:
             else:
                 due = now + self.backoff(intent.errors)
                 heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
-                self._emit("retried", ids=(intent.id,), outcome=outcome, attempts=intent.attempts)
+                self._emit(Retried, ids=(intent.id,), outcome=outcome, attempts=intent.attempts)
         return False
 
-    def _resolve(self, intent: _Intent, status: EventType, outcome: Outcome | None) -> None:
+    def _resolve(self, intent: _Intent, status: Status, outcome: Outcome | None) -> None:
         del self._open[intent.id]
         self._result.counts[status] += 1
-        self._emit(status, ids=(intent.id,), outcome=outcome, attempts=intent.attempts)
+        self._emit(
+            RESOLVED_EVENTS[status], ids=(intent.id,), outcome=outcome, attempts=intent.attempts
+        )
 
     def _emit(
         self,
-        type_: EventType,
+        kind: type[Event],
         *,
         ids: tuple[str, ...] = (),
         outcome: Outcome | None = None,
         attempts: int = 0,
         latency: float = 0.0,
     ) -> None:
+        """Raise an event (under the lock): the state is read now, delivered later."""
         w = self.window
-        event = Event(
-            type_,
+        event = kind(
             self.clock(),
             ids,
             outcome,
@@ -490,8 +525,47 @@ class Engine:
             latency,
             self.batch_size,
         )
-        for subscriber in self.subscribers:
-            subscriber(event)
+        self._mine.events.append((self._seq, event))
+        self._seq += 1
+
+    def _locked(self) -> _Locked:
+        """The engine's lock; leaving the outermost hold delivers the events raised in it."""
+        return self._holds
+
+    def _raised(self) -> bool:
+        """This thread raised events not delivered yet."""
+        return bool(self._mine.events)
+
+    def _deliver(self) -> None:
+        """Deliver this thread's events (called with the lock released), each after every
+        event raised before it. A subscriber that raises does not keep the others, nor
+        the events after, from being delivered; the first error is raised at the end."""
+        events: list[tuple[int, Event]] = self._mine.events
+        if not events:
+            return
+        self._mine.events = []
+        subscribers = list(self.subscribers)
+        error: BaseException | None = None
+        # Raised under one hold of the lock, they follow one another: one turn for all.
+        one_turn = events[-1][0] - events[0][0] == len(events) - 1
+        for k, (seq, event) in enumerate(events):
+            if k == 0 or not one_turn:
+                with self._turn:
+                    while self._delivered < seq:
+                        self._turn.wait()
+            try:
+                for subscriber in subscribers:
+                    try:
+                        subscriber(event)
+                    except BaseException as err:
+                        error = error or err
+            finally:
+                if not one_turn or k == len(events) - 1:
+                    with self._turn:
+                        self._delivered = seq + 1
+                        self._turn.notify_all()
+        if error is not None:
+            raise error
 
     def _phase(self) -> str:
         if self.outage.down:
@@ -504,3 +578,36 @@ class Engine:
         if oldest is not None and oldest <= self.window.recover_point:
             return "recovery"
         return self.window.phase
+
+
+class _Locked:
+    """``with engine._locked():`` holds the engine's lock; leaving the outermost hold of
+    a thread delivers the events that thread raised, the lock released."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def __enter__(self) -> None:
+        mine = self.engine._mine
+        if not hasattr(mine, "depth"):
+            mine.depth, mine.events = 0, []
+        self.engine._cond.acquire()
+        mine.depth += 1
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        err: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        mine = self.engine._mine
+        mine.depth -= 1
+        self.engine._cond.release()
+        if mine.depth or not mine.events:
+            return
+        if err is None:
+            self.engine._deliver()
+        else:
+            # The step failed: its events still go out; the step's error is the one raised.
+            with contextlib.suppress(Exception):
+                self.engine._deliver()

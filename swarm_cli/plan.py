@@ -28,7 +28,7 @@ from .describe import (
 )
 from .ec2 import InstanceCall
 from .report import Pair, Problem, Report
-from .run import Job, RunOptions, run_job
+from .run import Job, RunOptions
 
 if TYPE_CHECKING:  # the consoles are the caller's: computing a plan renders nothing
     from rich.console import Console
@@ -260,6 +260,8 @@ def check_permission(
 
     def make_action(pair: Pair) -> InstanceCall:
         return InstanceCall(make_client(pair), spec, dry_run=True, params=params)
+
+    from .views import run_job  # the views bring rich: only when a run is shown
 
     report = run_job(job, make_action, console, classify=classify_setup)
     stop_if_interrupted(report)

@@ -12,8 +12,9 @@ from rich.console import Console
 from .actions import ACTIONS
 from .ec2 import InstanceCall, classify_exception, make_client
 from .report import Pair, Report
-from .run import Job, RunOptions, run_job
+from .run import Job, RunOptions
 from .sandbox import CREDENTIALS, PRESETS, Sandbox, SandboxConfig, fake_ids
+from .views import run_job
 
 
 def run_in_sandbox(box: Sandbox, job: Job, console: Console) -> Report:

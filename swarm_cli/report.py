@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from .engine import RESOLVED
+from .events import RESOLVED
 from .outcome import Outcome
 
 

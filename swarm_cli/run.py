@@ -1,25 +1,27 @@
 """One run: a job's (account, region) pairs, each an engine with its own window, run at
-once and wired to one ledger, the progress view, the failure budget and the signals."""
+once and wired to one ledger, the failure budget, the signals and whoever watches.
+
+The runner knows no screen: what a person sees is a :class:`Watcher` handed in by the
+command line (``views.ConsoleWatcher``), told when the lanes start and end and what went
+wrong, and given each engine's subscribers to add (the call log).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Literal
 
 from .actions import ACTIONS, ActionSpec
 from .batching import AutoBatch, CallLimits
-from .display import ProgressMode, choose_progress
-from .engine import RESOLVED, Action, Engine, Event, RunResult, Subscriber, signal_name
+from .engine import Action, Engine, RunResult, signal_name
+from .events import RESOLVED, Event, Failed, Listener, Missing, Resolved, Subscriber
 from .ledger import LedgerError, LedgerWriter
 from .outage import Outage
 from .outcome import Kind, Outcome
@@ -27,7 +29,6 @@ from .report import Pair, PairReport, Problem, Reason, Report
 from .rto import FixedTimeout, Rto
 from .runtime import Runtime
 from .stats import Stats
-from .text import literal
 from .trace import Trace
 from .window import ADAPTIVE, Profile, new_controller
 
@@ -36,9 +37,44 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT; other signals give 128 + their number
 EXIT_LEDGER = 74  # sysexits.h's EX_IOERR: the ledger could not be written
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+ProgressMode = Literal["auto", "live", "plain", "none"]
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """What tunes each pair's engine and controller."""
+
+    batch_size: int = 10
+    auto_batch: bool = False
+    headroom: float = 0.0
+    max_attempts: int = 5
+    window: Profile = ADAPTIVE
+    drain_timeout: float = 3.0
+    call_timeout: float | None = None
+    max_outage: float = 45.0
+    poll_interval: float = 2.0
+
+
+@dataclass(frozen=True)
+class Sinks:
+    """Where a run's results go besides its report: files, and what the views show."""
+
+    ledger: str | None = None
+    trace: str | None = None
+    progress: ProgressMode = "auto"
+    verbose: bool = False
+    endpoint: str | None = None
+    badges: tuple[str, ...] = ()
+    bound_rate: float | None = None
+    already_done: int = 0
+
 
 @dataclass(frozen=True)
 class RunOptions:
+    """Every option of a run as the command line gives it, in one place; :attr:`tuning`
+    and :attr:`sinks` split it into what tunes the engines and where results go (the
+    rest, ``dry_run``, ``missing_ok`` and ``max_errors``, is the run's own policy)."""
+
     dry_run: bool = False
     batch_size: int = 10  # IDs per call; with auto_batch, the size to start from
     auto_batch: bool = False  # --batch-size auto: sized from what the answers show
@@ -60,6 +96,33 @@ class RunOptions:
     badges: tuple[str, ...] = ()  # shown in the live view's header: "DRY RUN", "SANDBOX"
     bound_rate: float | None = None  # instances/s one pair's buckets allow, where known
     already_done: int = 0  # intents a resume skipped, for the view
+
+    @property
+    def tuning(self) -> EngineOptions:
+        return EngineOptions(
+            batch_size=self.batch_size,
+            auto_batch=self.auto_batch,
+            headroom=self.headroom,
+            max_attempts=self.max_attempts,
+            window=self.window,
+            drain_timeout=self.drain_timeout,
+            call_timeout=self.call_timeout,
+            max_outage=self.max_outage,
+            poll_interval=self.poll_interval,
+        )
+
+    @property
+    def sinks(self) -> Sinks:
+        return Sinks(
+            ledger=self.ledger,
+            trace=self.trace,
+            progress=self.progress,
+            verbose=self.verbose,
+            endpoint=self.endpoint,
+            badges=self.badges,
+            bound_rate=self.bound_rate,
+            already_done=self.already_done,
+        )
 
 
 @dataclass(frozen=True)
@@ -92,13 +155,13 @@ class Job:
 
 def new_engine(
     action: Action,
-    options: RunOptions,
-    subscribers: Sequence[Subscriber] = (),
+    options: EngineOptions | RunOptions,
+    subscribers: Sequence[Listener] = (),
     runtime: Runtime | None = None,
     limits: CallLimits | None = None,
 ) -> Engine:
     """One pair's engine and controller, as every run builds them (the simulator too)."""
-    o = options
+    o = options.tuning if isinstance(options, RunOptions) else options
     return Engine(
         action,
         new_controller(o.window, o.headroom),
@@ -119,18 +182,18 @@ ActionFactory = Callable[[Pair], Action]
 Classify = Callable[[Exception], Outcome]
 
 
-class LedgerSubscriber:
+class LedgerSubscriber(Subscriber):
+    """Each outcome, as it comes, to the ledger (its writer thread does the I/O)."""
+
     def __init__(self, writer: LedgerWriter, pair: Pair) -> None:
         self.writer = writer
         self.pair = pair
 
-    def __call__(self, event: Event) -> None:
-        if event.type not in RESOLVED:
-            return
+    def on_resolved(self, event: Resolved) -> None:
         o = event.outcome
         self.writer.write(
             event.ids[0],
-            event.type,
+            event.status,
             attempts=event.attempts,
             code=o.code if o else None,
             message=o.message if o else None,
@@ -148,48 +211,36 @@ class Problems:
         self.items: list[Problem] = []
         self._lock = threading.Lock()
 
-    def subscriber(self, pair: Pair) -> Callable[[Event], None]:
-        def record(event: Event) -> None:
-            if event.type in RESOLVED and event.type != "succeeded":
-                o = event.outcome
-                problem = Problem(
-                    event.ids[0],
-                    event.type,
-                    o.code if o else None,
-                    o.message if o else None,
-                    pair.region,
-                    pair.account,
-                )
-                with self._lock:
-                    self.items.append(problem)
+    def subscriber(self, pair: Pair) -> Subscriber:
+        return _PairProblems(self, pair)
 
-        return record
+    def add(self, problem: Problem) -> None:
+        with self._lock:
+            self.items.append(problem)
 
 
-class CallLog:
-    """``--verbose``: one line per call, as it is answered (or given up on)."""
+class _PairProblems(Subscriber):
+    def __init__(self, problems: Problems, pair: Pair) -> None:
+        self.problems = problems
+        self.pair = pair
 
-    def __init__(self, console: Console, action: str, pair: Pair, several: bool) -> None:
-        self.console = console
-        self.prefix = f"{action} {pair.label} " if several else f"{action} "
-
-    def __call__(self, event: Event) -> None:
-        if event.type != "answered":
+    def on_resolved(self, event: Resolved) -> None:
+        if event.status == "succeeded":
             return
         o = event.outcome
-        what = "ok" if o is None or o.kind is Kind.SUCCEEDED else literal(o.code or o.kind.value)
-        ids = literal(",".join(event.ids[:3])) + (
-            f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else ""
-        )
-        self.console.print(
-            f"{self.prefix}{len(event.ids)} ID(s) {ids} · {event.latency * 1000:.0f} ms · "
-            f"{what} · cwnd {event.cwnd:.1f} · {event.phase}",
-            highlight=False,
-            markup=False,
+        self.problems.add(
+            Problem(
+                event.ids[0],
+                event.status,
+                o.code if o else None,
+                o.message if o else None,
+                self.pair.region,
+                self.pair.account,
+            )
         )
 
 
-class Budget:
+class Budget(Subscriber):
     """``--max-errors``: once more intents than that have failed (or are missing), every
     pair stops sending."""
 
@@ -200,9 +251,15 @@ class Budget:
         self._failed = 0
         self._lock = threading.Lock()
 
-    def __call__(self, event: Event) -> None:
+    def on_failed(self, event: Failed) -> None:
+        self._count(event)
+
+    def on_missing(self, event: Missing) -> None:
+        self._count(event)
+
+    def _count(self, event: Resolved) -> None:
         # Only what EC2 refused counts: an intent a rail settled unsent (attempts 0) does not.
-        if event.type not in ("failed", "missing") or event.attempts == 0:
+        if event.attempts == 0:
             return
         with self._lock:
             self._failed += 1
@@ -278,10 +335,10 @@ class _Lane:
         self.thread = threading.Thread(target=self._run, name=f"swarm-{pair.label}", daemon=True)
 
     def _note(self, event: Event) -> None:
-        if event.type in RESOLVED:
-            self.resolved[event.ids[0]] = event.type
-        if event.type == "succeeded":
-            self.done.append(event.ids[0])
+        if isinstance(event, Resolved):
+            self.resolved[event.ids[0]] = event.status
+            if event.status == "succeeded":
+                self.done.append(event.ids[0])
 
     def _run(self) -> None:
         try:
@@ -318,15 +375,45 @@ def _no_action(ids: Sequence[str]) -> Mapping[str, Outcome]:
     raise AssertionError("a refused pair sends nothing")
 
 
-def run_job(
+class Watcher:
+    """Whoever shows a run: told what happens, one method each, doing nothing unless
+    overridden. The command line's is ``views.ConsoleWatcher``; a run nobody watches
+    gets this one."""
+
+    def subscribers(self, pair: Pair, several: bool) -> Sequence[Listener]:
+        """What else listens to this pair's engine (e.g. the call log of ``--verbose``)."""
+        return ()
+
+    def on_start(self, lanes: Sequence[tuple[str, Stats]]) -> None:
+        """The pairs are about to start: (label, its counters) for each."""
+
+    def on_end(self) -> None:
+        """Every pair is over (called whenever :meth:`on_start` was)."""
+
+    def on_no_trace(self, reason: str) -> None:
+        """``--trace`` could not be opened: the run goes on without it."""
+
+    def on_ledger_failed(
+        self, message: str, sent: bool, unrecorded: Sequence[Mapping[str, object]]
+    ) -> None:
+        """The ledger could not be written; ``unrecorded``: the outcomes it could not hold,
+        as ledger records (``sent``: whether any call had left)."""
+
+    def on_lane_crashed(self, label: str, message: str, pending: int, in_ledger: bool) -> None:
+        """A pair ended on an unexpected error; ``pending`` of its intents are not done."""
+
+
+def run(
     job: Job,
     make_action: ActionFactory,
-    console: Console,
+    watcher: Watcher | None = None,
     *,
     classify: Classify | None = None,
 ) -> Report:
     """Run every pair of the job to the end, at once; return the report (with its exit code)."""
     o = job.options
+    tuning, sinks = o.tuning, o.sinks
+    watcher = watcher or Watcher()
     run_id = uuid.uuid4().hex[:12]
     problems = Problems()
     lanes: list[_Lane] = []
@@ -349,29 +436,28 @@ def run_job(
         stats = Stats()
         engine = new_engine(
             action,
-            o,
+            tuning,
             [stats, problems.subscriber(pair), *([budget] if budget else [])],
             limits=job.action.limits,
         )
         if refused is not None:
             engine.refuse(refused)
-        if o.verbose:
-            engine.subscribers.append(CallLog(console, job.action.name, pair, len(job.groups) > 1))
+        engine.subscribers.extend(watcher.subscribers(pair, len(job.groups) > 1))
         lanes.append(_Lane(pair, ids, engine, stats, job.settled.get(pair)))
 
     writer: LedgerWriter | None = None
     ledger_error: str | None = None
     unrecorded: list[dict[str, object]] = []
     started = time.monotonic()
-    trace = _open_trace(o.trace, started, console)
+    trace = _open_trace(sinks.trace, started, watcher)
     if trace is not None:
         for lane in lanes:
             lane.engine.subscribers.append(trace.subscriber(lane.pair.label))
     with orderly_stops(interrupt_all):
-        if o.ledger and not o.dry_run:
+        if sinks.ledger and not o.dry_run:
             try:
                 writer = LedgerWriter(
-                    o.ledger,
+                    sinks.ledger,
                     run_id,
                     job.action.name,
                     None,
@@ -393,28 +479,18 @@ def run_job(
                 for lane in lanes:
                     lane.engine.subscribers.append(LedgerSubscriber(writer, lane.pair))
         if ledger_error is None:
-            rows = [(lane.pair.label, lane.stats) for lane in lanes]
-            view = choose_progress(
-                o.progress,
-                console,
-                rows,
-                job.title or job.action.name,
-                endpoint=o.endpoint,
-                badges=o.badges + (("DRY RUN",) if o.dry_run else ()),
-                batch=None if o.auto_batch else o.batch_size,
-                bound_rate=o.bound_rate,
-                already_done=o.already_done,
-                detail=o.verbose,
-            )
-            # Whatever start-up made (see cli.main) is kept for good: never scan it again.
-            gc.freeze()
-            gc.enable()
-            with view:
+            watcher.on_start([(lane.pair.label, lane.stats) for lane in lanes])
+            try:
+                # Whatever start-up made (see cli.main) is kept for good: never scan it again.
+                gc.freeze()
+                gc.enable()
                 for lane in lanes:
                     lane.start()
                 for lane in lanes:
                     while lane.thread.is_alive():  # a timed join lets signal handlers run
                         lane.thread.join(0.1)
+            finally:
+                watcher.on_end()
             for lane in lanes:
                 if lane.crash is not None:
                     lane.settle_crash()
@@ -431,43 +507,30 @@ def run_job(
             f"cannot write the ledger {writer.path}: {writer.error.strerror or writer.error}"
         )
     if ledger_error is not None:
-        sent = (
-            "no more calls were sent" if any(la.stats.calls for la in lanes) else "nothing was sent"
-        )
-        console.print(Text.assemble(("error:", "bold red"), f" {literal(ledger_error)}; {sent}"))
-        if unrecorded:
-            console.print(
-                f"{len(unrecorded)} outcome(s) could not be recorded; here they are as "
-                "ledger lines (keep them):"
-            )
-            for record in unrecorded:
-                console.out(json.dumps(record, sort_keys=True), highlight=False)
+        watcher.on_ledger_failed(ledger_error, any(la.stats.calls for la in lanes), unrecorded)
 
     for lane in lanes:
         crashed = lane.crashed
         if crashed is not None:
-            left = lane.result.counts["pending"]
-            console.print(
-                Text.assemble(
-                    ("error:", "bold red"),
-                    f" {literal(lane.pair.label)} stopped on an unexpected "
-                    f"{literal(crashed.message)}; its {left} intent(s) not done are pending"
-                    + (" in the ledger" if writer is not None else ""),
-                )
+            watcher.on_lane_crashed(
+                lane.pair.label,
+                crashed.message or "",
+                lane.result.counts["pending"],
+                writer is not None,
             )
     signals = [la.result.signal for la in lanes if la.result.signal is not None]
     report = Report(
         run=run_id,
         action=job.action.name,
         dry_run=o.dry_run,
-        endpoint=o.endpoint,
-        window_profile=o.window.name,
-        batch_size=o.batch_size,
-        auto_batch=o.auto_batch,
+        endpoint=sinks.endpoint,
+        window_profile=tuning.window.name,
+        batch_size=tuning.batch_size,
+        auto_batch=tuning.auto_batch,
         pairs=[_pair_report(lane) for lane in lanes],
         problems=problems.items,
         signal=signal_name(signals[0]) if signals else None,
-        ledger=o.ledger if o.ledger and not o.dry_run else None,
+        ledger=sinks.ledger if sinks.ledger and not o.dry_run else None,
         ledger_error=ledger_error,
         unrecorded=len(unrecorded),
         budget_spent=Reason.of(budget.spent) if budget else None,
@@ -480,16 +543,14 @@ def run_job(
     return report
 
 
-def _open_trace(path: str | None, started: float, console: Console) -> Trace | None:
+def _open_trace(path: str | None, started: float, watcher: Watcher) -> Trace | None:
     """The ``--trace`` file, or None; a trace that cannot be opened is a warning, not a stop."""
     if path is None:
         return None
     try:
         return Trace(path, started=started)
     except OSError as err:
-        console.print(
-            Text.assemble(("warning:", "bold yellow"), f" no trace: {literal(err.strerror or err)}")
-        )
+        watcher.on_no_trace(str(err.strerror or err))
         return None
 
 
@@ -514,3 +575,16 @@ def _pair_report(lane: _Lane) -> PairReport:
         crashed=Reason.of(lane.crashed),
     )
     return lane.stats.report(row)
+
+
+if TYPE_CHECKING:
+    from .views import run_job as run_job
+else:
+
+    def __getattr__(name: str) -> Any:
+        # Callers that still hand run_job a console find it here; it lives with the views.
+        if name == "run_job":
+            from .views import run_job
+
+            return run_job
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

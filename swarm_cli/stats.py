@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .engine import Event
+from .events import (
+    Answered,
+    Event,
+    OutageBegan,
+    Queued,
+    Recovered,
+    Resolved,
+    Retried,
+    Sent,
+    Stopping,
+    Subscriber,
+    Throttled,
+    TimedOut,
+    WindowChanged,
+)
 from .report import PairReport, Sample, WindowReport
 
 MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
+RATE_SPAN = 5.0  # seconds of history behind a rate: long enough to smooth a sawtooth
+# A rate under this share of the best one reached, for this long, while work for as long
+# at the best rate was left, is a fall worth a word: throttles that slowing down does not
+# ease (an API refusing a share of calls whatever the pace), not the end of the list.
+FALL_SHARE = 0.25
+FALL_LASTING = 5.0
 
 
 @dataclass(frozen=True)
@@ -53,7 +74,7 @@ class Snapshot:
 
 
 @dataclass
-class Stats:
+class Stats(Subscriber):
     total: int = 0
     calls: int = 0
     throttled_calls: int = 0
@@ -135,47 +156,69 @@ class Stats:
             self.last = event.at
             self.in_flight = event.in_flight
             self.peak_in_flight = max(self.peak_in_flight, event.in_flight)
-            if event.type == "queued":
-                self.total += len(event.ids)
-            elif event.type == "sent":
-                self.calls += 1
-                self.batch = event.batch
-            elif event.type == "throttled":
-                self.throttled_calls += 1
-            elif event.type == "retried":
-                self.retries += 1
-            elif event.type == "timed_out":
-                self.timeouts += 1
-            elif event.type == "outage":
-                self.outages += 1
-                self.outage_since = event.at
-            elif event.type == "recovered":
-                self.outage_since = None
-            elif event.type == "stopping":
-                self.stopping = event.outcome.message if event.outcome else "stopping"
-            elif event.type == "window":
-                if event.cwnd < self.trajectory[-1][1]:
-                    self.window_decreases += 1
-                self.trajectory.append((round(event.at - self.started, 4), event.cwnd))
-            elif event.type in ("succeeded", "failed", "missing", "pending"):
-                setattr(self, event.type, getattr(self, event.type) + 1)
-                outcome = event.outcome
-                if event.type != "succeeded" and outcome is not None and outcome.code:
-                    self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
-            if (
-                event.type in ("throttled", "retried", "timed_out", "failed", "missing", "pending")
-                and event.outcome is not None
-                and event.outcome.code
-            ):
-                code = event.outcome.code
-                self.codes[code] = self.codes.get(code, 0) + 1
+            event.deliver(self)
             self.cwnd = event.cwnd
             self.ssthresh = event.ssthresh
             self.pace = event.pace
             self.phase = event.phase
             self.peak_cwnd = max(self.peak_cwnd, event.cwnd)
-            if event.type in ("window", "throttled", "answered", "outage", "recovered"):
-                self._sample(event, keep=event.type != "answered")
+
+    # Each method below runs under the lock, from __call__.
+
+    def on_queued(self, event: Queued) -> None:
+        self.total += len(event.ids)
+
+    def on_sent(self, event: Sent) -> None:
+        self.calls += 1
+        self.batch = event.batch
+
+    def on_answered(self, event: Answered) -> None:
+        self._sample(event, keep=False)
+
+    def on_throttled(self, event: Throttled) -> None:
+        self.throttled_calls += 1
+        self._count_code(event)
+        self._sample(event, keep=True)
+
+    def on_retried(self, event: Retried) -> None:
+        self.retries += 1
+        self._count_code(event)
+
+    def on_timed_out(self, event: TimedOut) -> None:
+        self.timeouts += 1
+        self._count_code(event)
+
+    def on_outage(self, event: OutageBegan) -> None:
+        self.outages += 1
+        self.outage_since = event.at
+        self._sample(event, keep=True)
+
+    def on_recovered(self, event: Recovered) -> None:
+        self.outage_since = None
+        self._sample(event, keep=True)
+
+    def on_stopping(self, event: Stopping) -> None:
+        self.stopping = event.outcome.message if event.outcome else "stopping"
+
+    def on_window(self, event: WindowChanged) -> None:
+        assert self.started is not None
+        if event.cwnd < self.trajectory[-1][1]:
+            self.window_decreases += 1
+        self.trajectory.append((round(event.at - self.started, 4), event.cwnd))
+        self._sample(event, keep=True)
+
+    def on_resolved(self, event: Resolved) -> None:
+        setattr(self, event.status, getattr(self, event.status) + 1)
+        outcome = event.outcome
+        if event.status != "succeeded" and outcome is not None and outcome.code:
+            self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
+            self._count_code(event)
+
+    def _count_code(self, event: Event) -> None:
+        """Every error code seen, throttles, retries and time-outs included."""
+        if event.outcome is not None and event.outcome.code:
+            code = event.outcome.code
+            self.codes[code] = self.codes.get(code, 0) + 1
 
     def _sample(self, event: Event, *, keep: bool) -> None:
         """A point for the charts: every change of the window, answers at most each ``spacing``."""
@@ -209,3 +252,88 @@ class Stats:
                 trajectory=list(self.trajectory),
             )
         return into
+
+
+@dataclass
+class Fall:
+    """A stretch where a pair's rate stayed far below the best it had reached."""
+
+    best: float  # intents per second, the best rate over RATE_SPAN before the fall
+    low: float  # the lowest rate during it
+    since: float  # seconds since the pair started, when the rate went under
+    until: float  # the last point still under
+
+    @property
+    def lasted(self) -> float:
+        return self.until - self.since
+
+
+class RateWatch:
+    """A pair's rate (intents done per second over the last ``span`` seconds) followed
+    through its samples, and whether it fell under ``share`` of the best it reached for
+    ``lasting`` seconds or more while work for that long at the best rate was left.
+
+    Fed the series as it grows (``update`` reads only the new points), so a view may ask
+    at every refresh; a series that was halved is read again from its start.
+    """
+
+    def __init__(
+        self, span: float = RATE_SPAN, share: float = FALL_SHARE, lasting: float = FALL_LASTING
+    ) -> None:
+        self.span = span
+        self.share = share
+        self.lasting = lasting
+        self._reset()
+
+    def _reset(self) -> None:
+        self._t: list[float] = []
+        self._done: list[int] = []
+        self._last: Sample | None = None
+        self.rate: float | None = None  # at the last point, once a whole span is behind it
+        self.best = 0.0
+        self.falling: Fall | None = None  # the fall under way, however long so far
+        self.longest: Fall | None = None  # the longest fall over, that lasted long enough
+
+    def update(self, series: Sequence[Sample], total: int) -> RateWatch:
+        n = len(self._t)
+        if n and (len(series) < n or series[n - 1] is not self._last):
+            self._reset()
+            n = 0
+        for point in series[n:]:
+            self._add(point, total)
+        self._last = series[-1] if series else None
+        return self
+
+    def fell(self) -> Fall | None:
+        """The longest fall that lasted long enough, the one under way included."""
+        falls = [f for f in (self.longest, self.falling) if f and f.lasted >= self.lasting]
+        return max(falls, key=lambda f: f.lasted, default=None)
+
+    def _add(self, p: Sample, total: int) -> None:
+        self._t.append(p.t)
+        self._done.append(p.done)
+        if p.t < self.span:
+            return
+        # What was done before the span is read at the first point inside it.
+        first = bisect_right(self._t, p.t - self.span)
+        rate = (p.done - self._done[first]) / self.span
+        self.rate = rate
+        f = self.falling
+        left = total - p.done
+        if f is not None:
+            if rate >= self.share * f.best or left <= f.best * self.lasting:
+                self._close()
+            else:
+                f.low = min(f.low, rate)
+                f.until = p.t
+                return
+        self.best = max(self.best, rate)
+        if rate < self.share * self.best and left > self.best * self.lasting:
+            self.falling = Fall(self.best, rate, p.t, p.t)
+
+    def _close(self) -> None:
+        f, self.falling = self.falling, None
+        if f is None or f.lasted < self.lasting:
+            return
+        if self.longest is None or f.lasted > self.longest.lasted:
+            self.longest = f

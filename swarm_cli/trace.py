@@ -4,8 +4,8 @@ One line per call sent, per answer, per throttle and per change of the window:
 ``{"t": seconds since the run started, "event", "pair", "cwnd", "ssthresh",
 "in_flight", "pace", "phase", "batch", "done"}``.
 
-Events arrive under the engine's lock: they are only queued there, and a thread of
-the trace's own writes them, so a slow or full disk never holds a run up.
+Lines are only queued as events arrive, and a thread of the trace's own writes them,
+so a slow or full disk never holds a run up.
 """
 
 from __future__ import annotations
@@ -17,10 +17,19 @@ import threading
 import time
 from typing import IO, Any
 
-from .engine import Event
+from .events import (
+    Answered,
+    Event,
+    OutageBegan,
+    Recovered,
+    Sent,
+    Subscriber,
+    Succeeded,
+    Throttled,
+    TimedOut,
+    WindowChanged,
+)
 from .files import create_text
-
-TRACED = frozenset({"sent", "answered", "throttled", "timed_out", "window", "outage", "recovered"})
 
 
 class Trace:
@@ -40,13 +49,14 @@ class Trace:
     def subscriber(self, pair: str) -> Trace.Pair:
         return Trace.Pair(self, pair)
 
-    def write(self, pair: str, event: Event) -> None:
+    def done(self, pair: str) -> None:
+        """One more intent of ``pair`` succeeded: the ``done`` of its next lines."""
         with self._lock:
-            if event.type == "succeeded":
-                self._done[pair] = self._done.get(pair, 0) + 1
-                return
-            if event.type not in TRACED:
-                return
+            self._done[pair] = self._done.get(pair, 0) + 1
+
+    def write(self, pair: str, event: Event) -> None:
+        """One line for ``event``, queued for the writer."""
+        with self._lock:
             line: dict[str, Any] = {
                 "t": round(event.at - self._started, 4),
                 "event": event.type,
@@ -59,7 +69,7 @@ class Trace:
                 "batch": event.batch,
                 "done": self._done.get(pair, 0),
             }
-        if event.type == "answered":
+        if isinstance(event, Answered):
             line["latency"] = round(event.latency, 4)
             line["ids"] = len(event.ids)
         self._lines.put(line)
@@ -82,10 +92,34 @@ class Trace:
         with contextlib.suppress(OSError):
             self._file.close()
 
-    class Pair:
+    class Pair(Subscriber):
+        """One pair's events, as lines: the window's (sent, answered, throttled, timed
+        out, window, outage, recovered); successes only count."""
+
         def __init__(self, trace: Trace, pair: str) -> None:
             self.trace = trace
             self.pair = pair
 
-        def __call__(self, event: Event) -> None:
+        def on_succeeded(self, event: Succeeded) -> None:
+            self.trace.done(self.pair)
+
+        def on_sent(self, event: Sent) -> None:
+            self.trace.write(self.pair, event)
+
+        def on_answered(self, event: Answered) -> None:
+            self.trace.write(self.pair, event)
+
+        def on_throttled(self, event: Throttled) -> None:
+            self.trace.write(self.pair, event)
+
+        def on_timed_out(self, event: TimedOut) -> None:
+            self.trace.write(self.pair, event)
+
+        def on_window(self, event: WindowChanged) -> None:
+            self.trace.write(self.pair, event)
+
+        def on_outage(self, event: OutageBegan) -> None:
+            self.trace.write(self.pair, event)
+
+        def on_recovered(self, event: Recovered) -> None:
             self.trace.write(self.pair, event)

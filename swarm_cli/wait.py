@@ -23,7 +23,7 @@ from .engine import Clock
 from .ledger import REACHED_CODE, LedgerError, LedgerWriter, utc_now
 from .outcome import Kind, Outcome
 from .report import Pair, Report
-from .run import Job, run_job
+from .run import Job
 
 WAIT_SPEC = ActionSpec(
     name="wait",
@@ -205,6 +205,8 @@ def wait_for(
         action = WaitForState(make_client(pair), target, deadline=deadline, clock=clock)
         actions.append(action)
         return action
+
+    from .views import run_job  # the views bring rich: only when a run is shown
 
     report = run_job(wait_job, make_action, console, classify=_classify_setup)
     reached_at: dict[str, str] = {}

@@ -19,10 +19,16 @@ from swarm_cli.display import (
     status_line,
     window_chart,
 )
-from swarm_cli.engine import Event
+from swarm_cli.events import EVENT_TYPES, EventType
+from swarm_cli.events import Event as AnyEvent
 from swarm_cli.outcome import Kind, Outcome
 from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
-from swarm_cli.stats import MAX_SAMPLES, Stats
+from swarm_cli.stats import MAX_SAMPLES, RateWatch, Stats
+
+
+def Event(type_: EventType, at: float, **fields: object) -> AnyEvent:
+    """An event by its name, as the engine would raise it."""
+    return EVENT_TYPES[type_](at, **fields)  # type: ignore[arg-type]
 
 
 def console(terminal: bool = False) -> Console:
@@ -449,3 +455,58 @@ def test_summary_of_several_pairs_has_a_row_each() -> None:
     assert "111111111111/us-east-1: 4/4 · calls 4" in text
     assert "222222222222/eu-west-1: 6/6 · calls 6" in text
     assert report.to_dict()["window"] is None and len(report.to_dict()["pairs"]) == 2
+
+
+def run_at(rates: list[tuple[float, float]], total: int = 2000) -> Stats:
+    """A pair's stats fed as if ``rate`` intents per second were done for ``seconds``,
+    one stretch after another (an answer per intent)."""
+    stats = Stats()
+    stats(Event("queued", 0.0, ids=tuple(f"i-{n}" for n in range(total)), cwnd=4))
+    at, n = 0.0, 0
+    for seconds, rate in rates:
+        for _ in range(int(seconds * rate)):
+            at += 1 / rate
+            stats(Event("answered", at, cwnd=4, in_flight=2))
+            stats(Event("succeeded", at, ids=(f"i-{n}",), cwnd=4))
+            n += 1
+    return stats
+
+
+def test_a_rate_that_fell_far_below_its_best_for_a_while_is_a_fall() -> None:
+    snap = run_at([(10.0, 40.0), (12.0, 2.0)]).snapshot()
+    watch = RateWatch().update(snap.series, snap.total)
+    fall = watch.fell()
+    assert fall is not None and watch.falling is fall
+    assert fall.best == pytest.approx(40.0, rel=0.05)
+    assert fall.low == pytest.approx(2.0, rel=0.15)
+    assert fall.lasted >= 5.0
+
+
+def test_a_short_dip_or_the_end_of_the_list_is_no_fall() -> None:
+    dip = run_at([(10.0, 40.0), (3.0, 2.0), (10.0, 40.0)]).snapshot()
+    assert RateWatch().update(dip.series, dip.total).fell() is None
+    # 400 done at 40/s, then the last few trickle in: nothing much was left to do.
+    tail = run_at([(10.0, 40.0), (10.0, 0.5)], total=410).snapshot()
+    assert RateWatch().update(tail.series, tail.total).fell() is None
+
+
+def test_the_live_view_and_the_summary_say_when_the_rate_fell() -> None:
+    stats = run_at([(10.0, 40.0), (12.0, 2.0)])
+    out = console(terminal=True)
+    screen = "\n".join(screen_of(LiveView(out, [("us-east-1", stats)], "terminate"), 22.0, out))
+    assert re.search(
+        r"rate fell to 2\.\d/s from (39|40|41)\.\d/s: throttles that do not answer to slowing",
+        screen,
+    )
+    steady = run_at([(22.0, 40.0)])
+    out = console(terminal=True)
+    screen = "\n".join(screen_of(LiveView(out, [("us-east-1", steady)], "terminate"), 22.0, out))
+    assert "rate fell" not in screen
+
+    row = stats.report(PairReport("us-east-1", total=2000))
+    report = Report(run="r", action="terminate", pairs=[row], elapsed_seconds=22.0)
+    out = console()
+    render_summary(report, out)
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    assert re.search(r"  rate fell to [12]\.\d/s from 40\.\d/s: throttles that do not", text)
+    assert re.search(r"slowing down \(for \d+s\)", text)

@@ -315,11 +315,11 @@ def test_an_api_error_message_is_literal_in_the_summary_step_summary_and_report(
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_the_confirmation_and_the_call_log_show_text_literally(value: str) -> None:
-    from swarm_cli.engine import Event
+    from swarm_cli.events import Answered
     from swarm_cli.outcome import Kind, Outcome
     from swarm_cli.rails import confirmation_text
     from swarm_cli.report import Pair
-    from swarm_cli.run import CallLog
+    from swarm_cli.views import CallLog
 
     asked = confirmation_text(
         "terminate", 1, {f"r{value}": 1}, f"http://e/{value}", None, None, [("i-1", value)]
@@ -331,7 +331,7 @@ def test_the_confirmation_and_the_call_log_show_text_literally(value: str) -> No
     console = screen()
     log = CallLog(console, "terminate", Pair(None, "us-east-1"), several=False)
     answer = Outcome(Kind.PERMANENT, value, value)
-    log(Event("answered", 0.0, (value,), answer, 1, 1.0, 1.0, None, 0, "startup", 0.01, 1))
+    log(Answered(0.0, (value,), answer, 1, 1.0, 1.0, None, 0, "startup", 0.01, 1))  # type: ignore[arg-type]
     out = shown(console)
     assert_literal(out, value)
     assert len(out.splitlines()) == 1

@@ -1,0 +1,116 @@
+"""A run as a person sees it on a console: the runner's :class:`~swarm_cli.run.Watcher`
+that brings up the progress view (display.py), the call log of ``--verbose``, and the
+warnings and errors the runner reports; and :func:`run_job`, a run with all of that."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from rich.console import Console
+from rich.text import Text
+
+from .display import Progress, choose_progress
+from .events import Answered, Listener, Subscriber
+from .outcome import Kind
+from .report import Pair, Report
+from .run import ActionFactory, Classify, Job, Watcher, run
+from .stats import Stats
+from .text import literal
+
+
+class CallLog(Subscriber):
+    """``--verbose``: one line per call, as it is answered (or given up on)."""
+
+    def __init__(self, console: Console, action: str, pair: Pair, several: bool) -> None:
+        self.console = console
+        self.prefix = f"{action} {pair.label} " if several else f"{action} "
+
+    def on_answered(self, event: Answered) -> None:
+        o = event.outcome
+        what = "ok" if o is None or o.kind is Kind.SUCCEEDED else literal(o.code or o.kind.value)
+        ids = literal(",".join(event.ids[:3])) + (
+            f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else ""
+        )
+        self.console.print(
+            f"{self.prefix}{len(event.ids)} ID(s) {ids} · {event.latency * 1000:.0f} ms · "
+            f"{what} · cwnd {event.cwnd:.1f} · {event.phase}",
+            highlight=False,
+            markup=False,
+        )
+
+
+class ConsoleWatcher(Watcher):
+    """A run on a console: the progress view (live, plain lines or none) while the pairs
+    run, the call log with ``--verbose``, and the runner's warnings and errors."""
+
+    def __init__(self, console: Console, job: Job) -> None:
+        self.console = console
+        self.job = job
+        self._view: Progress | None = None
+
+    def subscribers(self, pair: Pair, several: bool) -> Sequence[Listener]:
+        if not self.job.options.sinks.verbose:
+            return ()
+        return [CallLog(self.console, self.job.action.name, pair, several)]
+
+    def on_start(self, lanes: Sequence[tuple[str, Stats]]) -> None:
+        o = self.job.options
+        sinks = o.sinks
+        self._view = choose_progress(
+            sinks.progress,
+            self.console,
+            list(lanes),
+            self.job.title or self.job.action.name,
+            endpoint=sinks.endpoint,
+            badges=sinks.badges + (("DRY RUN",) if o.dry_run else ()),
+            batch=None if o.tuning.auto_batch else o.tuning.batch_size,
+            bound_rate=sinks.bound_rate,
+            already_done=sinks.already_done,
+            detail=sinks.verbose,
+        )
+        self._view.__enter__()
+
+    def on_end(self) -> None:
+        if self._view is not None:
+            view, self._view = self._view, None
+            view.__exit__(None, None, None)
+
+    def on_no_trace(self, reason: str) -> None:
+        self.console.print(
+            Text.assemble(("warning:", "bold yellow"), f" no trace: {literal(reason)}")
+        )
+
+    def on_ledger_failed(
+        self, message: str, sent: bool, unrecorded: Sequence[Mapping[str, object]]
+    ) -> None:
+        said = "no more calls were sent" if sent else "nothing was sent"
+        self.console.print(Text.assemble(("error:", "bold red"), f" {literal(message)}; {said}"))
+        if unrecorded:
+            self.console.print(
+                f"{len(unrecorded)} outcome(s) could not be recorded; here they are as "
+                "ledger lines (keep them):"
+            )
+            for record in unrecorded:
+                self.console.out(json.dumps(record, sort_keys=True), highlight=False)
+
+    def on_lane_crashed(self, label: str, message: str, pending: int, in_ledger: bool) -> None:
+        self.console.print(
+            Text.assemble(
+                ("error:", "bold red"),
+                f" {literal(label)} stopped on an unexpected "
+                f"{literal(message)}; its {pending} intent(s) not done are pending"
+                + (" in the ledger" if in_ledger else ""),
+            )
+        )
+
+
+def run_job(
+    job: Job,
+    make_action: ActionFactory,
+    console: Console,
+    *,
+    classify: Classify | None = None,
+) -> Report:
+    """Run the job with its progress and messages on ``console``; return the report."""
+    return run(job, make_action, ConsoleWatcher(console, job), classify=classify)
