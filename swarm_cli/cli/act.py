@@ -11,13 +11,21 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
 from rich.console import Console
 
 from ..accounts import Account
 from ..actions import ACTIONS, ActionSpec
+from ..errors import (
+    CredentialsError,
+    Interrupted,
+    RefusedError,
+    SwarmError,
+    UsageError,
+    error_for,
+)
 from ..ledger import (
     Damaged,
     LedgerError,
@@ -42,11 +50,9 @@ from ..rails import (
 )
 from ..report import Pair, Report
 from ..run import (
-    EXIT_AUTH,
     EXIT_FAILED,
     EXIT_LEDGER,
     EXIT_REFUSED,
-    EXIT_USAGE,
     Job,
     RunOptions,
     run_job,
@@ -86,15 +92,12 @@ from .common import (
     app,
     batch_options,
     consoles,
-    emit_json,
-    error,
-    fail,
     finish,
     interruptible,
     require_sandbox,
-    warn,
     window_profile,
 )
+from .exits import emit_json, error, warn
 
 if TYPE_CHECKING:
     from ..saga import UndoPlan
@@ -148,27 +151,31 @@ class _Stage:
         self.sending = False
 
 
-def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
+def run_action(spec: ActionSpec, flags: Flags) -> int:
     """One action command; whatever stops it before anything is sent says so, and leaves
     no empty ledger behind (one this command created and never wrote to)."""
     stage = _Stage()
     ledger = flags.ledger if not (flags.sandbox or flags.dry_run) else None
     existed = ledger is None or os.path.lexists(ledger)
     try:
-        _run_action(spec, flags, stage)
+        code = _run_action(spec, flags, stage)
     except KeyboardInterrupt as exc:
         if stage.sending:
             raise
         if not existed and ledger is not None:
             remove_empty(ledger)
-        _, err = consoles()
         name = getattr(exc, "signal", "SIGINT")
-        error(err, f"interrupted by {name} before anything was sent: nothing was sent")
-        raise typer.Exit(128 + signal.Signals[name].value) from None
-    except typer.Exit:
+        raise Interrupted(
+            f"interrupted by {name} before anything was sent: nothing was sent",
+            signum=signal.Signals[name].value,
+        ) from None
+    except (SwarmError, LedgerError):
         if not stage.sending and not existed and ledger is not None:
             remove_empty(ledger)
         raise
+    if not stage.sending and not existed and ledger is not None:
+        remove_empty(ledger)
+    return code
 
 
 def remove_empty(path: str) -> None:
@@ -180,22 +187,20 @@ def remove_empty(path: str) -> None:
             os.unlink(path)
 
 
-def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
+def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
     from ..ec2 import redact_url
 
     out, err = consoles()
     if flags.rollback and not spec.reversible:
-        fail(err, f"{spec.name} cannot be undone: --rollback is for stop and start", EXIT_USAGE)
+        raise UsageError(f"{spec.name} cannot be undone: --rollback is for stop and start")
     selecting = bool(flags.filters or flags.older_than)
     if bool(flags.ids) == selecting:
-        fail(
-            err,
+        raise UsageError(
             "say which instances: --ids FILE, or --filter NAME=VALUE (with --older-than, "
-            "--exclude-ids), not both",
-            EXIT_USAGE,
+            "--exclude-ids), not both"
         )
     if selecting and flags.sandbox:
-        fail(err, "--sandbox rehearses an ID list: pass --ids (swarm list prints one)", EXIT_USAGE)
+        raise UsageError("--sandbox rehearses an ID list: pass --ids (swarm list prints one)")
     check_outputs(flags, err)
     accounts = load_account_map(flags.accounts, flags.role_arn, err)
     region = flags.region or session_region(flags.profile, err)
@@ -215,7 +220,7 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
         try:
             check_ledger_path(flags.ledger, ids_path=flags.ids)
         except LedgerError as exc:
-            fail(err, str(exc), EXIT_USAGE)
+            raise UsageError(str(exc)) from exc
     resumed = 0
     done = succeeded(flags.ledger, spec.name, err) if flags.resume else None
     if flags.resume and done is None:
@@ -237,7 +242,7 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
     try:
         check_max_count(total, flags.max_count, action=spec.name)
     except RailError as exc:
-        fail(err, exc.message, exc.code)
+        raise error_for(exc.code, exc.message) from exc
     options = replace(
         flags.options,
         already_done=resumed,
@@ -254,7 +259,7 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)
             emit_json(report.to_dict())
-        raise typer.Exit(0)
+        return 0
     if flags.sandbox:
         require_sandbox(err)
         from ..rehearse import rehearse
@@ -266,17 +271,17 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
                     Job(spec, groups, options, title), err, expect_account=flags.expect_account
                 )
             except RailError as exc:
-                fail(err, exc.message, exc.code)
+                raise error_for(exc.code, exc.message) from exc
         if flags.report:
             save_report(report, flags.report, err)
-        finish(report, flags.output, out, err, quiet=flags.quiet)
+        return finish(report, flags.output, out, err, quiet=flags.quiet)
 
     from ..ec2 import InstanceCall, classify_exception
 
     reach.connect(groups, err)
     endpoint = reach.endpoint or ""
     if flags.dry_run:
-        show_plan(spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err)
+        return show_plan(spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err)
     already = reconcile_resume(spec, flags, groups, reach, options, found, err)
     settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
     for pair, outcomes in already.items():  # already done: recorded so, whatever a rail says
@@ -301,7 +306,7 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
     step_summary(report, err)
     if flags.report:
         save_report(report, flags.report, err)
-    finish(report, flags.output, out, err, quiet=flags.quiet)
+    return finish(report, flags.output, out, err, quiet=flags.quiet)
 
 
 def check_outputs(flags: Flags, err: Console) -> None:
@@ -328,14 +333,12 @@ def check_outputs(flags: Flags, err: Console) -> None:
         if not path:
             continue
         if os.path.islink(path):
-            fail(err, f"{option} {path} is a symbolic link: pass the real path", EXIT_USAGE)
+            raise UsageError(f"{option} {path} is a symbolic link: pass the real path")
         for other, taken in named:
             if same_file(path, taken):
-                fail(
-                    err,
+                raise UsageError(
                     f"{option} {path} is the {other} file: writing it would destroy it; pass "
-                    "another path (nothing was sent)",
-                    EXIT_USAGE,
+                    "another path (nothing was sent)"
                 )
         named.append((option, path))
 
@@ -401,9 +404,9 @@ def expect_account(flags: Flags, region: str | None, err: Console) -> None:
             session, flags.expect_account, endpoint_url=flags.endpoint_url, region=region
         )
     except RailError as exc:
-        fail(err, exc.message, exc.code)
+        raise error_for(exc.code, exc.message) from exc
     except Exception as exc:
-        client_error(exc, err)
+        raise client_error(exc) from exc
     err.print(f"account {literal(got)}: as expected", markup=False)
 
 
@@ -413,13 +416,13 @@ def selection_pairs(
     """Where a selection looks: each account's regions (or --region), or --region alone."""
     if not accounts:
         if region is None:
-            fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+            raise UsageError("no AWS region: pass --region or set AWS_REGION")
         return [Pair(None, region)]
     pairs = []
     for account in accounts.values():
         regions = account.regions or ((region,) if region else ())
         if not regions:
-            fail(err, f"account {account.id} lists no regions: pass --region", EXIT_USAGE)
+            raise UsageError(f"account {account.id} lists no regions: pass --region")
         pairs += [Pair(account.id, r) for r in regions]
     return pairs
 
@@ -452,7 +455,7 @@ def select_groups(
         filters = parse_filters(flags.filters)
         older = parse_age(flags.older_than) if flags.older_than else None
     except SelectError as exc:
-        fail(err, exc.message, EXIT_USAGE)
+        raise UsageError(exc.message) from exc
     if spec is not None and not any(f["Name"] == "instance-state-name" for f in filters):
         filters.append({"Name": "instance-state-name", "Values": SOURCE_STATES[spec.name]})
     exclude: set[str] = set()
@@ -466,9 +469,9 @@ def select_groups(
         try:
             chosen = select(reach.client(pair), filters, older_than=older, exclude=exclude, now=now)
         except SelectError as exc:
-            fail(err, f"{pair.label}: {exc.message}", exc.exit_code)
+            raise error_for(exc.exit_code, f"{pair.label}: {exc.message}") from exc
         except Exception as exc:  # an account that could not be reached
-            fail(err, f"{pair.label}: {exc}", EXIT_AUTH)
+            raise CredentialsError(f"{pair.label}: {exc}") from exc
         groups[pair] = [i.id for i in chosen]
         found.update({i.id: i for i in chosen})
     shown = literal(", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters))
@@ -500,7 +503,7 @@ def protected_by_tags(
     try:
         predicate = protect_tags(flags.protect_tags)
     except RailError as exc:
-        fail(err, exc.message, exc.code)
+        raise error_for(exc.code, exc.message) from exc
     if predicate is None:
         return {}
     unread = describe_missing(groups, reach, options, found, err)
@@ -589,7 +592,7 @@ def show_plan(
     options: RunOptions,
     out: Console,
     err: Console,
-) -> NoReturn:
+) -> int:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
     from ..plan import Prediction, estimate, make_plan, plan_json, render_plan, write_plan_ids
 
@@ -605,7 +608,7 @@ def show_plan(
     try:
         predicate = protect_tags(flags.protect_tags)
     except RailError as exc:
-        fail(err, exc.message, exc.code)
+        raise error_for(exc.code, exc.message) from exc
     if predicate is not None:
         # As the run will: a tagged instance is recorded failed (Protected), never sent;
         # one whose tags could not be read is already predicted unknown.
@@ -628,7 +631,7 @@ def show_plan(
         emit_json({"dry_run": True, **plan_json(plan, est)})
     else:
         render_plan(plan, est, out)
-    raise typer.Exit(EXIT_FAILED if plan.would_fail or plan.unknown else 0)
+    return EXIT_FAILED if plan.would_fail or plan.unknown else 0
 
 
 def follow_up(
@@ -748,18 +751,18 @@ def load_account_map(
     from ..accounts import ROLE_ARN, AccountsError, load_accounts
 
     if accounts_file and role_arn:
-        fail(err, "--accounts and --role-arn cannot be used together", EXIT_USAGE)
+        raise UsageError("--accounts and --role-arn cannot be used together")
     if role_arn:
         match = ROLE_ARN.fullmatch(role_arn)
         if match is None:
-            fail(err, f"--role-arn {role_arn} is not an IAM role ARN", EXIT_USAGE)
+            raise UsageError(f"--role-arn {role_arn} is not an IAM role ARN")
         return {match.group(2): Account(match.group(2), role_arn=role_arn)}
     if not accounts_file:
         return {}
     try:
         return {a.id: a for a in load_accounts(accounts_file)}
     except AccountsError as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        raise UsageError(str(exc)) from exc
 
 
 def plan_groups(
@@ -772,19 +775,15 @@ def plan_groups(
     default_account = next(iter(accounts)) if len(accounts) == 1 else None
     unnamed = [t for t in targets.items if t.account is None]
     if unnamed and len(accounts) > 1:
-        fail(
-            err,
+        raise UsageError(
             f"{len(unnamed)} ID(s) name no account (e.g. {unnamed[0].id}) and --accounts lists "
-            f"{len(accounts)}: add an account column to the ID list",
-            EXIT_USAGE,
+            f"{len(accounts)}: add an account column to the ID list"
         )
     strangers = sorted({t.account for t in targets.items if t.account} - set(accounts))
     if strangers and accounts:
-        fail(
-            err,
+        raise UsageError(
             f"the ID list names account(s) {', '.join(strangers)}, which --accounts or "
-            "--role-arn does not: nothing was sent",
-            EXIT_USAGE,
+            "--role-arn does not: nothing was sent"
         )
     groups: dict[Pair, list[str]] = {}
     seen: set[tuple[Pair, str]] = set()
@@ -792,7 +791,7 @@ def plan_groups(
         account = target.account or default_account
         region = target.region or _account_region(accounts.get(account or "")) or default_region
         if region is None:
-            fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+            raise UsageError("no AWS region: pass --region or set AWS_REGION")
         pair = Pair(account, region)
         if (pair, target.id) not in seen:  # the same instance, once with defaults spelled out
             seen.add((pair, target.id))
@@ -830,7 +829,7 @@ def apply_shard(
     try:
         k, n = parse_shard(shard)
     except ShardError as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        raise UsageError(str(exc)) from exc
     weights = {(p.account, p.region): len(ids) if by_count else 1 for p, ids in groups.items()}
     mine = keep_shard(weights, k, n)
     kept = {p: ids for p, ids in groups.items() if (p.account, p.region) in mine}
@@ -853,7 +852,7 @@ def session_region(profile: str | None, err: Console) -> str | None:
     try:
         region = new_session(profile=profile).region_name
     except ProfileNotFound as exc:
-        fail(err, str(exc), EXIT_AUTH)
+        raise CredentialsError(str(exc)) from exc
     return str(region) if region else None
 
 
@@ -865,7 +864,7 @@ def budget(text: str | None, total: int, err: Console) -> int | None:
     try:
         return parse_budget(text, total)
     except ValueError as exc:
-        fail(err, f"--max-errors: {exc}", EXIT_USAGE)
+        raise UsageError(f"--max-errors: {exc}") from exc
 
 
 class Reach:
@@ -897,7 +896,7 @@ class Reach:
         try:
             session = new_session(profile=f.profile)
         except Exception as exc:
-            client_error(exc, err)
+            raise client_error(exc) from exc
         for pair in groups:
             account = pair.account
             if account is None or account in credentials or account in self._errors:
@@ -927,7 +926,7 @@ class Reach:
                 )
             except Exception as exc:
                 if pair.account is None:
-                    client_error(exc, err)
+                    raise client_error(exc) from exc
                 self._errors[pair.account] = exc
                 continue
             self._clients[pair] = client
@@ -969,15 +968,15 @@ def load_targets(ids: str, err: Console) -> Targets:
     try:
         targets = read_ids(ids, sys.stdin if ids == "-" else None)
     except TargetsError as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        raise UsageError(str(exc)) from exc
     if targets.bad:
         shown = targets.bad[:20]
-        error(err, f"{len(targets.bad)} invalid line(s) in {ids}; nothing was sent:")
-        for bad in shown:
-            err.print(f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}", markup=False)
+        details = [f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}" for bad in shown]
         if len(targets.bad) > len(shown):
-            err.print(f"  … and {len(targets.bad) - len(shown)} more")
-        raise typer.Exit(EXIT_USAGE)
+            details.append(f"  … and {len(targets.bad) - len(shown)} more")
+        raise UsageError(
+            f"{len(targets.bad)} invalid line(s) in {ids}; nothing was sent:", details=details
+        )
     if targets.duplicates:
         dup = len(targets.duplicates)
         extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
@@ -1003,7 +1002,7 @@ def succeeded(ledger: str, action: str, err: Console) -> set[str] | None:
     try:
         state = fold(read_records(ledger, damaged))
     except LedgerError as exc:
-        fail(err, f"--resume: {exc}; nothing was sent", EXIT_USAGE)
+        raise UsageError(f"--resume: {exc}; nothing was sent") from exc
     if damaged:
         warn(err, describe_damage(damaged))
     if not state:
@@ -1043,29 +1042,27 @@ def confirm(
     )
     on_stdin = flags.ids == "-"
     if not sys.stdin.isatty() and not on_stdin:
-        fail(
-            err,
+        raise RefusedError(
             f"refusing to {spec.name} {count} instance(s) without confirmation: no terminal to "
-            "ask on. Pass --yes to confirm (scripts and CI).",
-            EXIT_REFUSED,
+            "ask on. Pass --yes to confirm (scripts and CI)."
         )
     if not ask(f"{text}\nContinue? [y/N] ", stdin_is_ids=on_stdin):
-        err.print("not confirmed; nothing was sent")
-        raise typer.Exit(EXIT_REFUSED)
+        raise RefusedError("not confirmed; nothing was sent", plain=True)
 
 
-def client_error(exc: Exception, err: Console) -> NoReturn:
+def client_error(exc: Exception) -> SwarmError:
+    """Why no EC2 client could be made, as the error that stops the command."""
     from botocore.exceptions import NoRegionError, ProfileNotFound
 
     from ..ec2 import CREDENTIAL_ERRORS, classify_exception
 
     if isinstance(exc, NoRegionError):
-        fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
+        return UsageError("no AWS region: pass --region or set AWS_REGION")
     if isinstance(exc, ProfileNotFound):
-        fail(err, str(exc), EXIT_AUTH)
+        return CredentialsError(str(exc))
     if isinstance(exc, CREDENTIAL_ERRORS):  # resolved when the client is made; nothing sent
-        fail(err, f"no usable credentials: {classify_exception(exc).message}", EXIT_AUTH)
-    fail(err, f"cannot set up the EC2 client: {exc}", EXIT_USAGE)
+        return CredentialsError(f"no usable credentials: {classify_exception(exc).message}")
+    return UsageError(f"cannot set up the EC2 client: {exc}")
 
 
 def register(
@@ -1228,17 +1225,17 @@ def register(
         max_outage: MaxOutage = 45.0,
         missing_ok: MissingOk = False,
         trace: TraceOpt = None,
-    ) -> None:
+    ) -> int:
         _, err = consoles()
         size, auto_batch = batch_options(batch_size, spec.limits)
         if (force or hibernate) and not is_stop:
-            fail(err, f"--force and --hibernate are for swarm stop, not {spec.name}", EXIT_USAGE)
+            raise UsageError(f"--force and --hibernate are for swarm stop, not {spec.name}")
         if force and hibernate:
-            fail(err, "--force and --hibernate cannot be used together", EXIT_USAGE)
+            raise UsageError("--force and --hibernate cannot be used together")
         params = {
             spec.flags[k]: True for k, on in (("force", force), ("hibernate", hibernate)) if on
         }
-        run_action(
+        return run_action(
             spec,
             Flags(
                 ids=ids,
@@ -1353,7 +1350,7 @@ def rollback(
     expect_account: ExpectAccountOpt = None,
     protect_tag: ProtectTagOpt = None,
     max_count: MaxCountOpt = None,
-) -> None:
+) -> int:
     """Undo a stop or start run from its ledger: start what it stopped, stop what it started.
 
     The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
@@ -1365,7 +1362,7 @@ def rollback(
         plan = undo_plan([ledger], run or None, allow_empty=True)
         check_ids(plan)
     except (SagaError, LedgerError) as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        raise UsageError(str(exc)) from exc
     flags = Flags(
         ids=ledger,
         region=None,
@@ -1392,20 +1389,18 @@ def rollback(
     reach.connect({**plan.groups, **plan.unsure}, err)
     if reach.unreachable:
         # An undo is all or nothing: nothing is written or sent until every account is in reach.
-        fail(
-            err,
+        raise CredentialsError(
             f"cannot reach account(s) {', '.join(sorted(reach.unreachable))}: pass --accounts "
-            "FILE or --role-arn ARN to reach them; nothing was sent",
-            EXIT_AUTH,
+            "FILE or --role-arn ARN to reach them; nothing was sent"
         )
     endpoint = reach.endpoint or ""
     groups = reconcile_undo(plan, reach, flags.options, err)
     if not groups:
-        fail(err, f"run {plan.run} ({plan.of}) got nothing done: nothing to undo", EXIT_USAGE)
+        raise UsageError(f"run {plan.run} ({plan.of}) got nothing done: nothing to undo")
     try:
         check_max_count(sum(map(len, groups.values())), max_count, action=plan.action.name)
     except RailError as exc:
-        fail(err, exc.message, exc.code)
+        raise error_for(exc.code, exc.message) from exc
     found: dict[str, Instance] = {}
     settled = protected_by_tags(plan.action, flags, groups, reach, flags.options, found, err)
     if not yes:
@@ -1415,7 +1410,7 @@ def rollback(
     report = run_plan(plan.action, groups, options, reach, err, title, settled)
     job = Job(plan.action, groups, options)
     follow_up(plan.action, flags, job, report, reach, err)
-    finish(report, output, out, err)
+    return finish(report, output, out, err)
 
 
 def reconcile_undo(
@@ -1453,15 +1448,13 @@ def list_state_filter(filters: Sequence[str], states: Sequence[str], err: Consol
     named = [v.strip() for state in states for v in state.split(",") if v.strip()]
     by_filter = any(f.partition("=")[0].strip() == "instance-state-name" for f in filters)
     if named and by_filter:
-        fail(err, "--state or --filter instance-state-name=..., not both", EXIT_USAGE)
+        raise UsageError("--state or --filter instance-state-name=..., not both")
     if by_filter or named == ["all"]:
         return []
     unknown = sorted(set(named) - set(EC2_STATES))
     if unknown:
-        fail(
-            err,
-            f"--state {', '.join(unknown)}: EC2's states are {', '.join(EC2_STATES)}, or all",
-            EXIT_USAGE,
+        raise UsageError(
+            f"--state {', '.join(unknown)}: EC2's states are {', '.join(EC2_STATES)}, or all"
         )
     return [f"instance-state-name={','.join(named or LISTED_STATES)}"]
 

@@ -3,124 +3,27 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.text import Text
-from typer.core import TyperGroup
-from typer.exceptions import TyperException
 
 from .. import __version__
 from ..actions.base import Limits
 from ..batching import initial_size
 from ..display import render_summary
+from ..errors import Interrupted, UsageError
 from ..report import Report
-from ..run import EXIT_INTERRUPTED, EXIT_USAGE
-from ..text import literal
 from ..window import PROFILES, Profile
-
-EXIT_MEANINGS = {
-    0: "all done",
-    1: "some intents failed or are pending (the ledger names them)",
-    2: "bad usage or input; nothing was sent",
-    3: "refused by a guard or at the confirmation",
-    4: "credentials or permission",
-    74: "the ledger could not be written",
-    130: "interrupted (SIGINT)",
-}
-
-
-def exit_meaning(code: int) -> str:
-    """What an exit code says, in words (the README's table)."""
-    if code in EXIT_MEANINGS:
-        return EXIT_MEANINGS[code]
-    if code > 128:
-        import signal
-
-        try:
-            return f"stopped by {signal.Signals(code - 128).name}"
-        except ValueError:
-            pass
-    return "unexpected"
-
-
-class _JsonOutput:
-    """With --output json: whether the one object has been written, and the first error."""
-
-    def __init__(self) -> None:
-        self.written = False
-        self.error: str | None = None
-
-
-_json = _JsonOutput()
-
-
-def _wants_json(argv: Sequence[str]) -> bool:
-    for k, arg in enumerate(argv):
-        if arg in ("--output=json", "-ojson"):
-            return True
-        if arg in ("--output", "-o") and k + 1 < len(argv) and argv[k + 1] == "json":
-            return True
-    return False
-
-
-def emit_json(data: Mapping[str, Any]) -> None:
-    """The one object --output json prints on stdout."""
-    _json.written = True
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    sys.stdout.flush()
-
-
-class JsonGroup(TyperGroup):
-    """The top command: with --output json, stdout holds one object whatever happens.
-
-    Refusals, usage errors and failures that end before a command prints its own
-    object print ``{"exit_code", "meaning", "error"}`` instead of nothing.
-    """
-
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        argv = kwargs.get("args", args[0] if args else None)
-        argv = list(sys.argv[1:] if argv is None else argv)
-        if not _wants_json(argv) or not kwargs.get("standalone_mode", True):
-            return super().main(*args, **kwargs)
-        global _json
-        _json = _JsonOutput()
-        kwargs["standalone_mode"] = False
-        code = 0
-        try:
-            returned = super().main(*args, **kwargs)
-            code = returned if isinstance(returned, int) else 0
-        except typer.Abort:
-            code = EXIT_INTERRUPTED
-        except TyperException as exc:  # click's usage errors, as typer carries them
-            getattr(exc, "show", lambda: None)()
-            format_message = getattr(exc, "format_message", None)
-            message = format_message() if format_message else str(exc)
-            _json.error = _json.error or str(message)
-            code = int(getattr(exc, "exit_code", 1))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except Exception as exc:  # a bug: still one object, and the traceback on stderr
-            import traceback
-
-            traceback.print_exc()
-            _json.error = f"{type(exc).__name__}: {exc}"
-            code = 1
-        if not _json.written:
-            emit_json({"exit_code": code, "meaning": exit_meaning(code), "error": _json.error})
-        sys.exit(code)
-
+from .exits import SwarmGroup, emit_json, exit_meaning
 
 app = typer.Typer(
     name="swarm",
-    cls=JsonGroup,
+    cls=SwarmGroup,
     help="Bulk cloud mutations as fast as the API allows, without losing an intent.\n\n"
     "Start with swarm demo: it runs against a local fake EC2, no AWS account needed.",
     no_args_is_help=True,
@@ -166,23 +69,6 @@ def consoles() -> tuple[Console, Console]:
     )
 
 
-def error(err: Console, message: str) -> None:
-    """One error line; the message is text, never markup (it may hold paths, IDs, [extras]),
-    its control characters made visible (see ``swarm_cli.text``)."""
-    if _json.error is None:
-        _json.error = message
-    err.print(Text.assemble(("error:", "bold red"), " ", literal(message)))
-
-
-def warn(err: Console, message: str) -> None:
-    err.print(Text.assemble(("warning:", "yellow"), " ", literal(message)))
-
-
-def fail(err: Console, message: str, code: int) -> NoReturn:
-    error(err, message)
-    raise typer.Exit(code)
-
-
 def version_text() -> str:
     import platform
 
@@ -195,10 +81,10 @@ def version_text() -> str:
     )
 
 
-def _version(value: bool) -> None:
+def _version(ctx: typer.Context, value: bool) -> None:
     if value:
         typer.echo(version_text())
-        raise typer.Exit()
+        ctx.exit()  # click's way for an eager option: the command ends here, with 0
 
 
 @app.command("version")
@@ -475,19 +361,20 @@ def require_sandbox(err: Console) -> None:
 
     problem = missing_extra()
     if problem:
-        fail(err, problem, EXIT_USAGE)
+        raise UsageError(problem)
 
 
 def window_profile(choice: WindowChoice, min_window: int, max_window: int, err: Console) -> Profile:
     try:
         return PROFILES[choice.value].bounded(min_window=min_window, max_window=max_window)
     except ValueError as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        raise UsageError(str(exc)) from exc
 
 
 def finish(
     report: Report, output: Output, out: Console, err: Console, *, quiet: bool = False
-) -> NoReturn:
+) -> int:
+    """Print the run's summary (and its JSON object); the exit code the command returns."""
     speak = not quiet or report.exit_code != 0
     if output is Output.json:
         if speak:
@@ -495,7 +382,7 @@ def finish(
         emit_json({**report.to_dict(), "meaning": exit_meaning(report.exit_code)})
     elif speak:
         render_summary(report, out)
-    raise typer.Exit(report.exit_code)
+    return report.exit_code
 
 
 @contextlib.contextmanager
@@ -504,8 +391,7 @@ def interruptible(err: Console) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        err.print("interrupted")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise Interrupted("interrupted", plain=True) from None
 
 
 def write_atomic(path: Path, text: str) -> None:

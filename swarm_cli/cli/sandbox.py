@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..actions import ACTIONS
-from ..run import EXIT_USAGE, RunOptions
+from ..errors import UsageError
+from ..run import RunOptions
 from ..text import literal
 from .common import (
     BatchSize,
@@ -29,14 +30,13 @@ from .common import (
     app,
     batch_options,
     consoles,
-    fail,
     finish,
     interruptible,
     require_sandbox,
-    warn,
     window_profile,
     write_atomic,
 )
+from .exits import warn
 
 if TYPE_CHECKING:  # the fake EC2 is imported by the commands that start one
     from ..sandbox import SandboxConfig
@@ -193,7 +193,7 @@ def demo(
     ] = None,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
-) -> None:
+) -> int:
     """Watch swarm work against a local fake EC2: no AWS account, nothing leaves this machine.
 
     Starts the sandbox (moto behind EC2-style token buckets), launches instances in it,
@@ -230,7 +230,7 @@ def demo(
         report = run_demo(
             config, count, options, err, protected=protected, missing=missing, regions=regions
         )
-    finish(report, output, out, err)
+    return finish(report, output, out, err)
 
 
 @app.command("sandbox")
@@ -335,7 +335,7 @@ def sandbox_cmd(
     try:
         box.start()
     except OSError as exc:
-        fail(err, f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", EXIT_USAGE)
+        raise UsageError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
     # SIGINT too: a shell starts background jobs with it ignored, and then Ctrl-C's
     # "kill -INT" would do nothing.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
