@@ -24,8 +24,9 @@ from ..ledger import (
 )
 from ..targets import Target, Targets, TargetsError, read_ids
 from ..text import literal
-from .common import Output, OutputOpt, ledger_app
+from .common import ledger_app
 from .exits import emit_json
+from .options import Output, OutputOpt
 
 LedgersArg = Annotated[
     list[Path],

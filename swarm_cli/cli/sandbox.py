@@ -15,7 +15,9 @@ from ..actions import ACTIONS
 from ..errors import UsageError
 from ..run import RunOptions
 from ..text import literal
-from .common import (
+from .common import app, consoles, finish, interruptible, require_sandbox, write_atomic
+from .exits import warn
+from .options import (
     BatchSize,
     MaxAttempts,
     MaxWindow,
@@ -27,16 +29,9 @@ from .common import (
     ProgressOpt,
     WindowChoice,
     WindowOpt,
-    app,
     batch_options,
-    consoles,
-    finish,
-    interruptible,
-    require_sandbox,
     window_profile,
-    write_atomic,
 )
-from .exits import warn
 
 if TYPE_CHECKING:  # the fake EC2 is imported by the commands that start one
     from ..sandbox import SandboxConfig

@@ -9,14 +9,10 @@ import typer
 
 from ..errors import UsageError
 from ..shards import MAX_MATRIX_JOBS, PairKey, ShardError, empty_shards, matrix
-from .act import (
-    load_account_map,
-    load_targets,
-    plan_groups,
-    session_region,
-    warn_unknown_regions,
-)
-from .common import AccountsOpt, RegionOpt, app, consoles
+from .common import app, consoles
+from .options import AccountsOpt, RegionOpt
+from .pairs import load_targets, plan_groups, warn_unknown_regions
+from .reach import load_account_map, session_region
 
 
 @app.command()
