@@ -158,9 +158,9 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
         )
     if selecting and flags.sandbox:
         raise UsageError("--sandbox rehearses an ID list: pass --ids (swarm list prints one)")
-    check_outputs(flags, err)
-    accounts = load_account_map(flags.accounts, flags.role_arn, err)
-    region = flags.region or session_region(flags.profile, err)
+    check_outputs(flags)
+    accounts = load_account_map(flags.accounts, flags.role_arn)
+    region = flags.region or session_region(flags.profile)
     reach = Reach(flags, accounts, flags.options.window.max_window)
     if flags.expect_account and not flags.sandbox:  # a rehearsal checks it in the sandbox
         expect_account(flags, region, err)
@@ -205,7 +205,7 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
         already_done=resumed,
         endpoint=redact_url(flags.endpoint_url),
         ledger=flags.ledger if writes_ledger else None,
-        max_errors=budget(flags.max_errors, total, err),
+        max_errors=budget(flags.max_errors, total),
     )
     title = f"{spec.name} (dry run)" if flags.dry_run else spec.name
     if flags.shard and not groups:
@@ -218,11 +218,11 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
             emit_json(report.to_dict())
         return 0
     if flags.sandbox:
-        require_sandbox(err)
+        require_sandbox()
         from ..rehearse import rehearse
 
         stage.sending = True
-        with interruptible(err):
+        with interruptible():
             try:
                 report = rehearse(
                     Job(spec, groups, options, title), err, expect_account=flags.expect_account
@@ -316,7 +316,7 @@ def show_plan(
     return EXIT_FAILED if plan.would_fail or plan.unknown else 0
 
 
-def budget(text: str | None, total: int, err: Console) -> int | None:
+def budget(text: str | None, total: int) -> int | None:
     if text is None:
         return None
     from ..saga import parse_budget
@@ -492,7 +492,6 @@ def register(
         missing_ok: MissingOk = False,
         trace: TraceOpt = None,
     ) -> int:
-        _, err = consoles()
         size, auto_batch = batch_options(batch_size, spec.limits)
         if (force or hibernate) and not is_stop:
             raise UsageError(f"--force and --hibernate are for swarm stop, not {spec.name}")
@@ -539,7 +538,7 @@ def register(
                     headroom=headroom,
                     trace=trace,
                     max_attempts=max_attempts,
-                    window=window_profile(window_profile_, min_window, max_window, err),
+                    window=window_profile(window_profile_, min_window, max_window),
                     progress="none" if quiet else progress.value,
                     verbose=verbose,
                     drain_timeout=drain_timeout,
@@ -651,7 +650,7 @@ def rollback(
     )
     if expect_account is not None:
         expect_account_of(flags, next(iter({**plan.groups, **plan.unsure}), None), err)
-    reach = Reach(flags, load_account_map(accounts, role_arn, err), 500)
+    reach = Reach(flags, load_account_map(accounts, role_arn), 500)
     reach.connect({**plan.groups, **plan.unsure}, err)
     if reach.unreachable:
         # An undo is all or nothing: nothing is written or sent until every account is in reach.
@@ -683,7 +682,7 @@ EC2_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "ter
 LISTED_STATES = ("pending", "running", "stopping", "stopped")  # swarm list's default
 
 
-def list_state_filter(filters: Sequence[str], states: Sequence[str], err: Console) -> list[str]:
+def list_state_filter(filters: Sequence[str], states: Sequence[str]) -> list[str]:
     """swarm list's --state as a filter on instance-state-name (none for all)."""
     named = [v.strip() for state in states for v in state.split(",") if v.strip()]
     by_filter = any(f.partition("=")[0].strip() == "instance-state-name" for f in filters)
@@ -726,7 +725,7 @@ def list_cmd(
     It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them.
     """  # noqa: E501 - rich keeps a docstring's line breaks
     out, err = consoles()
-    filters = [*(filters or ()), *list_state_filter(filters or (), states or (), err)]
+    filters = [*(filters or ()), *list_state_filter(filters or (), states or ())]
     flags = Flags(
         ids=None,
         region=region,
@@ -746,11 +745,11 @@ def list_cmd(
         older_than=older_than,
         exclude_ids=exclude_ids,
     )
-    account_map = load_account_map(accounts, role_arn, err)
+    account_map = load_account_map(accounts, role_arn)
     reach = Reach(flags, account_map, 10)
     found: dict[str, Instance] = {}
     groups = select_groups(
-        None, flags, account_map, region or session_region(profile, err), reach, found, err
+        None, flags, account_map, region or session_region(profile), reach, found, err
     )
     if output is Output.json:
         rows = [

@@ -79,7 +79,7 @@ def main_options(
     """Bulk cloud mutations as fast as the API allows."""
 
 
-def require_sandbox(err: Console) -> None:
+def require_sandbox() -> None:
     from ..sandbox import missing_extra
 
     problem = missing_extra()
@@ -102,7 +102,7 @@ def finish(
 
 
 @contextlib.contextmanager
-def interruptible(err: Console) -> Iterator[None]:
+def interruptible() -> Iterator[None]:
     """Ctrl-C while a sandbox is being set up: stop cleanly with 130, no traceback."""
     try:
         yield

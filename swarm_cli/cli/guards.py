@@ -37,7 +37,7 @@ from .pairs import Instance
 from .reach import Reach
 
 
-def check_outputs(flags: Flags, err: Console) -> None:
+def check_outputs(flags: Flags) -> None:
     """--trace, --report, --plan-out: never the ledger, an input or each other; never a link.
 
     Each is replaced or truncated when written: onto the ledger it would wipe

@@ -9,7 +9,6 @@ from enum import Enum
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from ..actions.base import Limits
 from ..batching import initial_size
@@ -341,7 +340,7 @@ MissingOk = Annotated[
 ]
 
 
-def window_profile(choice: WindowChoice, min_window: int, max_window: int, err: Console) -> Profile:
+def window_profile(choice: WindowChoice, min_window: int, max_window: int) -> Profile:
     try:
         return PROFILES[choice.value].bounded(min_window=min_window, max_window=max_window)
     except ValueError as exc:

@@ -151,9 +151,7 @@ def _account_region(account: Account | None) -> str | None:
     return account.regions[0] if account is not None and len(account.regions) == 1 else None
 
 
-def selection_pairs(
-    accounts: Mapping[str, Account], region: str | None, err: Console
-) -> list[Pair]:
+def selection_pairs(accounts: Mapping[str, Account], region: str | None) -> list[Pair]:
     """Where a selection looks: each account's regions (or --region), or --region alone."""
     if not accounts:
         if region is None:
@@ -202,7 +200,7 @@ def select_groups(
     exclude: set[str] = set()
     if flags.exclude_ids:
         exclude = set(load_targets(flags.exclude_ids, err).ids)
-    pairs = selection_pairs(accounts, region, err)
+    pairs = selection_pairs(accounts, region)
     reach.connect({p: [] for p in pairs}, err)
     now = datetime.now(timezone.utc)
     groups: dict[Pair, list[str]] = {}

@@ -48,9 +48,7 @@ def expect_account(flags: Flags, region: str | None, err: Console) -> None:
     err.print(f"account {literal(got)}: as expected", markup=False)
 
 
-def load_account_map(
-    accounts_file: str | None, role_arn: str | None, err: Console
-) -> dict[str, Account]:
+def load_account_map(accounts_file: str | None, role_arn: str | None) -> dict[str, Account]:
     """The accounts a run may act in, by ID: from --accounts, or the one of --role-arn."""
     from ..accounts import ROLE_ARN, AccountsError, load_accounts
 
@@ -69,7 +67,7 @@ def load_account_map(
         raise UsageError(str(exc)) from exc
 
 
-def session_region(profile: str | None, err: Console) -> str | None:
+def session_region(profile: str | None) -> str | None:
     from botocore.exceptions import ProfileNotFound
 
     from ..ec2 import new_session

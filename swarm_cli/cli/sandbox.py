@@ -196,7 +196,7 @@ def demo(
     default, so the window has many calls to learn from.
     """
     out, err = consoles()
-    require_sandbox(err)
+    require_sandbox()
     from ..rehearse import run_demo
 
     config = _sandbox_config(
@@ -217,11 +217,11 @@ def demo(
         batch_size=size,
         auto_batch=auto_batch,
         max_attempts=max_attempts,
-        window=window_profile(window_profile_, min_window, max_window, err),
+        window=window_profile(window_profile_, min_window, max_window),
         ledger=ledger_path,
         progress=progress.value,
     )
-    with interruptible(err):
+    with interruptible():
         report = run_demo(
             config, count, options, err, protected=protected, missing=missing, regions=regions
         )
@@ -313,7 +313,7 @@ def sandbox_cmd(
     # until Ctrl-C needs it back, or moto's cycles would pile up for as long as it serves.
     gc.enable()
     out, err = consoles()
-    require_sandbox(err)
+    require_sandbox()
     from ..sandbox import ACCOUNT, Sandbox, environment, fake_ids
 
     config = _sandbox_config(

@@ -42,8 +42,8 @@ def shards(
     _, err = consoles()
     if not accounts and not ids:
         raise UsageError("pass --accounts FILE or --ids FILE: the pairs come from one of them")
-    account_map = load_account_map(accounts, None, err)
-    default_region = region or session_region(None, err)
+    account_map = load_account_map(accounts, None)
+    default_region = region or session_region(None)
     weights: dict[PairKey, int] = {}
     if ids:
         targets = load_targets(ids, err)
