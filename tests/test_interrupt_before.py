@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from swarm_cli.cli import act, app
+from swarm_cli.cli import app, guards
 from swarm_cli.sandbox import Sandbox
 
 
@@ -27,7 +27,7 @@ def test_ctrl_c_at_the_confirmation_sends_nothing_and_leaves_no_ledger(
         assert not ledger.exists()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(act, "ask", ctrl_c)
+    monkeypatch.setattr(guards, "ask", ctrl_c)
     result = CliRunner().invoke(
         app,
         [
@@ -60,7 +60,7 @@ def test_an_existing_ledger_is_kept_after_ctrl_c(
     def ctrl_c(prompt: str, **kwargs: object) -> bool:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(act, "ask", ctrl_c)
+    monkeypatch.setattr(guards, "ask", ctrl_c)
     result = CliRunner().invoke(
         app,
         ["terminate", "--ids", "-", "--endpoint-url", sandbox.endpoint, "--ledger", str(ledger)],

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 from test_cli import swarm
 
-from swarm_cli.cli.act import apply_shard, load_targets, plan_groups
+from swarm_cli.cli.pairs import apply_shard, load_targets, plan_groups
 from swarm_cli.shards import (
     ShardError,
     assign,

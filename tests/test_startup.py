@@ -45,7 +45,7 @@ def test_the_command_line_defers_what_an_action_run_does_not_need() -> None:
 def test_the_sandbox_commands_still_find_the_fake_ec2() -> None:
     loaded = imported_after(
         "from swarm_cli.cli.sandbox import _sandbox_config\n"
-        "from swarm_cli.cli.common import Preset\n"
+        "from swarm_cli.cli.options import Preset\n"
         "_sandbox_config(Preset.quick, rate=None, burst=None, resource_rate=None,"
         " resource_burst=None, latency=None, error_rate=0.0, seed=0)"
     )

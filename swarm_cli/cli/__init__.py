@@ -1,4 +1,5 @@
-"""The ``swarm`` command line: one module per command group, sharing ``common``."""
+"""The ``swarm`` command line: one module per command group, sharing ``common``; how every
+command ends (its exit code, its error on stderr) is decided in ``exits``."""
 
 from __future__ import annotations
 

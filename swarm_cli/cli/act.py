@@ -1,59 +1,55 @@
-"""``swarm terminate | stop | start | reboot``: one command per action, every option shared.
+"""The commands that act: ``swarm terminate | stop | start | reboot`` (one per action, every
+option shared), ``swarm plan <action>``, ``swarm rollback`` and ``swarm list``.
 
-Each command is built from its :class:`ActionSpec` by :func:`register`; Typer reads the
-options from the generated function's signature, so this module resolves its
-annotations at definition time (no ``from __future__ import annotations``).
+Each command reads its options (``options``), reaches the accounts (``reach``), makes
+the pairs (``pairs``), passes the guards (``guards``), runs, and follows up
+(``follow_up``). Each action command is built from its :class:`ActionSpec` by
+:func:`register`; Typer reads the options from the generated function's signature, so
+this module resolves its annotations at definition time (no ``from __future__ import
+annotations``).
 """
 
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
+from dataclasses import replace
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from ..accounts import Account
 from ..actions import ACTIONS, ActionSpec
+from ..errors import (
+    CredentialsError,
+    Interrupted,
+    SwarmError,
+    UsageError,
+    error_for,
+)
 from ..ledger import (
-    Damaged,
     LedgerError,
     check_ledger_path,
-    describe_damage,
-    fold,
-    read_records,
 )
-from ..outcome import Kind, Outcome
 from ..rails import (
-    PROTECTED_CODE,
-    SAMPLE_SIZE,
-    UNVERIFIED_CODE,
     RailError,
-    account_alias,
-    ask,
-    check_account,
     check_max_count,
-    confirmation_text,
     protect_tags,
-    split_protected,
 )
-from ..report import Pair, Report
+from ..report import Pair
 from ..run import (
-    EXIT_AUTH,
     EXIT_FAILED,
-    EXIT_LEDGER,
     EXIT_REFUSED,
-    EXIT_USAGE,
     Job,
     RunOptions,
     run_job,
 )
-from ..targets import Targets, TargetsError, read_ids
-from ..text import clip, literal
-from .common import (
+from ..text import literal
+from .common import app, consoles, finish, interruptible, require_sandbox
+from .exits import emit_json
+from .follow_up import follow_up, reconcile_undo, run_plan, save_report, step_summary
+from .guards import check_outputs, confirm, protected_by_tags, unverified_count
+from .options import (
     AccountsOpt,
     BatchSize,
     CallTimeout,
@@ -62,6 +58,7 @@ from .common import (
     ExcludeOpt,
     ExpectAccountOpt,
     FilterOpt,
+    Flags,
     Headroom,
     MaxAttempts,
     MaxCountOpt,
@@ -83,62 +80,25 @@ from .common import (
     VerboseOpt,
     WindowChoice,
     WindowOpt,
-    app,
     batch_options,
-    consoles,
-    emit_json,
-    error,
-    fail,
-    finish,
-    interruptible,
-    require_sandbox,
-    warn,
     window_profile,
 )
-
-if TYPE_CHECKING:
-    from ..saga import UndoPlan
+from .pairs import (  # the benchmarks read load_targets and plan_groups from here too
+    Instance,
+    apply_shard,
+    load_targets,
+    plan_groups,
+    reconcile_resume,
+    select_groups,
+    succeeded,
+)
+from .reach import Reach, expect_account, expect_account_of, load_account_map, session_region
 
 EXIT_CODES = (
     "Exit codes: 0 all done · 1 some failed or pending (see the ledger) · 2 bad usage or "
     "input · 3 not confirmed · 4 credentials or permission · 74 the ledger could not be "
     "written · 130 interrupted (Ctrl-C) · 128+N stopped by signal N (143 SIGTERM, 129 SIGHUP)."
 )
-
-
-@dataclass(frozen=True)
-class Flags:
-    """What a user asked of one action run, gathered from the command line."""
-
-    ids: str | None
-    region: str | None
-    profile: str | None
-    endpoint_url: str | None
-    ledger: str
-    resume: bool
-    yes: bool
-    dry_run: bool
-    sandbox: bool
-    params: Mapping[str, Any]
-    options: RunOptions
-    output: Output
-    accounts: str | None = None
-    role_arn: str | None = None
-    shard: str | None = None
-    max_errors: str | None = None
-    rollback: bool = False
-    wait: bool = False
-    wait_timeout: float = 600.0
-    quiet: bool = False
-    report: str | None = None
-    filters: Sequence[str] = ()
-    older_than: str | None = None
-    exclude_ids: str | None = None
-    expect_account: str | None = None
-    protect_tags: Sequence[str] = ()
-    max_count: int | None = None
-    check_protection: bool = True
-    plan_out: str | None = None
 
 
 class _Stage:
@@ -148,27 +108,31 @@ class _Stage:
         self.sending = False
 
 
-def run_action(spec: ActionSpec, flags: Flags) -> NoReturn:
+def run_action(spec: ActionSpec, flags: Flags) -> int:
     """One action command; whatever stops it before anything is sent says so, and leaves
     no empty ledger behind (one this command created and never wrote to)."""
     stage = _Stage()
     ledger = flags.ledger if not (flags.sandbox or flags.dry_run) else None
     existed = ledger is None or os.path.lexists(ledger)
     try:
-        _run_action(spec, flags, stage)
+        code = _run_action(spec, flags, stage)
     except KeyboardInterrupt as exc:
         if stage.sending:
             raise
         if not existed and ledger is not None:
             remove_empty(ledger)
-        _, err = consoles()
         name = getattr(exc, "signal", "SIGINT")
-        error(err, f"interrupted by {name} before anything was sent: nothing was sent")
-        raise typer.Exit(128 + signal.Signals[name].value) from None
-    except typer.Exit:
+        raise Interrupted(
+            f"interrupted by {name} before anything was sent: nothing was sent",
+            signum=signal.Signals[name].value,
+        ) from None
+    except (SwarmError, LedgerError):
         if not stage.sending and not existed and ledger is not None:
             remove_empty(ledger)
         raise
+    if not stage.sending and not existed and ledger is not None:
+        remove_empty(ledger)
+    return code
 
 
 def remove_empty(path: str) -> None:
@@ -180,25 +144,23 @@ def remove_empty(path: str) -> None:
             os.unlink(path)
 
 
-def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
+def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
     from ..ec2 import redact_url
 
     out, err = consoles()
     if flags.rollback and not spec.reversible:
-        fail(err, f"{spec.name} cannot be undone: --rollback is for stop and start", EXIT_USAGE)
+        raise UsageError(f"{spec.name} cannot be undone: --rollback is for stop and start")
     selecting = bool(flags.filters or flags.older_than)
     if bool(flags.ids) == selecting:
-        fail(
-            err,
+        raise UsageError(
             "say which instances: --ids FILE, or --filter NAME=VALUE (with --older-than, "
-            "--exclude-ids), not both",
-            EXIT_USAGE,
+            "--exclude-ids), not both"
         )
     if selecting and flags.sandbox:
-        fail(err, "--sandbox rehearses an ID list: pass --ids (swarm list prints one)", EXIT_USAGE)
-    check_outputs(flags, err)
-    accounts = load_account_map(flags.accounts, flags.role_arn, err)
-    region = flags.region or session_region(flags.profile, err)
+        raise UsageError("--sandbox rehearses an ID list: pass --ids (swarm list prints one)")
+    check_outputs(flags)
+    accounts = load_account_map(flags.accounts, flags.role_arn)
+    region = flags.region or session_region(flags.profile)
     reach = Reach(flags, accounts, flags.options.window.max_window)
     if flags.expect_account and not flags.sandbox:  # a rehearsal checks it in the sandbox
         expect_account(flags, region, err)
@@ -215,7 +177,7 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
         try:
             check_ledger_path(flags.ledger, ids_path=flags.ids)
         except LedgerError as exc:
-            fail(err, str(exc), EXIT_USAGE)
+            raise UsageError(str(exc)) from exc
     resumed = 0
     done = succeeded(flags.ledger, spec.name, err) if flags.resume else None
     if flags.resume and done is None:
@@ -237,13 +199,13 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
     try:
         check_max_count(total, flags.max_count, action=spec.name)
     except RailError as exc:
-        fail(err, exc.message, exc.code)
+        raise error_for(exc.code, exc.message) from exc
     options = replace(
         flags.options,
         already_done=resumed,
         endpoint=redact_url(flags.endpoint_url),
         ledger=flags.ledger if writes_ledger else None,
-        max_errors=budget(flags.max_errors, total, err),
+        max_errors=budget(flags.max_errors, total),
     )
     title = f"{spec.name} (dry run)" if flags.dry_run else spec.name
     if flags.shard and not groups:
@@ -254,29 +216,29 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)
             emit_json(report.to_dict())
-        raise typer.Exit(0)
+        return 0
     if flags.sandbox:
-        require_sandbox(err)
+        require_sandbox()
         from ..rehearse import rehearse
 
         stage.sending = True
-        with interruptible(err):
+        with interruptible():
             try:
                 report = rehearse(
                     Job(spec, groups, options, title), err, expect_account=flags.expect_account
                 )
             except RailError as exc:
-                fail(err, exc.message, exc.code)
+                raise error_for(exc.code, exc.message) from exc
         if flags.report:
             save_report(report, flags.report, err)
-        finish(report, flags.output, out, err, quiet=flags.quiet)
+        return finish(report, flags.output, out, err, quiet=flags.quiet)
 
     from ..ec2 import InstanceCall, classify_exception
 
     reach.connect(groups, err)
     endpoint = reach.endpoint or ""
     if flags.dry_run:
-        show_plan(spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err)
+        return show_plan(spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err)
     already = reconcile_resume(spec, flags, groups, reach, options, found, err)
     settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
     for pair, outcomes in already.items():  # already done: recorded so, whatever a rail says
@@ -301,284 +263,7 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> NoReturn:
     step_summary(report, err)
     if flags.report:
         save_report(report, flags.report, err)
-    finish(report, flags.output, out, err, quiet=flags.quiet)
-
-
-def check_outputs(flags: Flags, err: Console) -> None:
-    """--trace, --report, --plan-out: never the ledger, an input or each other; never a link.
-
-    Each is replaced or truncated when written: onto the ledger it would wipe
-    the record of earlier runs, onto the ID list the list itself.
-    """
-    from ..ledger import same_file
-
-    inputs = {
-        "--ledger": flags.ledger,
-        "--ids": flags.ids,
-        "--exclude-ids": flags.exclude_ids,
-        "--accounts": flags.accounts,
-    }
-    outputs = {
-        "--trace": flags.options.trace,
-        "--report": flags.report,
-        "--plan-out": flags.plan_out,
-    }
-    named = [(k, v) for k, v in inputs.items() if v and v != "-"]
-    for option, path in outputs.items():
-        if not path:
-            continue
-        if os.path.islink(path):
-            fail(err, f"{option} {path} is a symbolic link: pass the real path", EXIT_USAGE)
-        for other, taken in named:
-            if same_file(path, taken):
-                fail(
-                    err,
-                    f"{option} {path} is the {other} file: writing it would destroy it; pass "
-                    "another path (nothing was sent)",
-                    EXIT_USAGE,
-                )
-        named.append((option, path))
-
-
-def reconcile_resume(
-    spec: ActionSpec,
-    flags: Flags,
-    groups: Mapping[Pair, Sequence[str]],
-    reach: "Reach",
-    options: RunOptions,
-    found: dict[str, "Instance"],
-    err: Console,
-) -> dict[Pair, dict[str, Outcome]]:
-    """--resume: the intents not known done that EC2 shows done already; none are sent."""
-    from ..resume import observable, reconcile
-
-    if not flags.resume or not groups:
-        return {}
-    if not observable(spec.name):
-        count = sum(len(ids) for ids in groups.values())
-        err.print(
-            f"resume: {spec.name} leaves no state to check; the {count} not known "
-            f"{spec.verb} are sent again",
-            markup=False,
-        )
-        return {}
-    seen = reconcile(spec.name, groups, reach.client, err, options=options)
-    found.update(seen.found)
-    text = (
-        f"resume: DescribeInstances shows {seen.already} of {seen.checked} already "
-        f"{spec.verb} (recorded, not sent); {seen.checked - seen.already} to send"
-    )
-    if seen.unread:
-        text += f" ({seen.unread} could not be read: they are sent)"
-    err.print(text, markup=False)
-    return seen.done
-
-
-class Instance(Protocol):
-    """What a describe or a selection knows of an instance."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def name(self) -> str | None: ...
-    @property
-    def tags(self) -> Mapping[str, str]: ...
-
-
-def expect_account_of(flags: Flags, pair: Pair | None, err: Console) -> None:
-    """--expect-account for a ledger's pairs: checked in the first pair's region."""
-    expect_account(flags, pair.region if pair is not None else None, err)
-
-
-def expect_account(flags: Flags, region: str | None, err: Console) -> None:
-    """--expect-account: checked with STS before anything else is read or sent."""
-    from ..ec2 import new_session
-
-    assert flags.expect_account is not None
-    try:
-        session = new_session(profile=flags.profile)
-        got = check_account(
-            session, flags.expect_account, endpoint_url=flags.endpoint_url, region=region
-        )
-    except RailError as exc:
-        fail(err, exc.message, exc.code)
-    except Exception as exc:
-        client_error(exc, err)
-    err.print(f"account {literal(got)}: as expected", markup=False)
-
-
-def selection_pairs(
-    accounts: Mapping[str, Account], region: str | None, err: Console
-) -> list[Pair]:
-    """Where a selection looks: each account's regions (or --region), or --region alone."""
-    if not accounts:
-        if region is None:
-            fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
-        return [Pair(None, region)]
-    pairs = []
-    for account in accounts.values():
-        regions = account.regions or ((region,) if region else ())
-        if not regions:
-            fail(err, f"account {account.id} lists no regions: pass --region", EXIT_USAGE)
-        pairs += [Pair(account.id, r) for r in regions]
-    return pairs
-
-
-# The states an action can apply to: a selection looks only at those, unless the user
-# filters on instance-state-name himself (terminated instances stay listed for an hour).
-SOURCE_STATES = {
-    "terminate": ["pending", "running", "stopping", "stopped"],
-    "stop": ["pending", "running"],
-    "start": ["stopped"],
-    "reboot": ["running"],
-}
-
-
-def select_groups(
-    spec: ActionSpec | None,
-    flags: Flags,
-    accounts: Mapping[str, Account],
-    region: str | None,
-    reach: "Reach",
-    found: dict[str, Instance],
-    err: Console,
-) -> dict[Pair, list[str]]:
-    """--filter, --older-than, --exclude-ids: DescribeInstances, every page, per pair."""
-    from datetime import datetime, timezone
-
-    from ..select import SelectError, parse_age, parse_filters, select
-
-    try:
-        filters = parse_filters(flags.filters)
-        older = parse_age(flags.older_than) if flags.older_than else None
-    except SelectError as exc:
-        fail(err, exc.message, EXIT_USAGE)
-    if spec is not None and not any(f["Name"] == "instance-state-name" for f in filters):
-        filters.append({"Name": "instance-state-name", "Values": SOURCE_STATES[spec.name]})
-    exclude: set[str] = set()
-    if flags.exclude_ids:
-        exclude = set(load_targets(flags.exclude_ids, err).ids)
-    pairs = selection_pairs(accounts, region, err)
-    reach.connect({p: [] for p in pairs}, err)
-    now = datetime.now(timezone.utc)
-    groups: dict[Pair, list[str]] = {}
-    for pair in pairs:
-        try:
-            chosen = select(reach.client(pair), filters, older_than=older, exclude=exclude, now=now)
-        except SelectError as exc:
-            fail(err, f"{pair.label}: {exc.message}", exc.exit_code)
-        except Exception as exc:  # an account that could not be reached
-            fail(err, f"{pair.label}: {exc}", EXIT_AUTH)
-        groups[pair] = [i.id for i in chosen]
-        found.update({i.id: i for i in chosen})
-    shown = literal(", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters))
-    extra = (f", older than {flags.older_than}" if older else "") + (
-        f", minus {len(exclude)} excluded" if exclude else ""
-    )
-    count = sum(len(v) for v in groups.values())
-    err.print(
-        f"selected {count} instance(s) in {len(pairs)} pair(s) by {shown}{extra}", markup=False
-    )
-    return groups
-
-
-def protected_by_tags(
-    spec: ActionSpec,
-    flags: Flags,
-    groups: Mapping[Pair, Sequence[str]],
-    reach: "Reach",
-    options: RunOptions,
-    found: dict[str, Instance],
-    err: Console,
-) -> dict[Pair, dict[str, Outcome]]:
-    """--protect-tag: instances carrying the tag are never sent; they are recorded failed.
-
-    The rail fails closed: an instance whose tags could not be read (DescribeInstances
-    denied, failing, or silent about it) is not sent either; it is recorded failed
-    (``RailUnverified``) with the reason, and the run exits 3.
-    """
-    try:
-        predicate = protect_tags(flags.protect_tags)
-    except RailError as exc:
-        fail(err, exc.message, exc.code)
-    if predicate is None:
-        return {}
-    unread = describe_missing(groups, reach, options, found, err)
-    refused = Outcome(
-        Kind.PERMANENT, PROTECTED_CODE, "carries a tag that --protect-tag protects; not sent"
-    )
-    settled: dict[Pair, dict[str, Outcome]] = {}
-    for pair, ids in groups.items():
-        known = [found[i] for i in ids if i in found]
-        _, protected = split_protected(known, predicate)
-        if protected:
-            settled[pair] = {i.id: refused for i in protected}
-        for i in ids:
-            if i in unread:
-                settled.setdefault(pair, {})[i] = Outcome(
-                    Kind.PERMANENT,
-                    UNVERIFIED_CODE,
-                    f"--protect-tag could not read its tags ({unread[i]}); not sent",
-                )
-    count = sum(o.code == PROTECTED_CODE for v in settled.values() for o in v.values())
-    if count:
-        err.print(f"--protect-tag: {count} instance(s) protected; they will be recorded, not sent")
-    if unread:
-        example = next(iter(unread.values()))
-        error(
-            err,
-            f"--protect-tag could not read the tags of {len(unread)} instance(s) (e.g. "
-            f"{example}): they will not be sent, and are recorded failed ({UNVERIFIED_CODE})",
-        )
-    return settled
-
-
-def unverified_count(settled: Mapping[Pair, Mapping[str, Outcome]]) -> int:
-    """Intents a rail could not check, settled unsent: the run then exits 3."""
-    return sum(o.code == UNVERIFIED_CODE for v in settled.values() for o in v.values())
-
-
-NOT_LISTED = "NotListed"  # describe.NOT_LISTED_CODE, without importing it at start-up
-
-
-def describe_missing(
-    groups: Mapping[Pair, Sequence[str]],
-    reach: "Reach",
-    options: RunOptions,
-    found: dict[str, Instance],
-    err: Console,
-) -> dict[str, str]:
-    """Tags and names of listed instances a selection did not already read.
-
-    Returns the IDs that could not be read, each with why: denied, failing, or left out
-    of DescribeInstances' answer. Those EC2 names as unknown are not among them (an
-    instance that does not exist cannot be harmed: its call fails as missing).
-    """
-    from ..describe import BAD_ID_CODES, describe_job
-
-    wanted = {p: [i for i in ids if i not in found] for p, ids in groups.items()}
-    wanted = {p: ids for p, ids in wanted.items() if ids}
-    if not wanted:
-        return {}
-    read, report = describe_job(
-        wanted, reach.client, err, options=replace(options, ledger=None, progress="none")
-    )
-    for infos in read.values():
-        found.update({i: info for i, info in infos.items() if info is not None})
-    problems = {(p.region, p.account, p.id): p for p in report.problems}
-    unread: dict[str, str] = {}
-    for pair, ids in wanted.items():
-        for i in ids:
-            if i in found:
-                continue
-            problem = problems.get((pair.region, pair.account, i))
-            if problem is not None and problem.code in BAD_ID_CODES:
-                continue
-            why = "not read" if problem is None else (problem.code or problem.status)
-            if problem is not None and problem.message and problem.code != NOT_LISTED:
-                why += f": {problem.message}"
-            unread[i] = why
-    return unread
+    return finish(report, flags.output, out, err, quiet=flags.quiet)
 
 
 def show_plan(
@@ -589,7 +274,7 @@ def show_plan(
     options: RunOptions,
     out: Console,
     err: Console,
-) -> NoReturn:
+) -> int:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
     from ..plan import Prediction, estimate, make_plan
     from ..plan_view import plan_json, render_plan, write_plan_ids
@@ -606,7 +291,7 @@ def show_plan(
     try:
         predicate = protect_tags(flags.protect_tags)
     except RailError as exc:
-        fail(err, exc.message, exc.code)
+        raise error_for(exc.code, exc.message) from exc
     if predicate is not None:
         # As the run will: a tagged instance is recorded failed (Protected), never sent;
         # one whose tags could not be read is already predicted unknown.
@@ -629,236 +314,10 @@ def show_plan(
         emit_json({"dry_run": True, **plan_json(plan, est)})
     else:
         render_plan(plan, est, out)
-    raise typer.Exit(EXIT_FAILED if plan.would_fail or plan.unknown else 0)
+    return EXIT_FAILED if plan.would_fail or plan.unknown else 0
 
 
-def follow_up(
-    spec: ActionSpec, flags: Flags, job: Job, report: Report, reach: "Reach", err: Console
-) -> None:
-    """After the run: undo it when --rollback and its failure budget is spent; then --wait.
-
-    Neither starts after a signal (a runner that sent it kills soon after) or when the
-    ledger could not be written (neither could their records).
-    """
-    if report.interrupted or report.ledger_error:
-        if flags.rollback or flags.wait:
-            err.print("--rollback and --wait skipped: the run was stopped short", markup=False)
-        return
-    if flags.rollback and report.budget_spent is not None:
-        from ..saga import SagaError, undo_plan, undo_report
-
-        try:
-            # From the ledger when there is one: what is on disk is what was done.
-            ledger = job.options.ledger
-            if ledger:
-                plan = undo_plan([ledger], report.run, allow_empty=True)
-            else:
-                plan = undo_report(report)
-        except (SagaError, LedgerError) as exc:
-            err.print(f"rollback: {literal(exc)}", markup=False)
-        else:
-            # Calls still unanswered when the budget stopped the run may have been done.
-            groups = reconcile_undo(plan, reach, job.options, err)
-            count = sum(len(ids) for ids in groups.values())
-            if not count:
-                err.print(f"rollback: run {plan.run} got nothing done: nothing to undo")
-            else:
-                err.print(
-                    f"rollback: the failure budget is spent; {plan.action.name} the "
-                    f"{count} instance(s) this run {spec.verb}"
-                )
-                undo = run_plan(plan.action, groups, job.options, reach, err, "rollback")
-                report.extra["rollback"] = undo.to_dict()
-                if undo.exit_code:
-                    report.exit_code = undo.exit_code
-    if flags.wait and not flags.dry_run and spec.target_state and report.done:
-        from ..wait import record_reached, wait_for
-
-        waited = wait_for(job, report.done, reach.client, err, timeout=flags.wait_timeout)
-        report.extra["wait"] = waited.extra.get("wait", {})
-        if job.options.ledger:
-            try:
-                record_reached(
-                    job.options.ledger,
-                    report.run,
-                    spec.name,
-                    waited,
-                    started=report.ledger_started,
-                    seq_after=report.ledger_seq,
-                )
-            except LedgerError as exc:
-                error(err, f"--wait: {exc}")
-                report.ledger_error = str(exc)
-                report.exit_code = EXIT_LEDGER
-                return
-        if waited.exit_code and not report.exit_code:
-            report.exit_code = waited.exit_code
-
-
-def run_plan(
-    spec: ActionSpec,
-    groups: Mapping[Pair, Sequence[str]],
-    options: RunOptions,
-    reach: "Reach",
-    err: Console,
-    title: str,
-    settled: Mapping[Pair, Mapping[str, Outcome]] | None = None,
-) -> Report:
-    from ..ec2 import InstanceCall, classify_exception
-
-    def action(pair: Pair) -> InstanceCall:
-        return InstanceCall(reach.client(pair), spec, dry_run=options.dry_run)
-
-    job = Job(spec, {p: list(ids) for p, ids in groups.items()}, options, title, settled or {})
-    report = run_job(job, action, err, classify=classify_exception)
-    unverified = unverified_count(settled or {})
-    if unverified:
-        report.extra["rail_unverified"] = unverified
-        if report.exit_code in (0, EXIT_FAILED):  # a rail that could not see refused them
-            report.exit_code = EXIT_REFUSED
-    return report
-
-
-def save_report(report: Report, path: str, err: Console) -> None:
-    """--report: one self-contained HTML page of the run; failing to write it loses nothing."""
-    from ..html_report import write_html
-
-    try:
-        write_html(report, path)
-    except OSError as exc:
-        warn(err, f"could not write the report {path}: {exc.strerror or exc}")
-    else:
-        err.print(f"report: {literal(path)}", markup=False)
-
-
-def step_summary(report: Report, err: Console) -> None:
-    """In a GitHub Actions job, the run's summary on the job's page too."""
-    import os
-
-    from ..summary_md import append_step_summary
-
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path and append_step_summary(report) is None:
-        warn(err, f"could not append the summary to {path}")
-
-
-def load_account_map(
-    accounts_file: str | None, role_arn: str | None, err: Console
-) -> dict[str, Account]:
-    """The accounts a run may act in, by ID: from --accounts, or the one of --role-arn."""
-    from ..accounts import ROLE_ARN, AccountsError, load_accounts
-
-    if accounts_file and role_arn:
-        fail(err, "--accounts and --role-arn cannot be used together", EXIT_USAGE)
-    if role_arn:
-        match = ROLE_ARN.fullmatch(role_arn)
-        if match is None:
-            fail(err, f"--role-arn {role_arn} is not an IAM role ARN", EXIT_USAGE)
-        return {match.group(2): Account(match.group(2), role_arn=role_arn)}
-    if not accounts_file:
-        return {}
-    try:
-        return {a.id: a for a in load_accounts(accounts_file)}
-    except AccountsError as exc:
-        fail(err, str(exc), EXIT_USAGE)
-
-
-def plan_groups(
-    targets: Targets,
-    accounts: Mapping[str, Account],
-    default_region: str | None,
-    err: Console,
-) -> dict[Pair, list[str]]:
-    """Each (account, region) pair and its IDs: one window each."""
-    default_account = next(iter(accounts)) if len(accounts) == 1 else None
-    unnamed = [t for t in targets.items if t.account is None]
-    if unnamed and len(accounts) > 1:
-        fail(
-            err,
-            f"{len(unnamed)} ID(s) name no account (e.g. {unnamed[0].id}) and --accounts lists "
-            f"{len(accounts)}: add an account column to the ID list",
-            EXIT_USAGE,
-        )
-    strangers = sorted({t.account for t in targets.items if t.account} - set(accounts))
-    if strangers and accounts:
-        fail(
-            err,
-            f"the ID list names account(s) {', '.join(strangers)}, which --accounts or "
-            "--role-arn does not: nothing was sent",
-            EXIT_USAGE,
-        )
-    groups: dict[Pair, list[str]] = {}
-    seen: set[tuple[Pair, str]] = set()
-    for target in targets.items:
-        account = target.account or default_account
-        region = target.region or _account_region(accounts.get(account or "")) or default_region
-        if region is None:
-            fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
-        pair = Pair(account, region)
-        if (pair, target.id) not in seen:  # the same instance, once with defaults spelled out
-            seen.add((pair, target.id))
-            groups.setdefault(pair, []).append(target.id)
-    warn_unknown_regions({p.region for p in groups}, err)
-    return groups
-
-
-def warn_unknown_regions(regions: set[str], err: Console) -> None:
-    """A region botocore does not know is more likely a typo than a new region."""
-    from ..ec2 import new_session
-
-    session = new_session()
-    known = {
-        r
-        for partition in session.get_available_partitions()
-        for r in session.get_available_regions("ec2", partition_name=partition)
-    }
-    for region in sorted(regions - known):
-        warn(err, f"region {region} is not one botocore knows: a typo?")
-
-
-def apply_shard(
-    groups: dict[Pair, list[str]], shard: str | None, err: Console, *, by_count: bool = True
-) -> dict[Pair, list[str]]:
-    """--shard K/N: keep the pairs of shard K, so that no bucket is split across machines.
-
-    The split is swarm shards' (shards.assign): by instance count for an ID list, by
-    pairs for a selection (whose counts the shards command cannot know).
-    """
-    from ..shards import ShardError, keep_shard, parse_shard
-
-    if not shard:
-        return groups
-    try:
-        k, n = parse_shard(shard)
-    except ShardError as exc:
-        fail(err, str(exc), EXIT_USAGE)
-    weights = {(p.account, p.region): len(ids) if by_count else 1 for p, ids in groups.items()}
-    mine = keep_shard(weights, k, n)
-    kept = {p: ids for p, ids in groups.items() if (p.account, p.region) in mine}
-    err.print(
-        f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
-        f"{sum(map(len, kept.values()))} of {sum(map(len, groups.values()))} instance(s)"
-    )
-    return kept
-
-
-def _account_region(account: Account | None) -> str | None:
-    return account.regions[0] if account is not None and len(account.regions) == 1 else None
-
-
-def session_region(profile: str | None, err: Console) -> str | None:
-    from botocore.exceptions import ProfileNotFound
-
-    from ..ec2 import new_session
-
-    try:
-        region = new_session(profile=profile).region_name
-    except ProfileNotFound as exc:
-        fail(err, str(exc), EXIT_AUTH)
-    return str(region) if region else None
-
-
-def budget(text: str | None, total: int, err: Console) -> int | None:
+def budget(text: str | None, total: int) -> int | None:
     if text is None:
         return None
     from ..saga import parse_budget
@@ -866,207 +325,11 @@ def budget(text: str | None, total: int, err: Console) -> int | None:
     try:
         return parse_budget(text, total)
     except ValueError as exc:
-        fail(err, f"--max-errors: {exc}", EXIT_USAGE)
-
-
-class Reach:
-    """How to reach each pair: one client per pair, with that account's credentials.
-
-    Credentials are resolved before the confirmation, one account at a time (a boto3
-    session is not thread-safe). An account that cannot be reached stops its own
-    pairs only: their intents are recorded pending with the reason.
-    """
-
-    def __init__(self, flags: Flags, accounts: Mapping[str, Account], max_pool: int) -> None:
-        self.flags = flags
-        self.accounts = accounts
-        self.max_pool = max_pool
-        self.endpoint: str | None = None
-        self._clients: dict[Pair, Any] = {}
-        self._errors: dict[str | None, Exception] = {}
-        self._credentials: dict[str | None, Any] = {}
-
-    def connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
-        """Credentials and a client for every pair not reached yet (calling again is cheap)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        from ..accounts import AccountsError, assume
-        from ..ec2 import make_client, new_session, redact_url
-
-        f = self.flags
-        credentials = self._credentials
-        try:
-            session = new_session(profile=f.profile)
-        except Exception as exc:
-            client_error(exc, err)
-        for pair in groups:
-            account = pair.account
-            if account is None or account in credentials or account in self._errors:
-                continue
-            known = self.accounts.get(account, Account(account))
-            try:
-                got = assume(
-                    known, region=pair.region, endpoint_url=f.endpoint_url, session=session
-                )
-            except (AccountsError, BotoCoreError, ClientError) as exc:
-                self._errors[account] = exc
-                error(err, f"{exc}; its pairs send nothing")
-                continue
-            credentials[account] = got
-        for pair in groups:
-            if pair.account in self._errors or pair in self._clients:
-                continue
-            known_credentials = credentials.get(pair.account)
-            try:
-                client = make_client(
-                    pair.region,
-                    profile=f.profile if pair.account is None else None,
-                    endpoint_url=f.endpoint_url,
-                    max_pool=self.max_pool,
-                    credentials=known_credentials.session_kwargs() if known_credentials else None,
-                    renewing=known_credentials.source if known_credentials else None,
-                )
-            except Exception as exc:
-                if pair.account is None:
-                    client_error(exc, err)
-                self._errors[pair.account] = exc
-                continue
-            self._clients[pair] = client
-            self.endpoint = self.endpoint or redact_url(client.meta.endpoint_url)
-
-    @property
-    def unreachable(self) -> list[str]:
-        return [a or "(default)" for a in self._errors]
-
-    def alias(self, pair: Pair) -> str | None:
-        """The account's alias, where IAM lets us read it (a nicety: None otherwise)."""
-        from ..ec2 import new_session
-
-        if pair not in self._clients:
-            return None
-        try:
-            got = self._credentials.get(pair.account)
-            kwargs = got.session_kwargs() if got else {}
-            profile = self.flags.profile if pair.account is None else None
-            session = new_session(profile=profile, **kwargs)
-            iam = session.client(
-                "iam", region_name=pair.region, endpoint_url=self.flags.endpoint_url
-            )
-        except Exception:
-            return None
-        return account_alias(iam)
-
-    def client(self, pair: Pair) -> Any:
-        if pair.account in self._errors:
-            raise self._errors[pair.account]
-        return self._clients[pair]
+        raise UsageError(f"--max-errors: {exc}") from exc
 
 
 def _never(pair: Pair) -> Callable[[Any], Mapping[str, Any]]:
     raise AssertionError("a job with no pairs makes no action")
-
-
-def load_targets(ids: str, err: Console) -> Targets:
-    try:
-        targets = read_ids(ids, sys.stdin if ids == "-" else None)
-    except TargetsError as exc:
-        fail(err, str(exc), EXIT_USAGE)
-    if targets.bad:
-        shown = targets.bad[:20]
-        error(err, f"{len(targets.bad)} invalid line(s) in {ids}; nothing was sent:")
-        for bad in shown:
-            err.print(f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}", markup=False)
-        if len(targets.bad) > len(shown):
-            err.print(f"  … and {len(targets.bad) - len(shown)} more")
-        raise typer.Exit(EXIT_USAGE)
-    if targets.duplicates:
-        dup = len(targets.duplicates)
-        extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
-        example, lines = next(iter(targets.duplicates.items()))
-        warn(
-            err,
-            f"{dup} ID(s) listed more than once; {extra} repeat(s) "
-            f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})",
-        )
-    return targets
-
-
-def succeeded(ledger: str, action: str, err: Console) -> set[str] | None:
-    """IDs the ledger holds as done for ``action``: what a resume skips.
-
-    None when there is no ledger yet, or one without records (a run stopped
-    before its first intent); a file that is not a swarm ledger (no line is a
-    swarm record, a FIFO, a device) is refused before anything is sent.
-    """
-    if not os.path.lexists(ledger):
-        return None
-    damaged: list[Damaged] = []
-    try:
-        state = fold(read_records(ledger, damaged))
-    except LedgerError as exc:
-        fail(err, f"--resume: {exc}; nothing was sent", EXIT_USAGE)
-    if damaged:
-        warn(err, describe_damage(damaged))
-    if not state:
-        return None
-    return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
-
-
-def confirm(
-    spec: ActionSpec,
-    groups: Mapping[Pair, Sequence[str]],
-    where: str,
-    flags: Flags,
-    reach: "Reach",
-    found: dict[str, Instance],
-    err: Console,
-) -> None:
-    """Name what is about to happen (account, regions, count, endpoint, a sample) and ask."""
-    count = sum(len(v) for v in groups.values())
-    first = next(iter(groups.items()))
-    sample_ids = list(first[1][:SAMPLE_SIZE])
-    describe_missing({first[0]: sample_ids}, reach, flags.options, found, err)
-    sample = [(i, found[i].name if i in found else None) for i in sample_ids]
-    accounts = {p.account for p in groups}
-    account, alias = (accounts.pop() if len(accounts) == 1 else None), None
-    if account is None and len(groups) == 1:
-        account = flags.expect_account
-    if account is not None and len(groups) == 1:
-        alias = reach.alias(first[0])
-    text = confirmation_text(
-        spec.name,
-        count,
-        {p.label: len(v) for p, v in groups.items()},
-        where,
-        account,
-        alias,
-        sample,
-    )
-    on_stdin = flags.ids == "-"
-    if not sys.stdin.isatty() and not on_stdin:
-        fail(
-            err,
-            f"refusing to {spec.name} {count} instance(s) without confirmation: no terminal to "
-            "ask on. Pass --yes to confirm (scripts and CI).",
-            EXIT_REFUSED,
-        )
-    if not ask(f"{text}\nContinue? [y/N] ", stdin_is_ids=on_stdin):
-        err.print("not confirmed; nothing was sent")
-        raise typer.Exit(EXIT_REFUSED)
-
-
-def client_error(exc: Exception, err: Console) -> NoReturn:
-    from botocore.exceptions import NoRegionError, ProfileNotFound
-
-    from ..ec2 import CREDENTIAL_ERRORS, classify_exception
-
-    if isinstance(exc, NoRegionError):
-        fail(err, "no AWS region: pass --region or set AWS_REGION", EXIT_USAGE)
-    if isinstance(exc, ProfileNotFound):
-        fail(err, str(exc), EXIT_AUTH)
-    if isinstance(exc, CREDENTIAL_ERRORS):  # resolved when the client is made; nothing sent
-        fail(err, f"no usable credentials: {classify_exception(exc).message}", EXIT_AUTH)
-    fail(err, f"cannot set up the EC2 client: {exc}", EXIT_USAGE)
 
 
 def register(
@@ -1229,17 +492,16 @@ def register(
         max_outage: MaxOutage = 45.0,
         missing_ok: MissingOk = False,
         trace: TraceOpt = None,
-    ) -> None:
-        _, err = consoles()
+    ) -> int:
         size, auto_batch = batch_options(batch_size, spec.limits)
         if (force or hibernate) and not is_stop:
-            fail(err, f"--force and --hibernate are for swarm stop, not {spec.name}", EXIT_USAGE)
+            raise UsageError(f"--force and --hibernate are for swarm stop, not {spec.name}")
         if force and hibernate:
-            fail(err, "--force and --hibernate cannot be used together", EXIT_USAGE)
+            raise UsageError("--force and --hibernate cannot be used together")
         params = {
             spec.flags[k]: True for k, on in (("force", force), ("hibernate", hibernate)) if on
         }
-        run_action(
+        return run_action(
             spec,
             Flags(
                 ids=ids,
@@ -1277,7 +539,7 @@ def register(
                     headroom=headroom,
                     trace=trace,
                     max_attempts=max_attempts,
-                    window=window_profile(window_profile_, min_window, max_window, err),
+                    window=window_profile(window_profile_, min_window, max_window),
                     progress="none" if quiet else progress.value,
                     verbose=verbose,
                     drain_timeout=drain_timeout,
@@ -1354,7 +616,7 @@ def rollback(
     expect_account: ExpectAccountOpt = None,
     protect_tag: ProtectTagOpt = None,
     max_count: MaxCountOpt = None,
-) -> None:
+) -> int:
     """Undo a stop or start run from its ledger: start what it stopped, stop what it started.
 
     The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
@@ -1366,7 +628,7 @@ def rollback(
         plan = undo_plan([ledger], run or None, allow_empty=True)
         check_ids(plan)
     except (SagaError, LedgerError) as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        raise UsageError(str(exc)) from exc
     flags = Flags(
         ids=ledger,
         region=None,
@@ -1389,24 +651,22 @@ def rollback(
     )
     if expect_account is not None:
         expect_account_of(flags, next(iter({**plan.groups, **plan.unsure}), None), err)
-    reach = Reach(flags, load_account_map(accounts, role_arn, err), 500)
+    reach = Reach(flags, load_account_map(accounts, role_arn), 500)
     reach.connect({**plan.groups, **plan.unsure}, err)
     if reach.unreachable:
         # An undo is all or nothing: nothing is written or sent until every account is in reach.
-        fail(
-            err,
+        raise CredentialsError(
             f"cannot reach account(s) {', '.join(sorted(reach.unreachable))}: pass --accounts "
-            "FILE or --role-arn ARN to reach them; nothing was sent",
-            EXIT_AUTH,
+            "FILE or --role-arn ARN to reach them; nothing was sent"
         )
     endpoint = reach.endpoint or ""
     groups = reconcile_undo(plan, reach, flags.options, err)
     if not groups:
-        fail(err, f"run {plan.run} ({plan.of}) got nothing done: nothing to undo", EXIT_USAGE)
+        raise UsageError(f"run {plan.run} ({plan.of}) got nothing done: nothing to undo")
     try:
         check_max_count(sum(map(len, groups.values())), max_count, action=plan.action.name)
     except RailError as exc:
-        fail(err, exc.message, exc.code)
+        raise error_for(exc.code, exc.message) from exc
     found: dict[str, Instance] = {}
     settled = protected_by_tags(plan.action, flags, groups, reach, flags.options, found, err)
     if not yes:
@@ -1416,53 +676,25 @@ def rollback(
     report = run_plan(plan.action, groups, options, reach, err, title, settled)
     job = Job(plan.action, groups, options)
     follow_up(plan.action, flags, job, report, reach, err)
-    finish(report, output, out, err)
-
-
-def reconcile_undo(
-    plan: "UndoPlan", reach: Reach, options: RunOptions, err: Console
-) -> dict[Pair, list[str]]:
-    """What to undo: the run's successes, and those of its pending intents EC2 shows done.
-
-    A call in flight when the run was killed may have been carried out though
-    the ledger says pending; DescribeInstances tells (in batches, through a
-    window). Those in the run's end state are undone with the rest.
-    """
-    from ..resume import reconcile
-
-    groups = {p: list(ids) for p, ids in plan.groups.items()}
-    count = sum(len(ids) for ids in plan.unsure.values())
-    if not count:
-        return groups
-    seen = reconcile(plan.of, plan.unsure, reach.client, err, options=options)
-    for pair, done in seen.done.items():
-        groups.setdefault(pair, []).extend(done)
-    err.print(
-        f"rollback: {count} intent(s) of the run were left pending; DescribeInstances shows "
-        f"{seen.already} of them {ACTIONS[plan.of].verb}: they are undone too",
-        markup=False,
-    )
-    return groups
+    return finish(report, output, out, err)
 
 
 EC2_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
 LISTED_STATES = ("pending", "running", "stopping", "stopped")  # swarm list's default
 
 
-def list_state_filter(filters: Sequence[str], states: Sequence[str], err: Console) -> list[str]:
+def list_state_filter(filters: Sequence[str], states: Sequence[str]) -> list[str]:
     """swarm list's --state as a filter on instance-state-name (none for all)."""
     named = [v.strip() for state in states for v in state.split(",") if v.strip()]
     by_filter = any(f.partition("=")[0].strip() == "instance-state-name" for f in filters)
     if named and by_filter:
-        fail(err, "--state or --filter instance-state-name=..., not both", EXIT_USAGE)
+        raise UsageError("--state or --filter instance-state-name=..., not both")
     if by_filter or named == ["all"]:
         return []
     unknown = sorted(set(named) - set(EC2_STATES))
     if unknown:
-        fail(
-            err,
-            f"--state {', '.join(unknown)}: EC2's states are {', '.join(EC2_STATES)}, or all",
-            EXIT_USAGE,
+        raise UsageError(
+            f"--state {', '.join(unknown)}: EC2's states are {', '.join(EC2_STATES)}, or all"
         )
     return [f"instance-state-name={','.join(named or LISTED_STATES)}"]
 
@@ -1494,7 +726,7 @@ def list_cmd(
     It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them.
     """  # noqa: E501 - rich keeps a docstring's line breaks
     out, err = consoles()
-    filters = [*(filters or ()), *list_state_filter(filters or (), states or (), err)]
+    filters = [*(filters or ()), *list_state_filter(filters or (), states or ())]
     flags = Flags(
         ids=None,
         region=region,
@@ -1514,11 +746,11 @@ def list_cmd(
         older_than=older_than,
         exclude_ids=exclude_ids,
     )
-    account_map = load_account_map(accounts, role_arn, err)
+    account_map = load_account_map(accounts, role_arn)
     reach = Reach(flags, account_map, 10)
     found: dict[str, Instance] = {}
     groups = select_groups(
-        None, flags, account_map, region or session_region(profile, err), reach, found, err
+        None, flags, account_map, region or session_region(profile), reach, found, err
     )
     if output is Output.json:
         rows = [

@@ -11,21 +11,22 @@ from typing import Annotated, TypeVar
 import typer
 
 from ..actions import ACTIONS
+from ..errors import EXIT_FAILED, UsageError
 from ..ledger import (
     STATUSES,
     CutShort,
     Damaged,
-    LedgerError,
     Record,
     describe_damage,
     fold_files,
     merge_files,
     permanent,
 )
-from ..run import EXIT_FAILED, EXIT_USAGE
 from ..targets import Target, Targets, TargetsError, read_ids
 from ..text import literal
-from .common import Output, OutputOpt, emit_json, ledger_app
+from .common import ledger_app
+from .exits import emit_json
+from .options import Output, OutputOpt
 
 LedgersArg = Annotated[
     list[Path],
@@ -87,7 +88,7 @@ def ledger_failed(
             "which a retry would only repeat; they are counted on stderr.",
         ),
     ] = False,
-) -> None:
+) -> int:
     """Print the IDs worth retrying (failed or pending), one per line.
 
     Pending means not known to be done: never sent, in flight when the run was stopped or killed, or never answered. Feed them back: swarm terminate --ids <(swarm ledger failed --retryable swarm-ledger.jsonl)
@@ -99,12 +100,7 @@ def ledger_failed(
     if action is None:
         actions = sorted({act for act, _ in state})
         if len(actions) > 1:
-            typer.echo(
-                f"error: the ledger holds {literal(', '.join(actions))}: pass --action to say "
-                "which",
-                err=True,
-            )
-            raise typer.Exit(EXIT_USAGE)
+            raise UsageError(f"the ledger holds {', '.join(actions)}: pass --action to say which")
         action = actions[0] if actions else "terminate"
     left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
     stuck = [r for r in left if permanent(r)]
@@ -148,10 +144,11 @@ def ledger_failed(
             err=True,
         )
         if rows:
-            raise typer.Exit(EXIT_FAILED)
+            return EXIT_FAILED
     if cut_short or empty:
         # Some intents of a run never reached the ledger: this list is not the whole.
-        raise typer.Exit(EXIT_FAILED)
+        return EXIT_FAILED
+    return 0
 
 
 def _read_list(path: Path) -> Targets:
@@ -159,16 +156,12 @@ def _read_list(path: Path) -> Targets:
     try:
         targets = read_ids(str(path))
     except TargetsError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise UsageError(str(exc)) from None
     if targets.bad:
         first = targets.bad[0]
-        typer.echo(
-            f"error: {len(targets.bad)} invalid line(s) in {path}, e.g. line {first.line}: "
-            f"{first.reason}",
-            err=True,
+        raise UsageError(
+            f"{len(targets.bad)} invalid line(s) in {path}, e.g. line {first.line}: {first.reason}"
         )
-        raise typer.Exit(EXIT_USAGE)
     return targets
 
 
@@ -224,14 +217,11 @@ T = TypeVar("T")
 
 
 def _reading(read: Callable[[list[Damaged], list[CutShort]], T]) -> T:
-    """Run ``read``; an unreadable ledger is a one-line error, damage a one-line warning."""
+    """Run ``read``; an unreadable ledger is a one-line error (exit 2), damage a one-line
+    warning."""
     damaged: list[Damaged] = []
     cut_short: list[CutShort] = []
-    try:
-        result = read(damaged, cut_short)
-    except LedgerError as exc:
-        typer.echo(f"error: {literal(exc)}", err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+    result = read(damaged, cut_short)  # a LedgerError ends the command: see cli.exits
     if damaged:
         typer.echo(f"warning: {literal(describe_damage(damaged))}", err=True)
     for run in cut_short:

@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..actions import ACTIONS
-from ..run import EXIT_USAGE, RunOptions
+from ..errors import UsageError
+from ..run import RunOptions
 from ..text import literal
-from .common import (
+from .common import app, consoles, finish, interruptible, require_sandbox, write_atomic
+from .exits import warn
+from .options import (
     BatchSize,
     MaxAttempts,
     MaxWindow,
@@ -26,16 +29,8 @@ from .common import (
     ProgressOpt,
     WindowChoice,
     WindowOpt,
-    app,
     batch_options,
-    consoles,
-    fail,
-    finish,
-    interruptible,
-    require_sandbox,
-    warn,
     window_profile,
-    write_atomic,
 )
 
 if TYPE_CHECKING:  # the fake EC2 is imported by the commands that start one
@@ -193,7 +188,7 @@ def demo(
     ] = None,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
-) -> None:
+) -> int:
     """Watch swarm work against a local fake EC2: no AWS account, nothing leaves this machine.
 
     Starts the sandbox (moto behind EC2-style token buckets), launches instances in it,
@@ -201,7 +196,7 @@ def demo(
     default, so the window has many calls to learn from.
     """
     out, err = consoles()
-    require_sandbox(err)
+    require_sandbox()
     from ..rehearse import run_demo
 
     config = _sandbox_config(
@@ -222,15 +217,15 @@ def demo(
         batch_size=size,
         auto_batch=auto_batch,
         max_attempts=max_attempts,
-        window=window_profile(window_profile_, min_window, max_window, err),
+        window=window_profile(window_profile_, min_window, max_window),
         ledger=ledger_path,
         progress=progress.value,
     )
-    with interruptible(err):
+    with interruptible():
         report = run_demo(
             config, count, options, err, protected=protected, missing=missing, regions=regions
         )
-    finish(report, output, out, err)
+    return finish(report, output, out, err)
 
 
 @app.command("sandbox")
@@ -318,7 +313,7 @@ def sandbox_cmd(
     # until Ctrl-C needs it back, or moto's cycles would pile up for as long as it serves.
     gc.enable()
     out, err = consoles()
-    require_sandbox(err)
+    require_sandbox()
     from ..sandbox import ACCOUNT, Sandbox, environment, fake_ids
 
     config = _sandbox_config(
@@ -335,7 +330,7 @@ def sandbox_cmd(
     try:
         box.start()
     except OSError as exc:
-        fail(err, f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", EXIT_USAGE)
+        raise UsageError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
     # SIGINT too: a shell starts background jobs with it ignored, and then Ctrl-C's
     # "kill -INT" would do nothing.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

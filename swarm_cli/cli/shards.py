@@ -7,16 +7,12 @@ from typing import Annotated
 
 import typer
 
-from ..run import EXIT_USAGE
+from ..errors import UsageError
 from ..shards import MAX_MATRIX_JOBS, PairKey, ShardError, empty_shards, matrix
-from .act import (
-    load_account_map,
-    load_targets,
-    plan_groups,
-    session_region,
-    warn_unknown_regions,
-)
-from .common import AccountsOpt, RegionOpt, app, consoles, fail
+from .common import app, consoles
+from .options import AccountsOpt, RegionOpt
+from .pairs import load_targets, plan_groups, warn_unknown_regions
+from .reach import load_account_map, session_region
 
 
 @app.command()
@@ -45,9 +41,9 @@ def shards(
     """
     _, err = consoles()
     if not accounts and not ids:
-        fail(err, "pass --accounts FILE or --ids FILE: the pairs come from one of them", EXIT_USAGE)
-    account_map = load_account_map(accounts, None, err)
-    default_region = region or session_region(None, err)
+        raise UsageError("pass --accounts FILE or --ids FILE: the pairs come from one of them")
+    account_map = load_account_map(accounts, None)
+    default_region = region or session_region(None)
     weights: dict[PairKey, int] = {}
     if ids:
         targets = load_targets(ids, err)
@@ -57,15 +53,15 @@ def shards(
         for account in account_map.values():
             regions = account.regions or ((default_region,) if default_region else ())
             if not regions:
-                fail(err, f"account {account.id} lists no regions: pass --region", EXIT_USAGE)
+                raise UsageError(f"account {account.id} lists no regions: pass --region")
             weights.update({(account.id, r): 1 for r in regions})
         warn_unknown_regions({region for _, region in weights}, err)
     if not weights:
-        fail(err, "no account/region pair to split: the list is empty", EXIT_USAGE)
+        raise UsageError("no account/region pair to split: the list is empty")
     try:
         result = matrix(weights, n)
     except ShardError as exc:
-        fail(err, str(exc), EXIT_USAGE)
+        raise UsageError(str(exc)) from exc
     empty = empty_shards(len(weights), n)
     if empty:
         err.print(

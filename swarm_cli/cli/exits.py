@@ -1,0 +1,171 @@
+"""How a command ends: the one place errors become a message on stderr and an exit code.
+
+Commands return their exit code (0 when they return nothing) or raise a
+:class:`~swarm_cli.errors.SwarmError` kind; :class:`SwarmGroup`, the top command, maps
+both, as pip's ``base_command`` does. The ledger's own errors, which reach a command
+from below, are mapped here too. With ``--output json``, stdout holds one
+object whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
+
+from ..errors import (
+    EXIT_INTERRUPTED,
+    EXIT_LEDGER,
+    EXIT_SIGNALLED,
+    EXIT_USAGE,
+    SwarmError,
+    error_for,
+)
+from ..ledger import LedgerError, LedgerWriteError
+from ..text import literal
+
+EXIT_MEANINGS = {
+    0: "all done",
+    1: "some intents failed or are pending (the ledger names them)",
+    2: "bad usage or input; nothing was sent",
+    3: "refused by a guard or at the confirmation",
+    4: "credentials or permission",
+    74: "the ledger could not be written",
+    130: "interrupted (SIGINT)",
+}
+
+
+def exit_meaning(code: int) -> str:
+    """What an exit code says, in words (the README's table)."""
+    if code in EXIT_MEANINGS:
+        return EXIT_MEANINGS[code]
+    if code > EXIT_SIGNALLED:
+        import signal
+
+        try:
+            return f"stopped by {signal.Signals(code - EXIT_SIGNALLED).name}"
+        except ValueError:
+            pass
+    return "unexpected"
+
+
+class _JsonOutput:
+    """With --output json: whether the one object has been written, and the first error."""
+
+    def __init__(self) -> None:
+        self.written = False
+        self.error: str | None = None
+
+
+_json = _JsonOutput()
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    for k, arg in enumerate(argv):
+        if arg in ("--output=json", "-ojson"):
+            return True
+        if arg in ("--output", "-o") and k + 1 < len(argv) and argv[k + 1] == "json":
+            return True
+    return False
+
+
+def emit_json(data: Mapping[str, Any]) -> None:
+    """The one object --output json prints on stdout."""
+    _json.written = True
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def error(err: Console, message: str) -> None:
+    """One error line; the message is text, never markup (it may hold paths, IDs, [extras]),
+    its control characters made visible (see ``swarm_cli.text``)."""
+    if _json.error is None:
+        _json.error = message
+    err.print(Text.assemble(("error:", "bold red"), " ", literal(message)))
+
+
+def warn(err: Console, message: str) -> None:
+    err.print(Text.assemble(("warning:", "yellow"), " ", literal(message)))
+
+
+def as_swarm_error(exc: BaseException) -> SwarmError | None:
+    """``exc`` as the kind of error it is, or None when it is none of swarm's."""
+    if isinstance(exc, SwarmError):
+        return exc
+    if isinstance(exc, LedgerWriteError):
+        return error_for(EXIT_LEDGER, str(exc))
+    if isinstance(exc, LedgerError):  # a ledger that cannot be opened, read or created
+        return error_for(EXIT_USAGE, str(exc))
+    return None
+
+
+def report(exc: SwarmError) -> int:
+    """Say why the command stopped, on stderr; the exit code it ends with."""
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    if exc.plain:
+        err.print(exc.message, markup=False)
+    else:
+        error(err, exc.message)
+    for line in exc.details:
+        err.print(line, markup=False)
+    return exc.exit_code
+
+
+class SwarmGroup(TyperGroup):
+    """The top command: every command's end, mapped to an exit code here and only here.
+
+    With --output json, refusals, usage errors and failures that end before a
+    command prints its own object print ``{"exit_code", "meaning", "error"}``
+    instead of nothing.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("standalone_mode", True):  # a caller that maps the end itself
+            return super().main(*args, **kwargs)
+        argv = kwargs.get("args", args[0] if args else None)
+        argv = list(sys.argv[1:] if argv is None else argv)
+        wants_json = _wants_json(argv)
+        global _json
+        _json = _JsonOutput()
+        kwargs["standalone_mode"] = False
+        code = self._run(wants_json, *args, **kwargs)
+        if wants_json and not _json.written:
+            emit_json({"exit_code": code, "meaning": exit_meaning(code), "error": _json.error})
+        sys.exit(code)
+
+    def _run(self, wants_json: bool, *args: Any, **kwargs: Any) -> int:
+        try:
+            returned = super().main(*args, **kwargs)
+        except typer.Abort:
+            if wants_json:
+                return EXIT_INTERRUPTED
+            typer.echo("Aborted!", err=True)
+            return 1
+        except TyperException as exc:  # click's usage errors, as typer carries them
+            getattr(exc, "show", lambda: None)()
+            if wants_json:
+                format_message = getattr(exc, "format_message", None)
+                message = format_message() if format_message else str(exc)
+                _json.error = _json.error or str(message)
+            return int(getattr(exc, "exit_code", 1))
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception as exc:
+            known = as_swarm_error(exc)
+            if known is not None:
+                return report(known)
+            if not wants_json:
+                raise
+            import traceback  # a bug: still one object, and the traceback on stderr
+
+            traceback.print_exc()
+            _json.error = f"{type(exc).__name__}: {exc}"
+            return 1
+        return returned if isinstance(returned, int) else 0

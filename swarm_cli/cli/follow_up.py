@@ -1,0 +1,168 @@
+"""After a run: undo it when its failure budget is spent (``--rollback``), wait for the
+instances to reach their state (``--wait``), the step summary and the HTML report."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from ..actions import ACTIONS, ActionSpec
+from ..ledger import (
+    LedgerError,
+)
+from ..outcome import Outcome
+from ..report import Pair, Report
+from ..run import (
+    EXIT_FAILED,
+    EXIT_LEDGER,
+    EXIT_REFUSED,
+    Job,
+    RunOptions,
+    run_job,
+)
+from ..text import literal
+from .exits import error, warn
+from .guards import unverified_count
+from .options import Flags
+from .reach import Reach
+
+if TYPE_CHECKING:
+    from ..saga import UndoPlan
+
+
+def follow_up(
+    spec: ActionSpec, flags: Flags, job: Job, report: Report, reach: Reach, err: Console
+) -> None:
+    """After the run: undo it when --rollback and its failure budget is spent; then --wait.
+
+    Neither starts after a signal (a runner that sent it kills soon after) or when the
+    ledger could not be written (neither could their records).
+    """
+    if report.interrupted or report.ledger_error:
+        if flags.rollback or flags.wait:
+            err.print("--rollback and --wait skipped: the run was stopped short", markup=False)
+        return
+    if flags.rollback and report.budget_spent is not None:
+        from ..saga import SagaError, undo_plan, undo_report
+
+        try:
+            # From the ledger when there is one: what is on disk is what was done.
+            ledger = job.options.ledger
+            if ledger:
+                plan = undo_plan([ledger], report.run, allow_empty=True)
+            else:
+                plan = undo_report(report)
+        except (SagaError, LedgerError) as exc:
+            err.print(f"rollback: {literal(exc)}", markup=False)
+        else:
+            # Calls still unanswered when the budget stopped the run may have been done.
+            groups = reconcile_undo(plan, reach, job.options, err)
+            count = sum(len(ids) for ids in groups.values())
+            if not count:
+                err.print(f"rollback: run {plan.run} got nothing done: nothing to undo")
+            else:
+                err.print(
+                    f"rollback: the failure budget is spent; {plan.action.name} the "
+                    f"{count} instance(s) this run {spec.verb}"
+                )
+                undo = run_plan(plan.action, groups, job.options, reach, err, "rollback")
+                report.extra["rollback"] = undo.to_dict()
+                if undo.exit_code:
+                    report.exit_code = undo.exit_code
+    if flags.wait and not flags.dry_run and spec.target_state and report.done:
+        from ..wait import record_reached, wait_for
+
+        waited = wait_for(job, report.done, reach.client, err, timeout=flags.wait_timeout)
+        report.extra["wait"] = waited.extra.get("wait", {})
+        if job.options.ledger:
+            try:
+                record_reached(
+                    job.options.ledger,
+                    report.run,
+                    spec.name,
+                    waited,
+                    started=report.ledger_started,
+                    seq_after=report.ledger_seq,
+                )
+            except LedgerError as exc:
+                error(err, f"--wait: {exc}")
+                report.ledger_error = str(exc)
+                report.exit_code = EXIT_LEDGER
+                return
+        if waited.exit_code and not report.exit_code:
+            report.exit_code = waited.exit_code
+
+
+def run_plan(
+    spec: ActionSpec,
+    groups: Mapping[Pair, Sequence[str]],
+    options: RunOptions,
+    reach: Reach,
+    err: Console,
+    title: str,
+    settled: Mapping[Pair, Mapping[str, Outcome]] | None = None,
+) -> Report:
+    from ..ec2 import InstanceCall, classify_exception
+
+    def action(pair: Pair) -> InstanceCall:
+        return InstanceCall(reach.client(pair), spec, dry_run=options.dry_run)
+
+    job = Job(spec, {p: list(ids) for p, ids in groups.items()}, options, title, settled or {})
+    report = run_job(job, action, err, classify=classify_exception)
+    unverified = unverified_count(settled or {})
+    if unverified:
+        report.extra["rail_unverified"] = unverified
+        if report.exit_code in (0, EXIT_FAILED):  # a rail that could not see refused them
+            report.exit_code = EXIT_REFUSED
+    return report
+
+
+def reconcile_undo(
+    plan: UndoPlan, reach: Reach, options: RunOptions, err: Console
+) -> dict[Pair, list[str]]:
+    """What to undo: the run's successes, and those of its pending intents EC2 shows done.
+
+    A call in flight when the run was killed may have been carried out though
+    the ledger says pending; DescribeInstances tells (in batches, through a
+    window). Those in the run's end state are undone with the rest.
+    """
+    from ..resume import reconcile
+
+    groups = {p: list(ids) for p, ids in plan.groups.items()}
+    count = sum(len(ids) for ids in plan.unsure.values())
+    if not count:
+        return groups
+    seen = reconcile(plan.of, plan.unsure, reach.client, err, options=options)
+    for pair, done in seen.done.items():
+        groups.setdefault(pair, []).extend(done)
+    err.print(
+        f"rollback: {count} intent(s) of the run were left pending; DescribeInstances shows "
+        f"{seen.already} of them {ACTIONS[plan.of].verb}: they are undone too",
+        markup=False,
+    )
+    return groups
+
+
+def save_report(report: Report, path: str, err: Console) -> None:
+    """--report: one self-contained HTML page of the run; failing to write it loses nothing."""
+    from ..html_report import write_html
+
+    try:
+        write_html(report, path)
+    except OSError as exc:
+        warn(err, f"could not write the report {path}: {exc.strerror or exc}")
+    else:
+        err.print(f"report: {literal(path)}", markup=False)
+
+
+def step_summary(report: Report, err: Console) -> None:
+    """In a GitHub Actions job, the run's summary on the job's page too."""
+
+    from ..summary_md import append_step_summary
+
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path and append_step_summary(report) is None:
+        warn(err, f"could not append the summary to {path}")

@@ -1,0 +1,210 @@
+"""What stands between the pairs and the first call: the output paths checked, the rails
+(``--protect-tag``), the tags read for them, and the confirmation."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from rich.console import Console
+
+from ..actions import ActionSpec
+from ..errors import (
+    RefusedError,
+    UsageError,
+    error_for,
+)
+from ..outcome import Kind, Outcome
+from ..rails import (
+    PROTECTED_CODE,
+    SAMPLE_SIZE,
+    UNVERIFIED_CODE,
+    RailError,
+    ask,
+    confirmation_text,
+    protect_tags,
+    split_protected,
+)
+from ..report import Pair
+from ..run import (
+    RunOptions,
+)
+from .exits import error
+from .options import Flags
+from .pairs import Instance
+from .reach import Reach
+
+
+def check_outputs(flags: Flags) -> None:
+    """--trace, --report, --plan-out: never the ledger, an input or each other; never a link.
+
+    Each is replaced or truncated when written: onto the ledger it would wipe
+    the record of earlier runs, onto the ID list the list itself.
+    """
+    from ..ledger import same_file
+
+    inputs = {
+        "--ledger": flags.ledger,
+        "--ids": flags.ids,
+        "--exclude-ids": flags.exclude_ids,
+        "--accounts": flags.accounts,
+    }
+    outputs = {
+        "--trace": flags.options.trace,
+        "--report": flags.report,
+        "--plan-out": flags.plan_out,
+    }
+    named = [(k, v) for k, v in inputs.items() if v and v != "-"]
+    for option, path in outputs.items():
+        if not path:
+            continue
+        if os.path.islink(path):
+            raise UsageError(f"{option} {path} is a symbolic link: pass the real path")
+        for other, taken in named:
+            if same_file(path, taken):
+                raise UsageError(
+                    f"{option} {path} is the {other} file: writing it would destroy it; pass "
+                    "another path (nothing was sent)"
+                )
+        named.append((option, path))
+
+
+def protected_by_tags(
+    spec: ActionSpec,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: Reach,
+    options: RunOptions,
+    found: dict[str, Instance],
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """--protect-tag: instances carrying the tag are never sent; they are recorded failed.
+
+    The rail fails closed: an instance whose tags could not be read (DescribeInstances
+    denied, failing, or silent about it) is not sent either; it is recorded failed
+    (``RailUnverified``) with the reason, and the run exits 3.
+    """
+    try:
+        predicate = protect_tags(flags.protect_tags)
+    except RailError as exc:
+        raise error_for(exc.code, exc.message) from exc
+    if predicate is None:
+        return {}
+    unread = describe_missing(groups, reach, options, found, err)
+    refused = Outcome(
+        Kind.PERMANENT, PROTECTED_CODE, "carries a tag that --protect-tag protects; not sent"
+    )
+    settled: dict[Pair, dict[str, Outcome]] = {}
+    for pair, ids in groups.items():
+        known = [found[i] for i in ids if i in found]
+        _, protected = split_protected(known, predicate)
+        if protected:
+            settled[pair] = {i.id: refused for i in protected}
+        for i in ids:
+            if i in unread:
+                settled.setdefault(pair, {})[i] = Outcome(
+                    Kind.PERMANENT,
+                    UNVERIFIED_CODE,
+                    f"--protect-tag could not read its tags ({unread[i]}); not sent",
+                )
+    count = sum(o.code == PROTECTED_CODE for v in settled.values() for o in v.values())
+    if count:
+        err.print(f"--protect-tag: {count} instance(s) protected; they will be recorded, not sent")
+    if unread:
+        example = next(iter(unread.values()))
+        error(
+            err,
+            f"--protect-tag could not read the tags of {len(unread)} instance(s) (e.g. "
+            f"{example}): they will not be sent, and are recorded failed ({UNVERIFIED_CODE})",
+        )
+    return settled
+
+
+def unverified_count(settled: Mapping[Pair, Mapping[str, Outcome]]) -> int:
+    """Intents a rail could not check, settled unsent: the run then exits 3."""
+    return sum(o.code == UNVERIFIED_CODE for v in settled.values() for o in v.values())
+
+
+NOT_LISTED = "NotListed"  # describe.NOT_LISTED_CODE, without importing it at start-up
+
+
+def describe_missing(
+    groups: Mapping[Pair, Sequence[str]],
+    reach: Reach,
+    options: RunOptions,
+    found: dict[str, Instance],
+    err: Console,
+) -> dict[str, str]:
+    """Tags and names of listed instances a selection did not already read.
+
+    Returns the IDs that could not be read, each with why: denied, failing, or left out
+    of DescribeInstances' answer. Those EC2 names as unknown are not among them (an
+    instance that does not exist cannot be harmed: its call fails as missing).
+    """
+    from ..describe import BAD_ID_CODES, describe_job
+
+    wanted = {p: [i for i in ids if i not in found] for p, ids in groups.items()}
+    wanted = {p: ids for p, ids in wanted.items() if ids}
+    if not wanted:
+        return {}
+    read, report = describe_job(
+        wanted, reach.client, err, options=replace(options, ledger=None, progress="none")
+    )
+    for infos in read.values():
+        found.update({i: info for i, info in infos.items() if info is not None})
+    problems = {(p.region, p.account, p.id): p for p in report.problems}
+    unread: dict[str, str] = {}
+    for pair, ids in wanted.items():
+        for i in ids:
+            if i in found:
+                continue
+            problem = problems.get((pair.region, pair.account, i))
+            if problem is not None and problem.code in BAD_ID_CODES:
+                continue
+            why = "not read" if problem is None else (problem.code or problem.status)
+            if problem is not None and problem.message and problem.code != NOT_LISTED:
+                why += f": {problem.message}"
+            unread[i] = why
+    return unread
+
+
+def confirm(
+    spec: ActionSpec,
+    groups: Mapping[Pair, Sequence[str]],
+    where: str,
+    flags: Flags,
+    reach: Reach,
+    found: dict[str, Instance],
+    err: Console,
+) -> None:
+    """Name what is about to happen (account, regions, count, endpoint, a sample) and ask."""
+    count = sum(len(v) for v in groups.values())
+    first = next(iter(groups.items()))
+    sample_ids = list(first[1][:SAMPLE_SIZE])
+    describe_missing({first[0]: sample_ids}, reach, flags.options, found, err)
+    sample = [(i, found[i].name if i in found else None) for i in sample_ids]
+    accounts = {p.account for p in groups}
+    account, alias = (accounts.pop() if len(accounts) == 1 else None), None
+    if account is None and len(groups) == 1:
+        account = flags.expect_account
+    if account is not None and len(groups) == 1:
+        alias = reach.alias(first[0])
+    text = confirmation_text(
+        spec.name,
+        count,
+        {p.label: len(v) for p, v in groups.items()},
+        where,
+        account,
+        alias,
+        sample,
+    )
+    on_stdin = flags.ids == "-"
+    if not sys.stdin.isatty() and not on_stdin:
+        raise RefusedError(
+            f"refusing to {spec.name} {count} instance(s) without confirmation: no terminal to "
+            "ask on. Pass --yes to confirm (scripts and CI)."
+        )
+    if not ask(f"{text}\nContinue? [y/N] ", stdin_is_ids=on_stdin):
+        raise RefusedError("not confirmed; nothing was sent", plain=True)

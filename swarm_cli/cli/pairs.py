@@ -1,0 +1,279 @@
+"""Which instances, where: an ID list or a selection made into (account, region) pairs and
+their IDs, a shard of them kept, and what a resume finds already done."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from rich.console import Console
+
+from ..accounts import Account
+from ..actions import ActionSpec
+from ..errors import (
+    CredentialsError,
+    UsageError,
+    error_for,
+)
+from ..ledger import (
+    Damaged,
+    LedgerError,
+    describe_damage,
+    fold,
+    read_records,
+)
+from ..outcome import Outcome
+from ..report import Pair
+from ..run import (
+    RunOptions,
+)
+from ..targets import Targets, TargetsError, read_ids
+from ..text import clip, literal
+from .exits import warn
+from .options import Flags
+from .reach import Reach
+
+
+class Instance(Protocol):
+    """What a describe or a selection knows of an instance."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def tags(self) -> Mapping[str, str]: ...
+
+
+def load_targets(ids: str, err: Console) -> Targets:
+    try:
+        targets = read_ids(ids, sys.stdin if ids == "-" else None)
+    except TargetsError as exc:
+        raise UsageError(str(exc)) from exc
+    if targets.bad:
+        shown = targets.bad[:20]
+        details = [f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}" for bad in shown]
+        if len(targets.bad) > len(shown):
+            details.append(f"  … and {len(targets.bad) - len(shown)} more")
+        raise UsageError(
+            f"{len(targets.bad)} invalid line(s) in {ids}; nothing was sent:", details=details
+        )
+    if targets.duplicates:
+        dup = len(targets.duplicates)
+        extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
+        example, lines = next(iter(targets.duplicates.items()))
+        warn(
+            err,
+            f"{dup} ID(s) listed more than once; {extra} repeat(s) "
+            f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})",
+        )
+    return targets
+
+
+def plan_groups(
+    targets: Targets,
+    accounts: Mapping[str, Account],
+    default_region: str | None,
+    err: Console,
+) -> dict[Pair, list[str]]:
+    """Each (account, region) pair and its IDs: one window each."""
+    default_account = next(iter(accounts)) if len(accounts) == 1 else None
+    unnamed = [t for t in targets.items if t.account is None]
+    if unnamed and len(accounts) > 1:
+        raise UsageError(
+            f"{len(unnamed)} ID(s) name no account (e.g. {unnamed[0].id}) and --accounts lists "
+            f"{len(accounts)}: add an account column to the ID list"
+        )
+    strangers = sorted({t.account for t in targets.items if t.account} - set(accounts))
+    if strangers and accounts:
+        raise UsageError(
+            f"the ID list names account(s) {', '.join(strangers)}, which --accounts or "
+            "--role-arn does not: nothing was sent"
+        )
+    groups: dict[Pair, list[str]] = {}
+    seen: set[tuple[Pair, str]] = set()
+    for target in targets.items:
+        account = target.account or default_account
+        region = target.region or _account_region(accounts.get(account or "")) or default_region
+        if region is None:
+            raise UsageError("no AWS region: pass --region or set AWS_REGION")
+        pair = Pair(account, region)
+        if (pair, target.id) not in seen:  # the same instance, once with defaults spelled out
+            seen.add((pair, target.id))
+            groups.setdefault(pair, []).append(target.id)
+    warn_unknown_regions({p.region for p in groups}, err)
+    return groups
+
+
+def warn_unknown_regions(regions: set[str], err: Console) -> None:
+    """A region botocore does not know is more likely a typo than a new region."""
+    from ..ec2 import new_session
+
+    session = new_session()
+    known = {
+        r
+        for partition in session.get_available_partitions()
+        for r in session.get_available_regions("ec2", partition_name=partition)
+    }
+    for region in sorted(regions - known):
+        warn(err, f"region {region} is not one botocore knows: a typo?")
+
+
+def apply_shard(
+    groups: dict[Pair, list[str]], shard: str | None, err: Console, *, by_count: bool = True
+) -> dict[Pair, list[str]]:
+    """--shard K/N: keep the pairs of shard K, so that no bucket is split across machines.
+
+    The split is swarm shards' (shards.assign): by instance count for an ID list, by
+    pairs for a selection (whose counts the shards command cannot know).
+    """
+    from ..shards import ShardError, keep_shard, parse_shard
+
+    if not shard:
+        return groups
+    try:
+        k, n = parse_shard(shard)
+    except ShardError as exc:
+        raise UsageError(str(exc)) from exc
+    weights = {(p.account, p.region): len(ids) if by_count else 1 for p, ids in groups.items()}
+    mine = keep_shard(weights, k, n)
+    kept = {p: ids for p, ids in groups.items() if (p.account, p.region) in mine}
+    err.print(
+        f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
+        f"{sum(map(len, kept.values()))} of {sum(map(len, groups.values()))} instance(s)"
+    )
+    return kept
+
+
+def _account_region(account: Account | None) -> str | None:
+    return account.regions[0] if account is not None and len(account.regions) == 1 else None
+
+
+def selection_pairs(accounts: Mapping[str, Account], region: str | None) -> list[Pair]:
+    """Where a selection looks: each account's regions (or --region), or --region alone."""
+    if not accounts:
+        if region is None:
+            raise UsageError("no AWS region: pass --region or set AWS_REGION")
+        return [Pair(None, region)]
+    pairs = []
+    for account in accounts.values():
+        regions = account.regions or ((region,) if region else ())
+        if not regions:
+            raise UsageError(f"account {account.id} lists no regions: pass --region")
+        pairs += [Pair(account.id, r) for r in regions]
+    return pairs
+
+
+# The states an action can apply to: a selection looks only at those, unless the user
+# filters on instance-state-name himself (terminated instances stay listed for an hour).
+SOURCE_STATES = {
+    "terminate": ["pending", "running", "stopping", "stopped"],
+    "stop": ["pending", "running"],
+    "start": ["stopped"],
+    "reboot": ["running"],
+}
+
+
+def select_groups(
+    spec: ActionSpec | None,
+    flags: Flags,
+    accounts: Mapping[str, Account],
+    region: str | None,
+    reach: Reach,
+    found: dict[str, Instance],
+    err: Console,
+) -> dict[Pair, list[str]]:
+    """--filter, --older-than, --exclude-ids: DescribeInstances, every page, per pair."""
+    from datetime import datetime, timezone
+
+    from ..select import SelectError, parse_age, parse_filters, select
+
+    try:
+        filters = parse_filters(flags.filters)
+        older = parse_age(flags.older_than) if flags.older_than else None
+    except SelectError as exc:
+        raise UsageError(exc.message) from exc
+    if spec is not None and not any(f["Name"] == "instance-state-name" for f in filters):
+        filters.append({"Name": "instance-state-name", "Values": SOURCE_STATES[spec.name]})
+    exclude: set[str] = set()
+    if flags.exclude_ids:
+        exclude = set(load_targets(flags.exclude_ids, err).ids)
+    pairs = selection_pairs(accounts, region)
+    reach.connect({p: [] for p in pairs}, err)
+    now = datetime.now(timezone.utc)
+    groups: dict[Pair, list[str]] = {}
+    for pair in pairs:
+        try:
+            chosen = select(reach.client(pair), filters, older_than=older, exclude=exclude, now=now)
+        except SelectError as exc:
+            raise error_for(exc.exit_code, f"{pair.label}: {exc.message}") from exc
+        except Exception as exc:  # an account that could not be reached
+            raise CredentialsError(f"{pair.label}: {exc}") from exc
+        groups[pair] = [i.id for i in chosen]
+        found.update({i.id: i for i in chosen})
+    shown = literal(", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters))
+    extra = (f", older than {flags.older_than}" if older else "") + (
+        f", minus {len(exclude)} excluded" if exclude else ""
+    )
+    count = sum(len(v) for v in groups.values())
+    err.print(
+        f"selected {count} instance(s) in {len(pairs)} pair(s) by {shown}{extra}", markup=False
+    )
+    return groups
+
+
+def succeeded(ledger: str, action: str, err: Console) -> set[str] | None:
+    """IDs the ledger holds as done for ``action``: what a resume skips.
+
+    None when there is no ledger yet, or one without records (a run stopped
+    before its first intent); a file that is not a swarm ledger (no line is a
+    swarm record, a FIFO, a device) is refused before anything is sent.
+    """
+    if not os.path.lexists(ledger):
+        return None
+    damaged: list[Damaged] = []
+    try:
+        state = fold(read_records(ledger, damaged))
+    except LedgerError as exc:
+        raise UsageError(f"--resume: {exc}; nothing was sent") from exc
+    if damaged:
+        warn(err, describe_damage(damaged))
+    if not state:
+        return None
+    return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
+
+
+def reconcile_resume(
+    spec: ActionSpec,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: Reach,
+    options: RunOptions,
+    found: dict[str, Instance],
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """--resume: the intents not known done that EC2 shows done already; none are sent."""
+    from ..resume import observable, reconcile
+
+    if not flags.resume or not groups:
+        return {}
+    if not observable(spec.name):
+        count = sum(len(ids) for ids in groups.values())
+        err.print(
+            f"resume: {spec.name} leaves no state to check; the {count} not known "
+            f"{spec.verb} are sent again",
+            markup=False,
+        )
+        return {}
+    seen = reconcile(spec.name, groups, reach.client, err, options=options)
+    found.update(seen.found)
+    text = (
+        f"resume: DescribeInstances shows {seen.already} of {seen.checked} already "
+        f"{spec.verb} (recorded, not sent); {seen.checked - seen.already} to send"
+    )
+    if seen.unread:
+        text += f" ({seen.unread} could not be read: they are sent)"
+    err.print(text, markup=False)
+    return seen.done

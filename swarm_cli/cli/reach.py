@@ -1,0 +1,187 @@
+"""How each account is reached: its credentials, one EC2 client per (account, region) pair,
+and the account checks made with them (``--expect-account``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+
+from ..accounts import Account
+from ..errors import (
+    CredentialsError,
+    SwarmError,
+    UsageError,
+    error_for,
+)
+from ..rails import (
+    RailError,
+    account_alias,
+    check_account,
+)
+from ..report import Pair
+from ..text import literal
+from .exits import error
+from .options import Flags
+
+
+def expect_account_of(flags: Flags, pair: Pair | None, err: Console) -> None:
+    """--expect-account for a ledger's pairs: checked in the first pair's region."""
+    expect_account(flags, pair.region if pair is not None else None, err)
+
+
+def expect_account(flags: Flags, region: str | None, err: Console) -> None:
+    """--expect-account: checked with STS before anything else is read or sent."""
+    from ..ec2 import new_session
+
+    assert flags.expect_account is not None
+    try:
+        session = new_session(profile=flags.profile)
+        got = check_account(
+            session, flags.expect_account, endpoint_url=flags.endpoint_url, region=region
+        )
+    except RailError as exc:
+        raise error_for(exc.code, exc.message) from exc
+    except Exception as exc:
+        raise client_error(exc) from exc
+    err.print(f"account {literal(got)}: as expected", markup=False)
+
+
+def load_account_map(accounts_file: str | None, role_arn: str | None) -> dict[str, Account]:
+    """The accounts a run may act in, by ID: from --accounts, or the one of --role-arn."""
+    from ..accounts import ROLE_ARN, AccountsError, load_accounts
+
+    if accounts_file and role_arn:
+        raise UsageError("--accounts and --role-arn cannot be used together")
+    if role_arn:
+        match = ROLE_ARN.fullmatch(role_arn)
+        if match is None:
+            raise UsageError(f"--role-arn {role_arn} is not an IAM role ARN")
+        return {match.group(2): Account(match.group(2), role_arn=role_arn)}
+    if not accounts_file:
+        return {}
+    try:
+        return {a.id: a for a in load_accounts(accounts_file)}
+    except AccountsError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def session_region(profile: str | None) -> str | None:
+    from botocore.exceptions import ProfileNotFound
+
+    from ..ec2 import new_session
+
+    try:
+        region = new_session(profile=profile).region_name
+    except ProfileNotFound as exc:
+        raise CredentialsError(str(exc)) from exc
+    return str(region) if region else None
+
+
+class Reach:
+    """How to reach each pair: one client per pair, with that account's credentials.
+
+    Credentials are resolved before the confirmation, one account at a time (a boto3
+    session is not thread-safe). An account that cannot be reached stops its own
+    pairs only: their intents are recorded pending with the reason.
+    """
+
+    def __init__(self, flags: Flags, accounts: Mapping[str, Account], max_pool: int) -> None:
+        self.flags = flags
+        self.accounts = accounts
+        self.max_pool = max_pool
+        self.endpoint: str | None = None
+        self._clients: dict[Pair, Any] = {}
+        self._errors: dict[str | None, Exception] = {}
+        self._credentials: dict[str | None, Any] = {}
+
+    def connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
+        """Credentials and a client for every pair not reached yet (calling again is cheap)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from ..accounts import AccountsError, assume
+        from ..ec2 import make_client, new_session, redact_url
+
+        f = self.flags
+        credentials = self._credentials
+        try:
+            session = new_session(profile=f.profile)
+        except Exception as exc:
+            raise client_error(exc) from exc
+        for pair in groups:
+            account = pair.account
+            if account is None or account in credentials or account in self._errors:
+                continue
+            known = self.accounts.get(account, Account(account))
+            try:
+                got = assume(
+                    known, region=pair.region, endpoint_url=f.endpoint_url, session=session
+                )
+            except (AccountsError, BotoCoreError, ClientError) as exc:
+                self._errors[account] = exc
+                error(err, f"{exc}; its pairs send nothing")
+                continue
+            credentials[account] = got
+        for pair in groups:
+            if pair.account in self._errors or pair in self._clients:
+                continue
+            known_credentials = credentials.get(pair.account)
+            try:
+                client = make_client(
+                    pair.region,
+                    profile=f.profile if pair.account is None else None,
+                    endpoint_url=f.endpoint_url,
+                    max_pool=self.max_pool,
+                    credentials=known_credentials.session_kwargs() if known_credentials else None,
+                    renewing=known_credentials.source if known_credentials else None,
+                )
+            except Exception as exc:
+                if pair.account is None:
+                    raise client_error(exc) from exc
+                self._errors[pair.account] = exc
+                continue
+            self._clients[pair] = client
+            self.endpoint = self.endpoint or redact_url(client.meta.endpoint_url)
+
+    @property
+    def unreachable(self) -> list[str]:
+        return [a or "(default)" for a in self._errors]
+
+    def alias(self, pair: Pair) -> str | None:
+        """The account's alias, where IAM lets us read it (a nicety: None otherwise)."""
+        from ..ec2 import new_session
+
+        if pair not in self._clients:
+            return None
+        try:
+            got = self._credentials.get(pair.account)
+            kwargs = got.session_kwargs() if got else {}
+            profile = self.flags.profile if pair.account is None else None
+            session = new_session(profile=profile, **kwargs)
+            iam = session.client(
+                "iam", region_name=pair.region, endpoint_url=self.flags.endpoint_url
+            )
+        except Exception:
+            return None
+        return account_alias(iam)
+
+    def client(self, pair: Pair) -> Any:
+        if pair.account in self._errors:
+            raise self._errors[pair.account]
+        return self._clients[pair]
+
+
+def client_error(exc: Exception) -> SwarmError:
+    """Why no EC2 client could be made, as the error that stops the command."""
+    from botocore.exceptions import NoRegionError, ProfileNotFound
+
+    from ..ec2 import CREDENTIAL_ERRORS, classify_exception
+
+    if isinstance(exc, NoRegionError):
+        return UsageError("no AWS region: pass --region or set AWS_REGION")
+    if isinstance(exc, ProfileNotFound):
+        return CredentialsError(str(exc))
+    if isinstance(exc, CREDENTIAL_ERRORS):  # resolved when the client is made; nothing sent
+        return CredentialsError(f"no usable credentials: {classify_exception(exc).message}")
+    return UsageError(f"cannot set up the EC2 client: {exc}")

@@ -1,0 +1,220 @@
+"""Errors are typed, and mapped to a message and an exit code in one place only."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import swarm_cli
+from swarm_cli import errors, run
+from swarm_cli.cli import app
+from swarm_cli.cli.exits import SwarmGroup, exit_meaning
+from swarm_cli.errors import (
+    CredentialsError,
+    Interrupted,
+    LedgerFailure,
+    RefusedError,
+    SwarmError,
+    UsageError,
+    error_for,
+)
+from swarm_cli.ledger import LedgerError, LedgerWriteError
+
+IDS = ["i-0123456789abcdef0", "i-0123456789abcdef1", "i-0123456789abcdef2"]
+
+
+def swarm(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    assert not result.exception or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def ids_file(tmp_path: Path) -> str:
+    path = tmp_path / "ids.txt"
+    path.write_text("".join(f"{i}\n" for i in IDS))
+    return str(path)
+
+
+def test_the_codes_are_the_runs() -> None:
+    assert errors.EXIT_FAILED == run.EXIT_FAILED
+    assert errors.EXIT_USAGE == run.EXIT_USAGE
+    assert errors.EXIT_REFUSED == run.EXIT_REFUSED
+    assert errors.EXIT_CREDENTIALS == run.EXIT_AUTH
+    assert errors.EXIT_LEDGER == run.EXIT_LEDGER
+    assert errors.EXIT_INTERRUPTED == run.EXIT_INTERRUPTED
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (UsageError("u"), 2),
+        (RefusedError("r"), 3),
+        (CredentialsError("c"), 4),
+        (LedgerFailure("l"), 74),
+        (Interrupted("i"), 130),
+        (Interrupted("i", signum=signal.SIGTERM), 143),
+        (Interrupted("i", signum=signal.SIGHUP), 129),
+        (SwarmError("s"), 1),
+    ],
+)
+def test_each_kind_carries_its_exit_code(error: SwarmError, code: int) -> None:
+    assert error.exit_code == code
+    assert isinstance(error_for(code, "again"), type(error))
+    assert error_for(code, "again").exit_code == code
+
+
+# Through the command line itself: one case of each kind a user can meet.
+
+
+def test_bad_usage_is_2_with_one_error_line() -> None:
+    code, out, err = swarm("terminate")
+    assert code == 2 and out == ""
+    assert err.startswith("error: say which instances: --ids FILE")
+
+
+def test_a_refusal_is_3(tmp_path: Path) -> None:
+    code, _, err = swarm("terminate", "--ids", ids_file(tmp_path), "--max-count", "1", "--yes")
+    assert code == 3
+    assert "error: refusing to terminate 3 instances: --max-count is 1; nothing was sent" in err
+
+
+def test_credentials_are_4(tmp_path: Path) -> None:
+    code, _, err = swarm("terminate", "--ids", ids_file(tmp_path), "--profile", "nosuch", "--yes")
+    assert code == 4
+    assert "error: The config profile (nosuch) could not be found" in err
+
+
+def test_bad_input_lines_follow_their_error(tmp_path: Path) -> None:
+    path = tmp_path / "ids.txt"
+    path.write_text("nope\n")
+    code, _, err = swarm("terminate", "--ids", str(path))
+    lines = err.splitlines()
+    assert code == 2
+    assert lines[0] == f"error: 1 invalid line(s) in {path}; nothing was sent:"
+    assert lines[1].startswith("  line 1: ")
+
+
+def test_a_ledger_error_from_below_is_2(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, _, err = swarm("ledger", "summary", str(fifo))
+    assert code == 2
+    assert err == (
+        f"error: cannot read the ledger {fifo}: it is not a regular file (a FIFO, a device), "
+        "not a swarm ledger\n"
+    )
+    code, out, _ = swarm("ledger", "summary", "-o", "json", str(fifo))
+    assert code == 2
+    assert json.loads(out)["error"].startswith("cannot read the ledger")
+
+
+def test_a_command_that_returns_ends_0() -> None:
+    code, out, _ = swarm("version")
+    assert code == 0 and out.startswith("swarm ")
+
+
+# Every kind, through the one place: a command of a small app made the same way.
+
+
+def kinds_app() -> typer.Typer:
+    test_app = typer.Typer(cls=SwarmGroup)
+
+    @test_app.callback()
+    def main() -> None:
+        """Every kind of error."""
+
+    @test_app.command()
+    def fail(
+        kind: str,
+        output: Annotated[str, typer.Option("--output", "-o")] = "text",
+    ) -> None:
+        raise {
+            "usage": UsageError("bad [usage]"),
+            "refused": RefusedError("refused"),
+            "declined": RefusedError("not confirmed; nothing was sent", plain=True),
+            "credentials": CredentialsError("no usable credentials"),
+            "ledger": LedgerFailure("cannot write the ledger"),
+            "ledger-write": LedgerWriteError("cannot write the ledger"),
+            "ledger-read": LedgerError("cannot read the ledger"),
+            "sigint": Interrupted("interrupted"),
+            "sigterm": Interrupted("interrupted by SIGTERM", signum=signal.SIGTERM),
+            "details": UsageError("2 bad lines:", details=["  line 1: a", "  line 2: b"]),
+        }[kind]
+
+    @test_app.command()
+    def ends(code: int) -> int:
+        return code
+
+    return test_app
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "stderr"),
+    [
+        ("usage", 2, "error: bad [usage]\n"),
+        ("refused", 3, "error: refused\n"),
+        ("declined", 3, "not confirmed; nothing was sent\n"),
+        ("credentials", 4, "error: no usable credentials\n"),
+        ("ledger", 74, "error: cannot write the ledger\n"),
+        ("ledger-write", 74, "error: cannot write the ledger\n"),
+        ("ledger-read", 2, "error: cannot read the ledger\n"),
+        ("sigint", 130, "error: interrupted\n"),
+        ("sigterm", 143, "error: interrupted by SIGTERM\n"),
+        ("details", 2, "error: 2 bad lines:\n  line 1: a\n  line 2: b\n"),
+    ],
+)
+def test_each_kind_ends_with_its_code_and_message(kind: str, code: int, stderr: str) -> None:
+    result = CliRunner().invoke(kinds_app(), ["fail", kind])
+    assert (result.exit_code, result.stdout, result.stderr) == (code, "", stderr)
+    result = CliRunner().invoke(kinds_app(), ["fail", kind, "-o", "json"])
+    data = json.loads(result.stdout)
+    assert result.exit_code == code
+    assert data["exit_code"] == code and data["meaning"] == exit_meaning(code)
+    assert data["error"] == (None if kind == "declined" else stderr.splitlines()[0][7:])
+
+
+@pytest.mark.parametrize("code", [0, 1, 3])
+def test_a_returned_code_is_the_exit_code(code: int) -> None:
+    assert CliRunner().invoke(kinds_app(), ["ends", str(code)]).exit_code == code
+
+
+def test_a_bug_is_still_a_traceback() -> None:
+    test_app = typer.Typer(cls=SwarmGroup)
+
+    @test_app.callback()
+    def main() -> None:
+        """A bug."""
+
+    @test_app.command()
+    def bug() -> None:
+        raise ZeroDivisionError
+
+    result = CliRunner().invoke(test_app, ["bug"])
+    assert isinstance(result.exception, ZeroDivisionError)
+
+
+# Nothing but the one place ends the process.
+
+EXITS = re.compile(r"\bsys\.exit\(|\btyper\.Exit\(|\braise SystemExit\b|\bos\._exit\(")
+
+
+def test_only_the_one_place_exits() -> None:
+    root = Path(swarm_cli.__file__).parent
+    one_place = root / "cli" / "exits.py"
+    found = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        if path != one_place
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if EXITS.search(line)
+    ]
+    assert found == []
+    assert len(EXITS.findall(one_place.read_text(encoding="utf-8"))) == 1
