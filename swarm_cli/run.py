@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from .actions import ACTIONS, ActionSpec
 from .batching import AutoBatch, CallLimits
@@ -575,16 +575,3 @@ def _pair_report(lane: _Lane) -> PairReport:
         crashed=Reason.of(lane.crashed),
     )
     return lane.stats.report(row)
-
-
-if TYPE_CHECKING:
-    from .views import run_job as run_job
-else:
-
-    def __getattr__(name: str) -> Any:
-        # Callers that still hand run_job a console find it here; it lives with the views.
-        if name == "run_job":
-            from .views import run_job
-
-            return run_job
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,9 +23,10 @@ from swarm_cli.outcome import Kind
 from swarm_cli.plan import Plan, Prediction, Row, estimate, make_plan, predict
 from swarm_cli.plan_view import plan_json, render_plan, write_plan_ids
 from swarm_cli.report import Pair
-from swarm_cli.run import Job, RunOptions, run_job
+from swarm_cli.run import Job, RunOptions
 from swarm_cli.sandbox import CREDENTIALS, BucketSpec, Sandbox, SandboxConfig, fake_ids
 from swarm_cli.targets import read_targets
+from swarm_cli.views import run_job
 
 EAST, WEST = "us-east-1", "eu-west-1"
 # As conftest's OPEN: no bucket sets the pace, but DescribeInstances' own, which a test sets.

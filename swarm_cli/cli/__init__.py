@@ -16,6 +16,6 @@ helptext.apply(app)  # summaries, examples and argument names, once all are regi
 def main() -> None:
     # Nothing made while starting up (modules, botocore's models, the ID list) is ever
     # garbage: collecting it over and over costs the first call a sixth of a second. A run
-    # turns collection back on as it starts (run.run_job), with all that frozen.
+    # turns collection back on as it starts (run.run), with all that frozen.
     gc.disable()
     app()

@@ -42,9 +42,9 @@ from ..run import (
     EXIT_REFUSED,
     Job,
     RunOptions,
-    run_job,
 )
 from ..text import literal
+from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
 from .exits import emit_json
 from .follow_up import follow_up, reconcile_undo, run_plan, save_report, step_summary

@@ -21,9 +21,9 @@ from ..run import (
     EXIT_REFUSED,
     Job,
     RunOptions,
-    run_job,
 )
 from ..text import literal
+from ..views import run_job
 from .exits import error, warn
 from .guards import unverified_count
 from .options import Flags
