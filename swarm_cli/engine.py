@@ -219,8 +219,17 @@ class Engine:
             self.interrupt(signal.SIGINT)
         finally:
             self._close()
+            self._settled()
         self._result.elapsed = self.clock() - start
         return self._result
+
+    def _settled(self, limit: float = 60.0) -> None:
+        """Wait until every event raised is delivered: a call answered on another thread
+        may still be handing its outcomes to the ledger when the last intent resolves."""
+        deadline = time.monotonic() + limit
+        with self._turn:
+            while self._delivered < self._seq and time.monotonic() < deadline:
+                self._turn.wait(0.1)
 
     def _dispatch(self) -> None:
         """Step until the queue is empty or the run stops; events are delivered between

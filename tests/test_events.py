@@ -248,3 +248,20 @@ def test_the_trace_writes_the_windows_events_and_counts_successes(tmp_path: Path
     ]
     assert lines[1]["latency"] == 0.2 and lines[1]["ids"] == 2
     assert "latency" not in lines[0] and lines[2]["phase"] == "startup"
+
+
+def test_a_run_returns_only_once_every_outcome_reached_the_subscribers() -> None:
+    # Calls are answered on worker threads, which hand their outcomes on after letting
+    # the lock go: the run must not end (and its ledger close) before they are through.
+    seen: list[str] = []
+
+    class Slow(Subscriber):
+        def on_resolved(self, event: Resolved) -> None:
+            if threading.current_thread() is not threading.main_thread():
+                threading.Event().wait(0.05)
+            seen.extend(event.ids)
+
+    engine = Engine(succeed, Window(FOUR), batch_size=1, subscribers=[Slow()])
+    result = engine.run(ids(12))
+    assert result.counts["succeeded"] == 12
+    assert sorted(seen) == ids(12)
