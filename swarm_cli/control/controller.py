@@ -37,7 +37,9 @@ class ControllerProfile:
     initial: float = 10.0  # calls in flight after the canary (TCP's IW10)
     growth: float = 1.0  # added per success in startup: 1 doubles the window per round trip
     startup_gain: float = 2.0  # startup paces at this many windows per round trip
-    probe_gain: float = 1.25
+    probe_gain: float = 1.1  # a first probe asks for this much more ...
+    probe_growth: float = 2.0  # ... and each probe in a row that found room this much more again
+    most_probe: float = 2.0  # no probe asks for more than this many times the rate
     probe_rounds: float = 2.0  # a probe interval is at least this many round trips
     probe_interval: float = 0.25  # ... and at least this long
     most_decrease: float = 0.7  # a throttle lowers the rate to no less than this share
@@ -81,6 +83,8 @@ class Controller:
         self._until_ready = False  # paced at a guess until the estimate covers a round trip
         self._probed = False  # the rate was raised by a probe since the last decrease
         self._backoff = 0  # probes found the limit this many times more than they found room
+        self._step = 1.0  # what the last probe multiplied the rate by
+        self._streak = 0  # probes in a row that found room
 
     # What the engine and the views read.
 
@@ -158,7 +162,11 @@ class Controller:
         before = self.cwnd
         rtt = self._srtt()
         upper = self.noise.correct(self.estimator.upper(now, rtt, size))
-        self.found = self.noise.correct(self.estimator.rate(now, rtt))
+        measured = self.estimator.rate(now, rtt)
+        # Until many successes lie between two throttles, a measure is rough: the first
+        # one stands in, then only solid ones replace it.
+        if measured > 0 and (not self.found or self.estimator.solid(now)):
+            self.found = self.noise.correct(measured)
         if self.rate is None:
             # The first throttle: the burst is spent. From here on, what the refill pays.
             sending = (
@@ -199,8 +207,9 @@ class Controller:
                 # span's estimate may hold a stretch when the bucket sat full, and read low.)
                 self._probed = False
                 self._backoff = min(self._backoff + 1, MAX_BACKOFF)
+                self._streak = 0
                 self._recover = self._sent
-                self._set_rate(self.rate / self.profile.probe_gain)
+                self._set_rate(self.rate / self._step)
             elif self.estimator.solid(now) and upper > self.rate:
                 # A later span shows more getting through than the pace allows (an earlier
                 # one counted a stretch when the bucket sat full): follow it up.
@@ -250,7 +259,7 @@ class Controller:
         self._recover = self._sent
         self._next_probe = math.inf
         self._until_ready = self._probed = False
-        self._backoff = 0
+        self._backoff = self._streak = 0
 
     # Parts.
 
@@ -268,8 +277,13 @@ class Controller:
         if calm and self.pacer.binds:
             if self._probed:
                 self._backoff = max(0, self._backoff - 1)  # the last probe found room
+                self._streak += 1
             self._probed = True
-            self._set_rate(self.rate * self.profile.probe_gain)
+            # Far below the limit, probes grow (CUBIC's convex side): a low estimate is left
+            # in a few round trips, and near the limit a probe overshoots by little.
+            p = self.profile
+            self._step = min(p.most_probe, 1 + (p.probe_gain - 1) * p.probe_growth**self._streak)
+            self._set_rate(self.rate * self._step)
         self._next_probe = now + interval
         self._throttles_since_probe = self._answers_since_probe = 0
 

@@ -67,8 +67,11 @@ class DeliveryEstimator:
         j = bisect.bisect_left(self._ok_at, b)
         return sum(self._ok_ids[i:j])
 
-    def _span(self, now: float) -> tuple[float, int, float] | None:
-        """(start, IDs succeeded since, seconds since) of the span to trust."""
+    def _span(self, now: float, extend: bool = False) -> tuple[float, int, float] | None:
+        """(start, IDs succeeded since, seconds since) of the span to trust: between two
+        throttles when enough successes lie between them (the bucket was empty at both
+        ends, and every token in between went to a success), else from the earliest
+        throttle on, or with ``extend``, up to what has settled."""
         # Calls that met the bucket since the slowest answer's time ago may still be on
         # their way: a span ending there would count only the fast ones.
         settled = now - self._slowest
@@ -81,8 +84,13 @@ class DeliveryEstimator:
             if self._ok_between(t, last) >= self.few:
                 start = t
                 break
-        # Past the last throttle, successes up to what has settled count too: a slow
-        # refill's estimate sinks while none comes.
+        between = self._ok_between(start, last)
+        if between >= self.few and not extend:
+            # Past the last throttle the bucket may have filled again: that says nothing
+            # of the refill.
+            return start, between, last - start
+        # With few successes, those past the last throttle up to what has settled count
+        # too: a slow refill's estimate sinks while none comes.
         end = max(min(self._last_sent, settled), last)
         return start, self._ok_between(start, end), end - start
 
@@ -93,7 +101,7 @@ class DeliveryEstimator:
 
     def ready(self, now: float, rtt: float) -> bool:
         """Whether answers to calls sent since the bucket ran dry cover a round trip yet."""
-        got = self._span(now)
+        got = self._span(now, extend=True)
         return got is not None and got[2] >= rtt
 
     def rate(self, now: float, rtt: float) -> float:
