@@ -285,17 +285,19 @@ def test_an_outage_mid_run_loses_nothing_and_fails_nothing(tmp_path: Path) -> No
 def test_throttles_without_a_body_shrink_the_window_and_fail_nothing(
     tmp_path: Path, status: int
 ) -> None:
+    # A refill well below what even a loaded machine sends: the startup's first round
+    # trips overshoot it.
     config = SandboxConfig(
-        BucketSpec(5, 100), BucketSpec(100_000, 100_000), empty_throttle_status=status
+        BucketSpec(3, 20), BucketSpec(100_000, 100_000), empty_throttle_status=status
     )
     with Sandbox(config) as box:
-        ids = box.launch(120)
+        ids = box.launch(60)
         code, report = terminate_json(
             box, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--batch-size", "1"
         )
         assert running(box, ids) == set()
     assert code == 0
-    assert report["counts"]["succeeded"] == 120 and report["retries"] == 0
+    assert report["counts"]["succeeded"] == 60 and report["retries"] == 0
     assert report["throttled_calls"] > 0 and report["window"]["decreases"] > 0
 
 
