@@ -15,8 +15,8 @@ from typing import Any, Protocol, TextIO, TypeVar
 from botocore.config import Config
 
 from .ec2 import classify_exception, redact_url
+from .errors import EXIT_CREDENTIALS, EXIT_REFUSED, EXIT_USAGE, SwarmError
 from .outcome import Kind
-from .run import EXIT_AUTH, EXIT_REFUSED, EXIT_USAGE
 from .targets import ACCOUNT_ID
 from .text import clip
 
@@ -31,12 +31,11 @@ _ANSWER_LIMIT = 1024  # bytes read from a terminal for one answer
 _YES = frozenset({"y", "yes"})
 
 
-class RailError(Exception):
+class RailError(SwarmError):
     """A rail refused: ``message`` says why in one line, ``code`` is the exit code."""
 
     def __init__(self, message: str, code: int = EXIT_REFUSED) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, exit_code=code)
         self.code = code
 
 
@@ -87,7 +86,7 @@ def check_account(
         detail = f": {outcome.message}" if outcome.message else ""
         raise RailError(
             f"cannot check the account (--expect-account {expected}): {outcome.code}{detail}",
-            EXIT_AUTH if outcome.kind is Kind.FATAL else EXIT_REFUSED,
+            EXIT_CREDENTIALS if outcome.kind is Kind.FATAL else EXIT_REFUSED,
         ) from None
     got = str(identity.get("Account") or "")
     if got != expected:

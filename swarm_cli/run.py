@@ -21,6 +21,11 @@ from typing import Literal
 from .actions import ACTIONS, ActionSpec
 from .batching import AutoBatch, CallLimits
 from .engine import Action, Engine, RunResult, signal_name
+from .errors import (
+    EXIT_CREDENTIALS,
+    EXIT_FAILED,
+    EXIT_LEDGER,
+)
 from .events import RESOLVED, Event, Failed, Listener, Missing, Resolved, Subscriber
 from .ledger import LedgerError, LedgerWriter
 from .outage import Outage
@@ -32,9 +37,7 @@ from .stats import Stats
 from .trace import Trace
 from .window import ADAPTIVE, Profile, new_controller
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_AUTH = 0, 1, 2, 3, 4
-EXIT_INTERRUPTED = 130  # 128 + SIGINT; other signals give 128 + their number
-EXIT_LEDGER = 74  # sysexits.h's EX_IOERR: the ledger could not be written
+EXIT_OK = 0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 ProgressMode = Literal["auto", "live", "plain", "none"]
@@ -279,7 +282,7 @@ def exit_code(report: Report, *, missing_ok: bool = False) -> int:
     if report.ledger_error is not None:
         return EXIT_LEDGER
     if report.fatal is not None:
-        return EXIT_AUTH
+        return EXIT_CREDENTIALS
     if report.signal is not None:
         return 128 + signal.Signals[report.signal].value
     if report.crashed is not None:  # whatever the counts say, the run did not finish

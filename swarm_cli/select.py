@@ -16,8 +16,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .ec2 import classify_exception
+from .errors import EXIT_CREDENTIALS, EXIT_FAILED, EXIT_USAGE, SwarmError
 from .outcome import Kind
-from .run import EXIT_AUTH, EXIT_FAILED, EXIT_USAGE
 from .window import Control
 
 # EC2 takes MaxResults from 5 to 1000; the largest page costs the fewest calls of a
@@ -36,7 +36,7 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 Filter = dict[str, Any]  # {"Name": "tag:env", "Values": ["ci"]}, as boto3 takes it
 
 
-class SelectError(Exception):
+class SelectError(SwarmError):
     """A selection that cannot be made; one line, fit for the terminal and a CI log.
 
     ``code`` is EC2's error code (or the exception's name) when EC2 refused a page,
@@ -44,10 +44,8 @@ class SelectError(Exception):
     """
 
     def __init__(self, message: str, *, code: str | None = None, exit_code: int = EXIT_USAGE):
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, exit_code=exit_code)
         self.code = code
-        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -202,7 +200,7 @@ def select(
         except Exception as err:
             outcome = classify_exception(err)
             if outcome.kind is not Kind.THROTTLED:
-                exit_code = EXIT_AUTH if outcome.kind is Kind.FATAL else EXIT_FAILED
+                exit_code = EXIT_CREDENTIALS if outcome.kind is Kind.FATAL else EXIT_FAILED
                 detail = f": {outcome.message}" if outcome.message else ""
                 raise SelectError(
                     f"DescribeInstances failed: {outcome.code}{detail}",

@@ -13,9 +13,10 @@ from swarm_cli import run as run_module
 from swarm_cli.actions import ACTIONS
 from swarm_cli.ec2 import InstanceCall, classify_exception, make_client
 from swarm_cli.engine import Event
+from swarm_cli.errors import EXIT_FAILED
 from swarm_cli.ledger import fold, read_records
 from swarm_cli.report import Pair
-from swarm_cli.run import EXIT_FAILED, Job, RunOptions
+from swarm_cli.run import Job, RunOptions
 from swarm_cli.sandbox import Sandbox
 from swarm_cli.stats import Stats
 from swarm_cli.views import run_job

@@ -14,6 +14,7 @@ import pytest
 from botocore.config import Config
 
 from swarm_cli.ec2 import make_client
+from swarm_cli.errors import EXIT_REFUSED, EXIT_USAGE
 from swarm_cli.rails import (
     PROTECTED_CODE,
     SAMPLE_SIZE,
@@ -27,7 +28,6 @@ from swarm_cli.rails import (
     protect_tags,
     split_protected,
 )
-from swarm_cli.run import EXIT_REFUSED, EXIT_USAGE
 from swarm_cli.sandbox import ACCOUNT, Sandbox
 from swarm_cli.select import Selected, parse_filters, select
 

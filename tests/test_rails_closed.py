@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_cli import ledger_by_id, terminate_json, write_ids
 
-from swarm_cli.run import EXIT_REFUSED
+from swarm_cli.errors import EXIT_REFUSED
 from swarm_cli.sandbox import Sandbox
 
 DENIED = (403, "UnauthorizedOperation", "You are not authorized to perform this operation.")

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from swarm_cli.cli import app
-from swarm_cli.run import EXIT_USAGE
+from swarm_cli.errors import EXIT_USAGE
 from swarm_cli.sandbox import ACCOUNT, fake_ids
 
 # A closed port: any call that tried to leave through the environment's endpoints fails.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from swarm_cli.ec2 import make_client
-from swarm_cli.run import EXIT_FAILED, EXIT_USAGE
+from swarm_cli.errors import EXIT_FAILED, EXIT_USAGE
 from swarm_cli.sandbox import ACCOUNT, IMAGE_ID, BucketSpec, Sandbox
 from swarm_cli.select import (
     FIRST_PAUSE,
@@ -199,7 +199,9 @@ def test_exclude(populated: tuple[Sandbox, dict[str, list[str]]]) -> None:
 
 @pytest.mark.parametrize("profile", [None, ADAPTIVE, SEED])
 def test_throttled_pages_are_asked_again(profile: Any) -> None:
-    limits = {"DescribeInstances": (BucketSpec(1, 5), None)}
+    # Pages are asked one after another: a refill under what even a loaded machine asks
+    # for throttles some.
+    limits = {"DescribeInstances": (BucketSpec(1, 2), None)}
     with Sandbox(OPEN.with_(limits=limits)) as box:
         groups = populate(box)
         filters = parse_filters(["tag:env=ci"])

@@ -21,6 +21,8 @@ from rich.console import Console
 
 from ..actions import ACTIONS, ActionSpec
 from ..errors import (
+    EXIT_FAILED,
+    EXIT_REFUSED,
     CredentialsError,
     Interrupted,
     SwarmError,
@@ -37,12 +39,7 @@ from ..rails import (
     protect_tags,
 )
 from ..report import Pair
-from ..run import (
-    EXIT_FAILED,
-    EXIT_REFUSED,
-    Job,
-    RunOptions,
-)
+from ..run import Job, RunOptions
 from ..text import literal
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox

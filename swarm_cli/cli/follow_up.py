@@ -10,18 +10,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ..actions import ACTIONS, ActionSpec
+from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED
 from ..ledger import (
     LedgerError,
 )
 from ..outcome import Outcome
 from ..report import Pair, Report
-from ..run import (
-    EXIT_FAILED,
-    EXIT_LEDGER,
-    EXIT_REFUSED,
-    Job,
-    RunOptions,
-)
+from ..run import Job, RunOptions
 from ..text import literal
 from ..views import run_job
 from .exits import error, warn
