@@ -202,7 +202,7 @@ class Controller:
                         self._set_rate(max(self.rate / 2, size / rtt))
             elif ticket <= self._recover:
                 pass  # it left before the last decrease: nothing new about the limit
-            elif self._probed:
+            elif self._probed and not self.noise.quiet():
                 # The last probe found the limit: back one step, and probe less often. (The
                 # span's estimate may hold a stretch when the bucket sat full, and read low.)
                 self._probed = False

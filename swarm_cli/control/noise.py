@@ -18,6 +18,9 @@ LOUD = 0.1  # a share under this is what pacing just above the refill costs anyw
 HELD = 0.7  # a share that kept this much of itself did not answer to the decrease
 STRIKES = 2  # decreases in a row that did not help
 MOST = 0.5  # more than this share of throttles is a limit, whatever else it is
+# Throttles up to this share above the noise are quiet: one throttle among a dozen
+# answers (calls arriving bunched at a small bucket) lowers nothing; two do.
+QUIET = 0.075
 
 
 @dataclass
@@ -58,7 +61,7 @@ class NoiseFloor:
         self.floor = min(MOST, max(self.floor, after))
         return d.rate_before
 
-    def quiet(self, margin: float = 0.05) -> bool:
+    def quiet(self, margin: float = QUIET) -> bool:
         """Whether the throttles now are within the noise."""
         return self.share <= self.floor + margin
 
