@@ -64,9 +64,10 @@ def ledger_by_id(path: Path) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 def test_throttled_run_terminates_everything_and_the_window_backs_off(tmp_path: Path) -> None:
-    config = SandboxConfig(BucketSpec(20, 50), BucketSpec(10_000, 10_000), latency=0.02)
+    # A refill under what even a loaded machine sends, so throttles come.
+    config = SandboxConfig(BucketSpec(5, 25), BucketSpec(10_000, 10_000), latency=0.02)
     with Sandbox(config) as box:
-        ids = box.launch(300)
+        ids = box.launch(150)
         code, report = terminate_json(
             box,
             write_ids(tmp_path / "ids.txt", ids),
@@ -80,12 +81,12 @@ def test_throttled_run_terminates_everything_and_the_window_backs_off(tmp_path: 
     assert code == 0
     assert set(states.values()) == {"terminated"}
     assert ledger_by_id(tmp_path / "l.jsonl") == {i: ["pending", "succeeded"] for i in ids}
-    assert report["counts"]["succeeded"] == 300
+    assert report["counts"]["succeeded"] == 150
     assert report["throttled_calls"] > 0
     window = [cwnd for _, cwnd in report["window"]["trajectory"]]
-    first_drop = next(k for k in range(1, len(window)) if window[k] < window[k - 1])
-    regrowth = [k for k in range(first_drop + 1, len(window)) if window[k] > window[k - 1]]
-    assert regrowth, "the window grows again after backing off"
+    # It backed off; that it grows again is the prober's, checked on a virtual clock
+    # (tests/test_controller.py), since a short real run may end before a probe.
+    assert any(window[k] < window[k - 1] for k in range(1, len(window))), window
 
 
 def test_clean_run_exits_zero_and_ledger_accounts_once(sandbox: Sandbox, tmp_path: Path) -> None:

@@ -184,3 +184,35 @@ def test_a_call_given_up_before_it_leaves_is_never_sent() -> None:
     result = engine.run(["i-00000001"])
     assert sent == []
     assert result.counts["pending"] == 1
+
+
+def test_probes_grow_while_they_find_room_and_step_back_at_the_limit() -> None:
+    c = Controller(ControllerProfile())
+    t = c.on_send(0.0)
+    c.on_success(t, 0.1, 0.1, in_flight=1)
+    t = c.on_send(0.1)
+    c.on_throttle(t, 0.2)  # the burst is spent: paced from here
+    assert c.phase == "paced" and c.rate is not None
+    now, rates = 0.2, [c.rate]
+    while now < 5.0:  # every call goes through: room above the pace
+        now = max(now, c.send_at())
+        t = c.on_send(now)
+        c.on_success(t, 0.1, now + 0.1, in_flight=1)
+        if c.rate != rates[-1]:
+            rates.append(c.rate)
+    steps = [b / a for a, b in zip(rates, rates[1:]) if b > a]
+    assert len(steps) >= 3, rates
+    assert steps[1] > steps[0] and steps[2] > steps[1], steps  # 1.1x, then 1.2x, 1.4x ...
+    assert max(steps) <= 2.0 + 1e-9
+    before = c.rate
+    # The limit: after the next probe, answers come back throttled.
+    while c.rate == before:
+        now = max(now, c.send_at())
+        t = c.on_send(now)
+        c.on_success(t, 0.1, now + 0.1, in_flight=1)
+    probed = c.rate
+    for _ in range(3):
+        now = max(now, c.send_at())
+        t = c.on_send(now)
+        c.on_throttle(t, now + 0.1)
+    assert c.rate < probed, "a probe that finds the limit steps back"
