@@ -208,7 +208,7 @@ _ENTRIES = (
         missing_codes=frozenset({"InvalidSnapshot.NotFound"}),
         in_use_codes=frozenset({"InvalidSnapshot.InUse"}),
         observe=_DESCRIBE_SNAPSHOTS,
-        summary="Delete EBS snapshots (one per call); those an AMI uses fail with why.",
+        summary="Delete EBS snapshots; those an AMI uses fail.",
     ),
     Operation(
         name="delete-volume",
@@ -220,7 +220,7 @@ _ENTRIES = (
         missing_codes=frozenset({"InvalidVolume.NotFound"}),
         in_use_codes=frozenset({"VolumeInUse", "IncorrectState"}),
         observe=_DESCRIBE_VOLUMES,
-        summary="Delete EBS volumes (one per call); attached ones fail with why.",
+        summary="Delete EBS volumes; attached ones fail.",
     ),
     Operation(
         name="deregister-image",
@@ -232,7 +232,7 @@ _ENTRIES = (
         missing_codes=frozenset({"InvalidAMIID.NotFound", "InvalidAMIID.Unavailable"}),
         in_use_codes=frozenset({"OperationNotPermitted"}),
         observe=_DESCRIBE_IMAGES,
-        summary="Deregister AMIs (one per call); their snapshots stay, to delete after.",
+        summary="Deregister AMIs (their snapshots stay).",
     ),
     Operation(
         name="release-address",
@@ -244,7 +244,7 @@ _ENTRIES = (
         missing_codes=frozenset({"InvalidAllocationID.NotFound"}),
         in_use_codes=frozenset({"InvalidIPAddress.InUse", "AuthFailure"}),
         observe=_DESCRIBE_ADDRESSES,
-        summary="Release Elastic IPs by allocation ID; associated ones fail with why.",
+        summary="Release Elastic IPs; associated ones fail.",
     ),
     Operation(
         name="create-tags",
@@ -265,7 +265,7 @@ _ENTRIES = (
         idempotent=True,
         inverse="delete-tags",
         tags=True,
-        summary="Tag any resources (--tag KEY=VALUE, repeatable), up to 1000 IDs per call.",
+        summary="Tag any resources (--tag KEY=VALUE).",
     ),
     Operation(
         name="delete-tags",
@@ -277,7 +277,7 @@ _ENTRIES = (
         idempotent=True,
         inverse="create-tags",
         tags=True,
-        summary="Remove tags (--tag KEY or KEY=VALUE, repeatable) from any resources.",
+        summary="Remove tags (--tag KEY) from any resources.",
     ),
     Operation(
         name="terminate-instances",
@@ -287,7 +287,7 @@ _ENTRIES = (
         verb="terminated",
         idempotent=True,
         instance_action="terminate",
-        summary="Terminate EC2 instances: what swarm terminate runs.",
+        summary="Terminate instances (as swarm terminate).",
     ),
     Operation(
         name="stop-instances",
@@ -298,7 +298,7 @@ _ENTRIES = (
         idempotent=True,
         inverse="start-instances",
         instance_action="stop",
-        summary="Stop EC2 instances: what swarm stop runs.",
+        summary="Stop instances (as swarm stop).",
     ),
     Operation(
         name="start-instances",
@@ -309,7 +309,7 @@ _ENTRIES = (
         idempotent=True,
         inverse="stop-instances",
         instance_action="start",
-        summary="Start EC2 instances: what swarm start runs.",
+        summary="Start instances (as swarm start).",
     ),
     Operation(
         name="reboot-instances",
@@ -318,7 +318,7 @@ _ENTRIES = (
         resource="instance",
         verb="rebooted",
         instance_action="reboot",
-        summary="Reboot EC2 instances: what swarm reboot runs.",
+        summary="Reboot instances (as swarm reboot).",
     ),
 )
 

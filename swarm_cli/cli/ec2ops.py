@@ -19,7 +19,7 @@ ec2_app = typer.Typer(
 )
 app.add_typer(ec2_app, name="ec2")
 HELP["ec2"] = (
-    "Run any ID-keyed EC2 operation on a list of IDs (delete-snapshot, create-tags, ...).",
+    "Any ID-keyed EC2 operation: delete-snapshot, create-tags and more.",
     "swarm ec2 delete-snapshot --ids snapshots.txt --dry-run",
 )
 for _op in OPERATIONS.values():
