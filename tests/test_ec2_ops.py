@@ -166,6 +166,26 @@ def test_tags_are_asked_for_and_instance_options_refused(sandbox: Sandbox, tmp_p
     assert code == 2 and "not a snapshot ID" in err
 
 
+def test_without_yes_and_no_terminal_nothing_is_asked_of_ec2_nor_sent(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    volumes = sandbox.seed(volumes=2)["volumes"]
+    ids = write_ids(tmp_path / "ids.txt", volumes)
+    code, _, err = swarm(
+        "ec2",
+        "delete-volume",
+        "--ids",
+        ids,
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+    )
+    assert code == 3 and "refusing to delete-volume 2 volume(s)" in err, err
+    assert sandbox.calls_by("DescribeInstances") == sandbox.calls_by("DeleteVolume") == 0
+    assert still_there(sandbox, "delete-volume", volumes) == set(volumes)
+
+
 def test_terminate_instances_is_swarm_terminate(sandbox: Sandbox, tmp_path: Path) -> None:
     ids = sandbox.launch(5)
     ledger = tmp_path / "l.jsonl"

@@ -137,7 +137,7 @@ def ledger_failed(
             err=True,
         )
     if ids is not None:
-        verb = ACTIONS[action].verb if action in ACTIONS else f"done ({action})"
+        verb = _verb(action)
         typer.echo(
             f"{len(rows)} of {len(targets.items)} ID(s) of {literal(str(ids))} not known {verb}"
             + (f", {len(never)} of them in no ledger at all" if never else ""),
@@ -149,6 +149,15 @@ def ledger_failed(
         # Some intents of a run never reached the ledger: this list is not the whole.
         return EXIT_FAILED
     return 0
+
+
+def _verb(action: str) -> str:
+    from ..actions.operations import RESOURCE_OPERATIONS
+
+    if action in ACTIONS:
+        return ACTIONS[action].verb
+    op = RESOURCE_OPERATIONS.get(action)
+    return op.verb if op is not None else f"done ({action})"
 
 
 def _read_list(path: Path) -> Targets:
