@@ -239,3 +239,6 @@ def test_kill_9_mid_delete_then_resume_loses_nothing_and_repeats_nothing(tmp_pat
         # in flight at the kill could land after the look-up.
         assert sum(n - 1 for n in done.values()) <= 2
         assert report["counts"]["succeeded"] >= len(left)
+        code, out, err = swarm("ledger", "failed", "--ids", ids, str(ledger))
+        assert code == 0 and out == "", err
+        assert "0 of 60 ID(s)" in err and "not known deleted" in err
