@@ -56,7 +56,7 @@ def estimate_text(est: Estimate) -> str:
 
 
 def _calls_text(calls: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} {api}" for api, n in calls.items())
+    return ", ".join(f"{n} {api}" for api, n in calls.items()) or "no"
 
 
 def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:

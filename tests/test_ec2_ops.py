@@ -119,6 +119,20 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
         assert [rows[i]["prediction"] for i in made[1:]] == ["would act"] * 4
         assert box.calls_by("DeleteSnapshot") == 0
         assert still_there(box, "delete-snapshot", made) == set(made)
+        # Tags take any ID and nothing shows them done: each would act, none looked up.
+        code, out, err = swarm(
+            "ec2",
+            "create-tags",
+            "--ids",
+            ids,
+            "--tag",
+            "a=b",
+            "--dry-run",
+            "--endpoint-url",
+            box.endpoint,
+        )
+        assert code == 0 and "6 would act" in out and "the plan cost no call(s)" in out, err
+        assert box.calls_by("CreateTags") == 0
 
 
 def test_create_tags_carries_a_thousand_ids_per_call_and_delete_tags_takes_them_off(
