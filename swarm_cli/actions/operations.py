@@ -31,6 +31,11 @@ _UP_TO = re.compile(r"Up to (\d+)")
 ANY_ID = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?:[0-9a-f]{8}|[0-9a-f]{17})")
 
 
+# Why EC2 would refuse a resource its Describe call shows, or None; the second argument
+# maps each snapshot the account's AMIs use to its AMI (asked only when called).
+InUse = Callable[[Mapping[str, Any], Callable[[], Mapping[str, str]]], str | None]
+
+
 @dataclass(frozen=True)
 class Observe:
     """How a Describe call shows whether a resource is still there.
@@ -48,9 +53,6 @@ class Observe:
     id_key: str
     gone_states: frozenset[str] = frozenset()
     in_use: InUse | None = None
-
-
-InUse = Callable[[Mapping[str, Any], Callable[[], Mapping[str, str]]], "str | None"]
 
 
 def _snapshot_in_use(
