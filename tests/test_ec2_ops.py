@@ -99,9 +99,8 @@ def test_a_deletion_removes_the_free_ones_and_fails_those_in_use_with_their_reas
         in_use = OPERATIONS[op].in_use_codes
         for problem in report["problems"]:
             assert problem["code"] in in_use and problem["message"], problem
-        records = fold(read_records(str(ledger)))
-        assert all(r.attempts == 1 for (_, i), r in records.items() if i in busy)  # not retried
-        assert box.calls_by(OPERATIONS[op].api) >= len(made)
+        # Each ID reached EC2 once (throttled calls never do): those in use were not retried.
+        assert box.calls_by(OPERATIONS[op].api) == len(made)
         assert box.throttles_by(OPERATIONS[op].api) > 0  # it ran at the bucket's limit
 
 
