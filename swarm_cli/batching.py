@@ -48,7 +48,7 @@ class CallLimits(Protocol):
 def initial_size(limits: CallLimits, seconds: float = AUTO_SECONDS) -> int:
     """The size to start with: ``seconds`` of the documented instance rate."""
     if limits.instance_rate is None:
-        return WITHOUT_INSTANCE_BUCKET
+        return min(limits.per_call, WITHOUT_INSTANCE_BUCKET)
     return max(1, min(limits.per_call, math.ceil(limits.instance_rate * seconds)))
 
 

@@ -60,6 +60,13 @@ class Progress(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def command_of(action: str) -> str:
+    """The command that runs ``action``: ``stop``, or ``ec2 delete-snapshot``."""
+    from .actions.operations import RESOURCE_OPERATIONS
+
+    return f"ec2 {action}" if action in RESOURCE_OPERATIONS else action
+
+
 def sparkline(points: list[tuple[float, float]], width: int = 40) -> str:
     """The window over time, resampled to ``width`` columns."""
     if not points:
@@ -748,7 +755,7 @@ def render_summary(report: Report, console: Console) -> None:
             say(f"  failed permanently (protected, wrong state): {stuck}; a retry fails again")
         if c["failed"] + c["pending"] > stuck:
             say(
-                f"  retry the rest: swarm {report.action} --ids "
+                f"  retry the rest: swarm {command_of(report.action)} --ids "
                 f"<(swarm ledger failed --retryable --action {report.action} "
                 f"{literal(report.ledger)})"
                 if report.action != "terminate"

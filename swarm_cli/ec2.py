@@ -79,6 +79,8 @@ PER_INSTANCE_CODES = MISSING_CODES | {
 }
 DRY_RUN_OK = "DryRunOperation"
 INSTANCE_IN_MESSAGE = re.compile(r"\bi-[0-9a-zA-Z]+\b")
+# Any EC2 resource ID (snap-..., vol-..., eipalloc-...): only those of the batch count.
+ID_IN_MESSAGE = re.compile(r"\b[a-z]+-[0-9a-zA-Z]+\b")
 # What an ID named in an error gets, from the error's outcome (see split_batch).
 Named = Callable[[str, Outcome], Outcome]
 
@@ -338,7 +340,7 @@ def split_batch(
     settle = named or _as_it_is
     if len(ids) == 1:
         return {ids[0]: settle(ids[0], outcome)}
-    bad = set(INSTANCE_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
+    bad = set(ID_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
     rest = len(ids) - sum(1 for i in ids if i in bad)
     requeue = replace(outcome, kind=Kind.REQUEUE, batch_limit=-(-rest // 2))
     return {i: settle(i, outcome) if i in bad else requeue for i in ids}

@@ -56,13 +56,14 @@ def estimate_text(est: Estimate) -> str:
 
 
 def _calls_text(calls: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} {api}" for api, n in calls.items())
+    return ", ".join(f"{n} {api}" for api, n in calls.items()) or "no"
 
 
 def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
     """The plan for people: a sample of rows, the counts, what it cost, the time it will take."""
     several = len(plan.pairs) > 1
-    table = Table(title=f"plan: {plan.action.name} {plan.total} instance(s)", title_justify="left")
+    title = f"plan: {plan.action.name} {plan.total} {plan.action.resource}(s)"
+    table = Table(title=title, title_justify="left")
     if several:
         table.add_column("pair")
     for name in ("ID", "Name", "type", "state", "launched", "predicted outcome"):

@@ -178,6 +178,7 @@ def confirmation_text(
     account: str | None,
     alias: str | None,
     sample: Sequence[tuple[str, str | None]],
+    resource: str = "instance",
 ) -> str:
     """What a person must see before saying yes: what, how many, where, and examples.
 
@@ -185,7 +186,7 @@ def confirmation_text(
     count; ``sample`` is (instance ID, Name tag) pairs, of which the first
     ``SAMPLE_SIZE`` are shown.
     """
-    noun = "instance" if count == 1 else "instances"
+    noun = resource if count == 1 else f"{resource}s"
     if account is None:
         who = "not checked (pass --expect-account to check it)"
     else:

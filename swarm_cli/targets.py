@@ -30,6 +30,18 @@ INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
 REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")
 ACCOUNT_ID = re.compile(r"\d{12}")
 
+
+@dataclass(frozen=True)
+class IdRule:
+    """What an ID of the list must look like: instance IDs, or an operation's resources."""
+
+    pattern: re.Pattern[str]
+    what: str  # "an instance ID (expected i- followed by 8 or 17 hex digits)"
+    prefix: str = "i-"
+
+
+INSTANCES = IdRule(INSTANCE_ID, "an instance ID (expected i- followed by 8 or 17 hex digits)")
+
 # Header names, case-insensitive, in order of preference: a file with both a row
 # number column "id" and an "instance_id" column means the latter.
 ID_COLUMNS = ("instance_id", "instanceid", "id")
@@ -105,7 +117,9 @@ class TargetsError(ValueError):
     """The input cannot be used; nothing has been sent."""
 
 
-def parse_targets(lines: Iterable[str], *, source: str = "input") -> Targets:
+def parse_targets(
+    lines: Iterable[str], *, source: str = "input", rule: IdRule = INSTANCES
+) -> Targets:
     """Read targets in whichever format the content is in (see the module's doc).
 
     Every invalid line is collected (not just the first), so one run of the
@@ -113,7 +127,7 @@ def parse_targets(lines: Iterable[str], *, source: str = "input") -> Targets:
     ID) and keep their first place. Raises ``TargetsError`` for a swarm ledger.
     """
     with _collector_paused():
-        return _parse_targets(lines, source)
+        return _parse_targets(lines, source, rule)
 
 
 @contextlib.contextmanager
@@ -146,8 +160,8 @@ def _too_long(numbered: list[tuple[int, str]], builder: _Builder) -> list[tuple[
     return kept
 
 
-def _parse_targets(lines: Iterable[str], source: str) -> Targets:
-    builder = _Builder()
+def _parse_targets(lines: Iterable[str], source: str, rule: IdRule = INSTANCES) -> Targets:
+    builder = _Builder(rule)
     numbered = _too_long(list(_numbered(lines)), builder)
     first = next((text for _, text in numbered if _content(text)), "")
     head = first.strip()
@@ -175,17 +189,19 @@ def parse_ids(lines: Iterable[str]) -> Targets:
     return builder.targets
 
 
-def read_targets(path: str, stdin: Iterable[str] | None = None) -> Targets:
+def read_targets(
+    path: str, stdin: Iterable[str] | None = None, *, rule: IdRule = INSTANCES
+) -> Targets:
     """Read a file of targets, or standard input when ``path`` is ``-``."""
     if path == "-":
         if stdin is None:
             raise TargetsError("no standard input to read IDs from")
         if hasattr(stdin, "readline"):  # a stream, not a list of lines already read
             stdin = bounded_lines(stdin)  # type: ignore[arg-type]
-        return parse_targets(stdin, source="standard input")
+        return parse_targets(stdin, source="standard input", rule=rule)
     try:
         with open(path, encoding="utf-8", newline="") as handle:
-            return parse_targets(bounded_lines(handle), source=path)
+            return parse_targets(bounded_lines(handle), source=path, rule=rule)
     except FileNotFoundError:
         raise TargetsError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -223,7 +239,8 @@ def group(
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, rule: IdRule = INSTANCES) -> None:
+        self.rule = rule
         self.targets = Targets()
         # (id, region, account) -> first line: a plain tuple hashes in C, a Target in Python.
         self.first_seen: dict[tuple[str, str | None, str | None], int] = {}
@@ -308,11 +325,12 @@ def _parse_plain(numbered: list[tuple[int, str]], builder: _Builder) -> None:
     for number, text in numbered:
         tokens = text.split("#", 1)[0].split()
         for token in tokens:
-            if INSTANCE_ID.fullmatch(token):
+            if builder.rule.pattern.fullmatch(token):
                 builder.add(Target(token), number)
             else:
                 # With one ID a line, the whole line says most; with several, the token.
-                builder.bad(number, text if len(tokens) == 1 else token, _id_reason(token))
+                reason = _id_reason(token, builder.rule)
+                builder.bad(number, text if len(tokens) == 1 else token, reason)
 
 
 def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Builder) -> None:
@@ -330,7 +348,7 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         if index is not None:
             columns[kind] = index
     if "id" not in columns:
-        if any(INSTANCE_ID.fullmatch(name) for name in header):
+        if any(builder.rule.pattern.fullmatch(name) for name in header):
             found = "this first line holds IDs; separate plain IDs with spaces, not commas"
         else:
             found = "it has " + (", ".join(repr(name) for name in header) or "nothing")
@@ -429,9 +447,11 @@ def _check(
     account: str | None,
 ) -> None:
     reasons: list[str] = []
-    if not INSTANCE_ID.fullmatch(instance):
+    if not builder.rule.pattern.fullmatch(instance):
         reasons.append(
-            f"bad ID {quote(instance, width=40)}: {_id_reason(instance)}" if instance else "no ID"
+            f"bad ID {quote(instance, width=40)}: {_id_reason(instance, builder.rule)}"
+            if instance
+            else "no ID"
         )
     if region is not None and not REGION.fullmatch(region):
         reasons.append(
@@ -446,7 +466,11 @@ def _check(
         builder.add(Target(instance, region, account), number)
 
 
-def _id_reason(text: str) -> str:
+def _id_reason(text: str, rule: IdRule = INSTANCES) -> str:
+    if rule is not INSTANCES:
+        if rule.pattern.fullmatch(text.lower()):
+            return "IDs are lowercase"
+        return f"not {rule.what}"
     if INSTANCE_ID.fullmatch(text.lower()):
         return "instance IDs are lowercase"
     if not text.startswith("i-"):

@@ -47,6 +47,8 @@ class ActionSpec:
     undo: str | None = None
     # Extra request parameters a user may set (e.g. Force, Hibernate for stop).
     flags: Mapping[str, str] = field(default_factory=dict)
+    # What it acts on, for people: "instance", "snapshot".
+    resource: str = "instance"
 
     @property
     def reversible(self) -> bool:

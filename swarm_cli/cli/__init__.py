@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import gc
 
-from . import act, helptext, ledger, sandbox, shards
+from . import act, ec2ops, helptext, ledger, sandbox, shards
 from .common import app
 
 __all__ = ["app", "main"]
-_COMMANDS = (act, ledger, sandbox, shards)  # imported for their commands
+_COMMANDS = (act, ec2ops, ledger, sandbox, shards)  # imported for their commands
 helptext.apply(app)  # summaries, examples and argument names, once all are registered
 
 

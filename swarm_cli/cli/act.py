@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from ..actions import ACTIONS, ActionSpec
+from ..actions.operations import Operation
 from ..errors import (
     EXIT_FAILED,
     EXIT_REFUSED,
@@ -33,6 +34,7 @@ from ..ledger import (
     LedgerError,
     check_ledger_path,
 )
+from ..outcome import Outcome
 from ..rails import (
     RailError,
     check_max_count,
@@ -105,14 +107,18 @@ class _Stage:
         self.sending = False
 
 
-def run_action(spec: ActionSpec, flags: Flags) -> int:
+def run_action(spec: ActionSpec, flags: Flags, operation: Operation | None = None) -> int:
     """One action command; whatever stops it before anything is sent says so, and leaves
-    no empty ledger behind (one this command created and never wrote to)."""
+    no empty ledger behind (one this command created and never wrote to).
+
+    ``operation``: an operation of the registry that is not an instance action (``swarm
+    ec2 delete-snapshot``): its calls, plan and resume are the operation's.
+    """
     stage = _Stage()
     ledger = flags.ledger if not (flags.sandbox or flags.dry_run) else None
     existed = ledger is None or os.path.lexists(ledger)
     try:
-        code = _run_action(spec, flags, stage)
+        code = _run_action(spec, flags, stage, operation)
     except KeyboardInterrupt as exc:
         if stage.sending:
             raise
@@ -141,10 +147,14 @@ def remove_empty(path: str) -> None:
             os.unlink(path)
 
 
-def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
+def _run_action(
+    spec: ActionSpec, flags: Flags, stage: _Stage, operation: Operation | None = None
+) -> int:
     from ..ec2 import redact_url
 
     out, err = consoles()
+    if operation is not None:
+        _refuse_instance_options(operation, flags)
     if flags.rollback and not spec.reversible:
         raise UsageError(f"{spec.name} cannot be undone: --rollback is for stop and start")
     selecting = bool(flags.filters or flags.older_than)
@@ -165,7 +175,8 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
     if selecting:
         groups = select_groups(spec, flags, accounts, region, reach, found, err)
     else:
-        targets = load_targets(flags.ids or "-", err)
+        rule = operation.id_rule if operation is not None else None
+        targets = load_targets(flags.ids or "-", err, rule)
         groups = plan_groups(targets, accounts, region, err)
     groups = apply_shard(groups, flags.shard, err, by_count=not selecting)
     # Last of the checks of the command line: it creates the ledger (proving it writable).
@@ -235,8 +246,13 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
     reach.connect(groups, err)
     endpoint = reach.endpoint or ""
     if flags.dry_run:
-        return show_plan(spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err)
-    already = reconcile_resume(spec, flags, groups, reach, options, found, err)
+        return show_plan(
+            spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err, operation
+        )
+    if operation is None:
+        already = reconcile_resume(spec, flags, groups, reach, options, found, err)
+    else:
+        already = reconcile_operation(operation, flags, groups, reach, options, err)
     settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
     for pair, outcomes in already.items():  # already done: recorded so, whatever a rail says
         settled[pair] = {**settled.get(pair, {}), **outcomes}
@@ -247,7 +263,11 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
     job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
     stage.sending = True
 
-    def action(pair: Pair) -> InstanceCall:
+    def action(pair: Pair) -> Callable[[Sequence[str]], Mapping[str, Any]]:
+        if operation is not None:
+            from ..operation_call import OperationCall
+
+            return OperationCall(reach.client(pair), operation, params=flags.params)
         return InstanceCall(reach.client(pair), spec, params=flags.params)
 
     report = run_job(job, action, err, classify=classify_exception)
@@ -263,6 +283,63 @@ def _run_action(spec: ActionSpec, flags: Flags, stage: _Stage) -> int:
     return finish(report, flags.output, out, err, quiet=flags.quiet)
 
 
+def _refuse_instance_options(operation: Operation, flags: Flags) -> None:
+    """What only instances have: a selection, tags to protect, a rehearsal, waits, undo."""
+    used = [
+        name
+        for name, on in (
+            ("--filter/--older-than", bool(flags.filters or flags.older_than)),
+            ("--protect-tag", bool(flags.protect_tags)),
+            ("--sandbox", flags.sandbox),
+            ("--wait", flags.wait),
+            ("--rollback", flags.rollback),
+        )
+        if on
+    ]
+    if used:
+        raise UsageError(
+            f"{', '.join(used)}: for instances; swarm ec2 {operation.name} takes --ids FILE"
+        )
+
+
+def reconcile_operation(
+    operation: Operation,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: "Reach",
+    options: RunOptions,
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """--resume of an operation: those its Describe call shows gone are done, unsent."""
+    from ..observe import observe_api, reconcile_gone
+
+    if not flags.resume or not groups:
+        return {}
+    count = sum(len(ids) for ids in groups.values())
+    if operation.observe is None:
+        err.print(
+            f"resume: {operation.name} leaves nothing to look up; the {count} not known "
+            f"{operation.verb} are sent again",
+            markup=False,
+        )
+        return {}
+    done, checked = reconcile_gone(
+        operation,
+        groups,
+        reach.client,
+        err,
+        options=replace(options, ledger=None, progress="none"),
+    )
+    already = sum(len(v) for v in done.values())
+    err.print(
+        f"resume: {observe_api(operation)} shows {already} of {count} already "
+        f"{operation.verb} (recorded, not sent); {count - already} to send"
+        + (f" ({count - checked} could not be read: they are sent)" if checked < count else ""),
+        markup=False,
+    )
+    return done
+
+
 def show_plan(
     spec: ActionSpec,
     flags: Flags,
@@ -271,20 +348,33 @@ def show_plan(
     options: RunOptions,
     out: Console,
     err: Console,
+    operation: Operation | None = None,
 ) -> int:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
     from ..plan import Prediction, estimate, make_plan
     from ..plan_view import plan_json, render_plan, write_plan_ids
 
-    plan = make_plan(
-        spec,
-        groups,
-        reach.client,
-        err,
-        options=replace(options, ledger=None, progress="none"),
-        check_protection=flags.check_protection,
-        params=flags.params,
-    )
+    if operation is not None:
+        from ..observe import plan_operation
+
+        plan = plan_operation(
+            operation,
+            spec,
+            groups,
+            reach.client,
+            err,
+            options=replace(options, ledger=None, progress="none"),
+        )
+    else:
+        plan = make_plan(
+            spec,
+            groups,
+            reach.client,
+            err,
+            options=replace(options, ledger=None, progress="none"),
+            check_protection=flags.check_protection,
+            params=flags.params,
+        )
     try:
         predicate = protect_tags(flags.protect_tags)
     except RailError as exc:
@@ -330,13 +420,26 @@ def _never(pair: Pair) -> Callable[[Any], Mapping[str, Any]]:
 
 
 def register(
-    spec: ActionSpec, summary: str, *, into: typer.Typer = app, plan: bool = False
+    spec: ActionSpec,
+    summary: str,
+    *,
+    into: typer.Typer = app,
+    plan: bool = False,
+    name: str | None = None,
+    operation: Operation | None = None,
 ) -> None:
     """Add ``swarm <spec.name>`` with every shared option (and the action's own flags).
 
     With ``plan``, the command only predicts (``swarm plan <action>``, as ``--dry-run``).
+    ``name`` names the command instead of the action; ``operation`` makes it run an
+    operation of the registry that is not an instance action (``swarm ec2 ...``).
     """
+    outline = spec  # with an operation, its spec is read from botocore's model when run
     is_stop = "force" in spec.flags
+    takes_tags = operation is not None and operation.tags
+    # An instance action under its operation's name runs as the short command does.
+    runs = operation if operation is not None and operation.instance_action is None else None
+    path = f"ec2 {operation.name}" if operation is not None else spec.name
 
     def command(
         ids: Annotated[
@@ -344,8 +447,9 @@ def register(
             typer.Option(
                 "--ids",
                 metavar="FILE",
-                help="Instance IDs: one or more per line (# comments allowed), or a CSV/TSV "
-                "with instance_id[,region][,account] columns, or JSON lines; - reads stdin.",
+                help=f"{spec.resource.capitalize()} IDs: one or more per line (# comments "
+                "allowed), or a CSV/TSV with id[,region][,account] columns, or JSON lines; - "
+                "reads stdin.",
                 show_default=False,
             ),
         ] = None,
@@ -424,6 +528,16 @@ def register(
                 help="Hibernate instead of stopping (instances must be set up for it).",
             ),
         ] = False,
+        tag: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--tag",
+                metavar="KEY=VALUE",
+                hidden=not takes_tags,
+                help="A tag to add (create-tags: KEY=VALUE) or remove (delete-tags: KEY, or "
+                "KEY=VALUE to remove it only with that value); repeatable.",
+            ),
+        ] = None,
         accounts: AccountsOpt = None,
         role_arn: RoleArnOpt = None,
         shard: Annotated[
@@ -490,14 +604,21 @@ def register(
         missing_ok: MissingOk = False,
         trace: TraceOpt = None,
     ) -> int:
+        spec = runs.spec if runs is not None else outline
         size, auto_batch = batch_options(batch_size, spec.limits)
         if (force or hibernate) and not is_stop:
             raise UsageError(f"--force and --hibernate are for swarm stop, not {spec.name}")
         if force and hibernate:
             raise UsageError("--force and --hibernate cannot be used together")
-        params = {
+        params: dict[str, Any] = {
             spec.flags[k]: True for k, on in (("force", force), ("hibernate", hibernate)) if on
         }
+        if tag and not takes_tags:
+            raise UsageError(f"--tag is for swarm ec2 create-tags and delete-tags, not {spec.name}")
+        if takes_tags:
+            params["Tags"] = _tags(tag or (), spec.name)
+        if runs is not None:
+            size = min(size, runs.model.per_call)
         return run_action(
             spec,
             Flags(
@@ -545,6 +666,7 @@ def register(
                     missing_ok=missing_ok,
                 ),
             ),
+            runs,
         )
 
     # One line per paragraph: rich keeps a docstring's line breaks.
@@ -558,11 +680,23 @@ def register(
             "Before the first call, every instance is in the ledger as pending; SIGINT, "
             "SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in flight, and "
             "record the rest. Retry what is left with: swarm "
-            f"{spec.name} --ids <(swarm ledger failed --action {spec.name} LEDGER)",
+            f"{path} --ids <(swarm ledger failed --action {spec.name} LEDGER)",
             EXIT_CODES,
         ]
     )
-    into.command(spec.name)(command)
+    into.command(name or spec.name)(command)
+
+
+def _tags(values: Sequence[str], action: str) -> list[dict[str, str]]:
+    from ..operation_call import parse_tags
+
+    if not values:
+        # DeleteTags without Tags removes every tag: never by omission.
+        raise UsageError(f"{action} needs at least one --tag")
+    try:
+        return parse_tags(values, need_value=action == "create-tags")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 register(

@@ -183,7 +183,8 @@ def confirm(
     count = sum(len(v) for v in groups.values())
     first = next(iter(groups.items()))
     sample_ids = list(first[1][:SAMPLE_SIZE])
-    describe_missing({first[0]: sample_ids}, reach, flags.options, found, err)
+    if spec.resource == "instance":  # Name tags read with DescribeInstances
+        describe_missing({first[0]: sample_ids}, reach, flags.options, found, err)
     sample = [(i, found[i].name if i in found else None) for i in sample_ids]
     accounts = {p.account for p in groups}
     account, alias = (accounts.pop() if len(accounts) == 1 else None), None
@@ -199,12 +200,13 @@ def confirm(
         account,
         alias,
         sample,
+        spec.resource,
     )
     on_stdin = flags.ids == "-"
     if not sys.stdin.isatty() and not on_stdin:
         raise RefusedError(
-            f"refusing to {spec.name} {count} instance(s) without confirmation: no terminal to "
-            "ask on. Pass --yes to confirm (scripts and CI)."
+            f"refusing to {spec.name} {count} {spec.resource}(s) without confirmation: no "
+            "terminal to ask on. Pass --yes to confirm (scripts and CI)."
         )
     if not ask(f"{text}\nContinue? [y/N] ", stdin_is_ids=on_stdin):
         raise RefusedError("not confirmed; nothing was sent", plain=True)

@@ -109,7 +109,7 @@ def ledger_failed(
     rows = [(r.id, r.region, r.account) for r in left]
     never: list[Target] = []
     if ids is not None:
-        targets = _read_list(ids)
+        targets = _read_list(ids, action)
         listed = {t.id for t in targets.items}
         rows = [row for row in rows if row[0] in listed]
         stuck = [r for r in stuck if r.id in listed]
@@ -137,7 +137,7 @@ def ledger_failed(
             err=True,
         )
     if ids is not None:
-        verb = ACTIONS[action].verb if action in ACTIONS else f"done ({action})"
+        verb = _verb(action)
         typer.echo(
             f"{len(rows)} of {len(targets.items)} ID(s) of {literal(str(ids))} not known {verb}"
             + (f", {len(never)} of them in no ledger at all" if never else ""),
@@ -151,10 +151,23 @@ def ledger_failed(
     return 0
 
 
-def _read_list(path: Path) -> Targets:
+def _verb(action: str) -> str:
+    from ..actions.operations import RESOURCE_OPERATIONS
+
+    if action in ACTIONS:
+        return ACTIONS[action].verb
+    op = RESOURCE_OPERATIONS.get(action)
+    return op.verb if op is not None else f"done ({action})"
+
+
+def _read_list(path: Path, action: str) -> Targets:
     """``--ids LIST`` of ``ledger failed``: every bad line is an error (exit 2)."""
+    from ..actions.operations import RESOURCE_OPERATIONS
+    from ..targets import INSTANCES
+
+    op = RESOURCE_OPERATIONS.get(action)
     try:
-        targets = read_ids(str(path))
+        targets = read_ids(str(path), rule=op.id_rule if op is not None else INSTANCES)
     except TargetsError as exc:
         raise UsageError(str(exc)) from None
     if targets.bad:

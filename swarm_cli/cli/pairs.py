@@ -29,7 +29,7 @@ from ..report import Pair
 from ..run import (
     RunOptions,
 )
-from ..targets import Targets, TargetsError, read_ids
+from ..targets import INSTANCES, IdRule, Targets, TargetsError, read_ids
 from ..text import clip, literal
 from .exits import warn
 from .options import Flags
@@ -47,9 +47,9 @@ class Instance(Protocol):
     def tags(self) -> Mapping[str, str]: ...
 
 
-def load_targets(ids: str, err: Console) -> Targets:
+def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:
     try:
-        targets = read_ids(ids, sys.stdin if ids == "-" else None)
+        targets = read_ids(ids, sys.stdin if ids == "-" else None, rule=rule or INSTANCES)
     except TargetsError as exc:
         raise UsageError(str(exc)) from exc
     if targets.bad:

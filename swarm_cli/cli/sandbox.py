@@ -7,7 +7,7 @@ import signal
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -107,6 +107,35 @@ MissingOpt = Annotated[
         metavar="N",
         min=0,
         help="IDs that do not exist, added to the list (they fail).",
+    ),
+]
+
+
+def _kind_option(name: str, what: str) -> Any:
+    return typer.Option(f"--{name}", metavar="N", min=0, help=f"{what} to make at start.")
+
+
+SnapshotsOpt = Annotated[int, _kind_option("snapshots", "EBS snapshots (for swarm ec2)")]
+VolumesOpt = Annotated[int, _kind_option("volumes", "EBS volumes")]
+ImagesOpt = Annotated[int, _kind_option("images", "AMIs")]
+AddressesOpt = Annotated[int, _kind_option("addresses", "Elastic IPs")]
+InUseOpt = Annotated[
+    int,
+    typer.Option(
+        "--in-use",
+        metavar="N",
+        min=0,
+        help="Of the snapshots, volumes and addresses, this many of each in use (an AMI's "
+        "snapshot, an attached volume, an associated address): EC2 refuses to delete them.",
+    ),
+]
+ResourcesOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--resources-out",
+        metavar="DIR",
+        help="Write the IDs of each kind made (snapshots.txt, volumes.txt, images.txt, "
+        "addresses.txt) into this folder, ready for swarm ec2 --ids.",
     ),
 ]
 SeedOpt = Annotated[
@@ -299,6 +328,12 @@ def sandbox_cmd(
     protected: ProtectedOpt = 0,
     missing: MissingOpt = 0,
     seed: SeedOpt = 0,
+    snapshots: SnapshotsOpt = 0,
+    volumes: VolumesOpt = 0,
+    images: ImagesOpt = 0,
+    addresses: AddressesOpt = 0,
+    in_use: InUseOpt = 0,
+    resources_out: ResourcesOutOpt = None,
 ) -> None:
     """Keep a fake EC2 running on 127.0.0.1 until Ctrl-C, for trying commands or CI jobs.
 
@@ -360,6 +395,25 @@ def sandbox_cmd(
                 write_atomic(ids_out, "instance_id,region,account\n" + table)
         if accounts_out is not None:
             write_atomic(accounts_out, accounts_yaml(places))
+        made = box.seed(
+            snapshots=snapshots,
+            volumes=volumes,
+            images=images,
+            addresses=addresses,
+            in_use=in_use,
+        )
+        if resources_out is not None:
+            resources_out.mkdir(parents=True, exist_ok=True)
+            for kind in ("snapshots", "volumes", "images", "addresses"):
+                write_atomic(resources_out / f"{kind}.txt", "".join(f"{i}\n" for i in made[kind]))
+        seeded = ", ".join(f"{len(made[k])} {k}" for k in made if made[k] and k != "in-use-images")
+        if seeded:
+            err.print(
+                f"  made {seeded}"
+                + (f"; {in_use} of each kind in use" if in_use else "")
+                + (f"; IDs in {literal(resources_out)}" if resources_out else ""),
+                markup=False,
+            )
         exports = "".join(f"export {k}={v}\n" for k, v in environment(box).items())
         if env_out is not None:
             write_atomic(env_out, exports)

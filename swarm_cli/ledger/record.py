@@ -18,7 +18,9 @@ REACHED_CODE = "Reached"
 # The actions whose success is final: a terminated instance never comes back, so
 # no later run's record of it (pending, failed) can undo it. For every other
 # action (stop, start, reboot) the latest run decides.
-FINAL_SUCCESS: frozenset[str] = frozenset({"terminate"})
+FINAL_SUCCESS: frozenset[str] = frozenset(
+    {"terminate", "delete-snapshot", "delete-volume", "deregister-image", "release-address"}
+)
 
 
 # Failure codes a retry cannot fix while nothing else changes: the instance is
@@ -31,6 +33,10 @@ PERMANENT_CODES: frozenset[str] = frozenset(
         "UnsupportedOperation",
         "InvalidInstanceID.Malformed",
         "Protected",
+        # A resource in use (swarm ec2): a retry fails again until it is let go.
+        "InvalidSnapshot.InUse",
+        "VolumeInUse",
+        "InvalidIPAddress.InUse",
     }
 )
 

@@ -131,6 +131,93 @@ class SandboxAdmin:
             client.modify_instance_attribute(InstanceId=instance_id, DisableApiStop={"Value": True})
         return ids
 
+    def seed(
+        self,
+        *,
+        snapshots: int = 0,
+        volumes: int = 0,
+        images: int = 0,
+        addresses: int = 0,
+        in_use: int = 0,
+        region: str | None = None,
+        account: str | None = None,
+    ) -> dict[str, list[str]]:
+        """Make resources for ``swarm ec2`` to act on: kind -> IDs, those in use first.
+
+        Of each kind, the first ``in_use`` (at most all) are in use as EC2 would refuse
+        to delete them: a snapshot an AMI uses (the AMI's own, which is also listed
+        under ``in-use-images``), a volume attached to an instance, an Elastic IP
+        associated with one. Images use a snapshot each, as registered AMIs do.
+        """
+        client = self.client(region, account)
+        zone = f"{region or self.config.region}a"
+        busy = {
+            kind: min(in_use, n)
+            for kind, n in (
+                ("snapshots", snapshots),
+                ("volumes", volumes),
+                ("addresses", addresses),
+            )
+        }
+        hosts = (
+            self.launch(1, region=region, account=account)
+            if busy["volumes"] or busy["addresses"]
+            else []
+        )
+        out: dict[str, list[str]] = {}
+
+        def register(n: int, label: str) -> list[str]:
+            made = []
+            for k in range(n):
+                made.append(
+                    client.register_image(
+                        Name=f"swarm-sandbox-{label}-{len(out.get(label, [])) + k}",
+                        RootDeviceName="/dev/sda1",
+                    )["ImageId"]
+                )
+            return made
+
+        used_by = register(busy["snapshots"], "in-use-images")
+        out["in-use-images"] = used_by
+        described = client.describe_images(ImageIds=used_by)["Images"] if used_by else []
+        by_image = {
+            d["ImageId"]: d["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"] for d in described
+        }
+        out["snapshots"] = [by_image[i] for i in used_by]
+        if snapshots > busy["snapshots"]:
+            out["snapshots"] += self._snapshots(
+                snapshots - busy["snapshots"], zone, region, account
+            )
+        out["volumes"] = []
+        for k in range(volumes):
+            volume = client.create_volume(Size=1, AvailabilityZone=zone)["VolumeId"]
+            if k < busy["volumes"]:
+                client.attach_volume(
+                    VolumeId=volume, InstanceId=hosts[0], Device=f"/dev/sd{chr(102 + k % 20)}"
+                )
+            out["volumes"].append(volume)
+        out["images"] = register(images, "images")
+        out["addresses"] = []
+        for k in range(addresses):
+            allocation = client.allocate_address(Domain="vpc")["AllocationId"]
+            if k < busy["addresses"]:
+                client.associate_address(AllocationId=allocation, InstanceId=hosts[0])
+            out["addresses"].append(allocation)
+        return out
+
+    def _snapshots(
+        self, count: int, zone: str, region: str | None, account: str | None
+    ) -> list[str]:
+        """Snapshots made in moto's backend directly: thousands in a second, not a minute."""
+        from moto.ec2.models import ec2_backends
+
+        with self._front()._moto:
+            backend = ec2_backends[account or ACCOUNT][region or self.config.region]
+            source = backend.create_volume(size=1, zone_name=zone)
+            made = [backend.create_snapshot(source.id, "swarm sandbox").id for _ in range(count)]
+            backend.delete_volume(source.id)
+        return [str(i) for i in made]
+
     def load_ids(
         self,
         ids: list[str],

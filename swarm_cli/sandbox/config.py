@@ -8,10 +8,16 @@ from typing import Any
 
 from ..actions import ACTIONS, DESCRIBE_LIMITS
 from ..actions.base import Bucket
+from ..actions.operations import RESOURCE_OPERATIONS
 
 ACCOUNT = "123456789012"  # moto's default account: the one CREDENTIALS act in
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-MUTATING = frozenset({"TerminateInstances", "StopInstances", "StartInstances", "RebootInstances"})
+INSTANCE_ACTIONS = frozenset(
+    {"TerminateInstances", "StopInstances", "StartInstances", "RebootInstances"}
+)
+# The operations of swarm ec2 that are not instance actions: throttled and counted alike.
+RESOURCE_ACTIONS = frozenset(op.api for op in RESOURCE_OPERATIONS.values())
+MUTATING = INSTANCE_ACTIONS | RESOURCE_ACTIONS
 DESCRIBE = "DescribeInstances"
 IMAGE_ID = "ami-12c6146b"  # one of moto's built-in images
 INSTANCE_TYPE = "t3.micro"
@@ -79,6 +85,8 @@ class SandboxConfig:
             )
             for spec in ACTIONS.values()
         }
+        for op in RESOURCE_OPERATIONS.values():
+            out[op.api] = (calls.apply(op.calls), None)
         out[DESCRIBE] = (calls.apply(DESCRIBE_LIMITS.calls), None)
         out["TerminateInstances"] = (self.requests, self.resources)
         return out

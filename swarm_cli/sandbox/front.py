@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from .config import ACCOUNT, MUTATING, BucketSpec, SandboxConfig
-from .moto_backend import _states_in_moto
+from .config import ACCOUNT, MUTATING, RESOURCE_ACTIONS, BucketSpec, SandboxConfig
+from .moto_backend import _address_user, _states_in_moto
 from .wire import (
     StartResponse,
     WsgiApp,
@@ -23,6 +23,7 @@ from .wire import (
     _error_xml,
     _form_with_ids,
     _instance_ids,
+    _resource_ids,
     _set_body,
 )
 
@@ -133,6 +134,8 @@ class Ec2Front:
         self._release_epoch = 0
         self._empty_throttle_status = config.empty_throttle_status
         self._accepted_ids: set[str] = set()
+        # (API action, ID) -> calls of a resource operation that succeeded on it.
+        self._done: dict[tuple[str, str], int] = {}
         # moto's backends are not built for concurrent mutation; one call at a time.
         self._moto = threading.Lock()
         # Wall-clock time (time.time(), comparable across processes) at which the
@@ -200,6 +203,12 @@ class Ec2Front:
         """Every instance ID whose termination moto has accepted through this front."""
         with self._lock:
             return set(self._accepted_ids)
+
+    def done_by(self, action: str) -> dict[str, int]:
+        """ID -> how many calls of ``action`` (a resource operation, e.g. DeleteSnapshot)
+        succeeded on it: more than one is a repeat."""
+        with self._lock:
+            return {i: n for (act, i), n in self._done.items() if act == action}
 
     def calls_by(
         self, action: str, *, account: str | None = None, region: str | None = None
@@ -339,6 +348,7 @@ class Ec2Front:
             return self._forward(environ, start_response, action, params, caller, body)
         mutating = action in MUTATING
         ids = _instance_ids(params)
+        resources = _resource_ids(params) if action in RESOURCE_ACTIONS else ids
         arrived = time.time()
         with self._lock:
             if mutating and self.first_call_at is None:
@@ -368,7 +378,7 @@ class Ec2Front:
                 self.sleep(self._delay())
             if action in self._limits:
                 account = self._account_of(environ, caller)
-                refusal = self.admit(action, len(ids), account=account, region=caller.region)
+                refusal = self.admit(action, len(resources), account=account, region=caller.region)
                 if refusal == "fault":
                     return self._error(
                         start_response,
@@ -398,6 +408,10 @@ class Ec2Front:
             answer = list(self._forward(environ, keep, action, params, caller, body))
             if action == "TerminateInstances" and started and str(started[0][0]).startswith("200"):
                 self._record_terminations(ids)
+            if action in RESOURCE_ACTIONS and started and str(started[0][0]).startswith("200"):
+                with self._lock:
+                    for i in resources:
+                        self._done[(action, i)] = self._done.get((action, i), 0) + 1
             if not self._hold(mutating, after_effect=True):
                 return self._going_away(start_response)
             for args in started:
@@ -419,6 +433,8 @@ class Ec2Front:
         """moto's answer, or EC2's where moto's state rules differ from EC2's."""
         rule = _CANNOT.get(action)
         dry_run = params.get("DryRun", ["false"])[0].lower() == "true"
+        if action == "ReleaseAddress" and not dry_run:
+            return self._release(environ, start_response, params, caller)
         if rule is None or dry_run:  # EC2 answers DryRun before looking at states
             with self._moto:
                 return list(self.app(environ, start_response))
@@ -443,6 +459,27 @@ class Ec2Front:
                         return self._reboot_answer(start_response)
                     if len(live) < len(ids):
                         _set_body(environ, _form_with_ids(body, live))
+            return list(self.app(environ, start_response))
+
+    def _release(
+        self,
+        environ: dict[str, Any],
+        start_response: StartResponse,
+        params: dict[str, list[str]],
+        caller: _Caller,
+    ) -> list[bytes]:
+        """EC2 refuses to release an associated address; moto releases it."""
+        allocation = params.get("AllocationId", [""])[0]
+        account = self._account_of(environ, caller)
+        with self._moto:
+            user = _address_user(account, caller.region, allocation) if allocation else None
+            if user is not None:
+                return self._error(
+                    start_response,
+                    "400 Bad Request",
+                    "InvalidIPAddress.InUse",
+                    f"Address {allocation} is in use (associated with {user}).",
+                )
             return list(self.app(environ, start_response))
 
     @staticmethod

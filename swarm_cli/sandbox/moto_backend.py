@@ -30,6 +30,21 @@ def _states_in_moto(account: str, region: str, ids: list[str]) -> dict[str, str]
     return {i.id: str(i.state) for i in instances}
 
 
+def _address_user(account: str, region: str, allocation_id: str) -> str | None:
+    """What an Elastic IP is associated with (an instance or interface), or None."""
+    from moto.ec2.models import ec2_backends
+
+    try:
+        addresses = ec2_backends[account][region].addresses
+    except KeyError:
+        return None
+    for address in addresses:
+        if address.allocation_id == allocation_id:
+            user = address.instance or address.eni
+            return None if user is None else str(user.id)
+    return None
+
+
 # Instances per moto reservation when loading an ID list: few large RunInstances
 # calls, as a fleet is launched, with a progress report after each.
 LOAD_CHUNK = 1000

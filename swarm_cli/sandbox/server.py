@@ -247,6 +247,10 @@ class Sandbox(SandboxAdmin):
         """Answer empty buckets with ``status`` and no body; None restores EC2's answer."""
         self._front().set_empty_throttle_status(status)
 
+    def done_by(self, action: str) -> dict[str, int]:
+        """ID -> calls of a resource operation that succeeded on it; see ``Ec2Front.done_by``."""
+        return self._front().done_by(action)
+
     def accepted_ids(self) -> set[str]:
         """Every instance ID whose termination was accepted since the sandbox started."""
         return self._front().accepted_ids()

@@ -59,6 +59,16 @@ def _instance_ids(params: dict[str, list[str]]) -> list[str]:
     return [v[0] for k, v in params.items() if k.startswith("InstanceId.")]
 
 
+# Where the operations of swarm ec2 put their IDs: one, or a list (ResourceId.N).
+_ONE_ID = ("SnapshotId", "VolumeId", "ImageId", "AllocationId")
+
+
+def _resource_ids(params: dict[str, list[str]]) -> list[str]:
+    """The IDs a call names, whatever their kind."""
+    ids = [v[0] for k, v in params.items() if k.startswith(("InstanceId.", "ResourceId."))]
+    return ids + [params[k][0] for k in _ONE_ID if k in params]
+
+
 def _form_with_ids(body: bytes, ids: list[str]) -> bytes:
     """The same form request, naming only ``ids``."""
     pairs = [

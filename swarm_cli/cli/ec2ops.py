@@ -1,0 +1,31 @@
+"""``swarm ec2 OPERATION``: one command per entry of the operation registry
+(:mod:`swarm_cli.actions.operations`), each built by :func:`act.register` as the instance
+actions are, so that every run goes through the same runner, engine, controller, ledger
+and plan."""
+
+from __future__ import annotations
+
+import typer
+
+from ..actions.operations import OPERATIONS
+from .act import register
+from .common import app
+from .helptext import HELP
+
+ec2_app = typer.Typer(
+    help="Run any ID-keyed EC2 operation (its AWS CLI name) on a list of IDs, as fast as "
+    "the account's limit for it allows, with the ledger, --resume and --dry-run.",
+    no_args_is_help=True,
+)
+app.add_typer(ec2_app, name="ec2")
+HELP["ec2"] = (
+    "Any ID-keyed EC2 operation: delete-snapshot, create-tags and more.",
+    "swarm ec2 delete-snapshot --ids snapshots.txt --dry-run",
+)
+for _op in OPERATIONS.values():
+    register(_op.outline, _op.summary, into=ec2_app, name=_op.name, operation=_op)
+    _tag = " --tag team=data" if _op.tags else ""
+    HELP[f"ec2 {_op.name}"] = (
+        _op.summary,
+        f"swarm ec2 {_op.name} --ids {_op.resource}s.txt{_tag} --yes",
+    )

@@ -1,0 +1,219 @@
+"""What EC2 shows of the resources an operation names, read through the engine.
+
+A plan (``--dry-run``) and a resume ask the operation's Describe call (its entry's
+:class:`~swarm_cli.actions.operations.Observe`) about every ID, batched and through a
+window on the Describe bucket as :mod:`swarm_cli.describe` reads instances: an ID not
+listed (or in a gone state) is gone, which for a deletion is done; one listed may be in
+use, which EC2 would refuse.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from .actions import DESCRIBE_LIMITS, ActionSpec
+from .actions.operations import Observe, Operation
+from .describe import MakeClient, classify_setup, stop_if_interrupted
+from .ec2 import BatchCall, answered_by
+from .outcome import Kind, Outcome
+from .report import Pair
+from .run import Job, RunOptions
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+# EC2 takes up to 200 values in one filter.
+MAX_FILTER_VALUES = 200
+ALREADY_GONE_CODE = "AlreadyGone"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One resource as its Describe call showed it; ``state`` None when it is gone."""
+
+    id: str
+    state: str | None
+    in_use: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gone(self) -> bool:
+        return self.state is None
+
+
+class Look(BatchCall):
+    """An engine action: one filtered Describe call for a batch of IDs."""
+
+    split_codes: frozenset[str] = frozenset()
+
+    def __init__(self, client: Any, observe: Observe) -> None:
+        self.client = client
+        self.observe = observe
+        self._lock = threading.Lock()
+        self._seen: dict[str, Seen] = {}
+        self._images: dict[str, str] | None = None
+
+    @property
+    def seen(self) -> dict[str, Seen]:
+        with self._lock:
+            return dict(self._seen)
+
+    def images(self) -> Mapping[str, str]:
+        """Snapshot -> the account's AMI that uses it (asked once)."""
+        with self._lock:
+            if self._images is not None:
+                return self._images
+        used: dict[str, str] = {}
+        for image in self.client.describe_images(Owners=["self"]).get("Images", []):
+            for mapping in image.get("BlockDeviceMappings") or []:
+                snapshot = (mapping.get("Ebs") or {}).get("SnapshotId")
+                if snapshot:
+                    used[snapshot] = image["ImageId"]
+        with self._lock:
+            self._images = used
+        return used
+
+    def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
+        o = self.observe
+        response: Mapping[str, Any] = getattr(self.client, o.method)(
+            Filters=[{"Name": o.filter, "Values": list(ids)}]
+        )
+        return response
+
+    def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
+        o = self.observe
+        seen: dict[str, Seen] = {}
+        for item in response.get(o.key, []):
+            i = item.get(o.id_key)
+            state = str(item.get("State") or "present")
+            if i not in ids or state in o.gone_states:
+                continue
+            reason = o.in_use(item, self.images) if o.in_use else None
+            tags = {t["Key"]: t.get("Value", "") for t in item.get("Tags") or []}
+            seen[i] = Seen(i, state, reason, tags)
+        for i in ids:
+            seen.setdefault(i, Seen(i, None))
+        with self._lock:
+            self._seen.update(seen)
+        return dict.fromkeys(ids, Outcome(Kind.SUCCEEDED, None, None, *answered_by(response)))
+
+
+def look(
+    op: Operation,
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+) -> dict[Pair, dict[str, Seen]]:
+    """Each pair's resources as seen; an ID that could not be read is left out."""
+    if op.observe is None:
+        return {}
+    observe = op.observe
+    spec = ActionSpec(
+        name=f"look-{op.resource}",
+        api=observe.method,
+        method=observe.method,
+        verb="read",
+        limits=DESCRIBE_LIMITS,
+        resource=op.resource,
+    )
+    looks: dict[Pair, Look] = {}
+
+    def make_action(pair: Pair) -> Look:
+        looks[pair] = Look(make_client(pair), observe)
+        return looks[pair]
+
+    wanted = {p: list(ids) for p, ids in groups.items() if ids}
+    read = replace(
+        options,
+        dry_run=False,
+        ledger=None,
+        max_errors=None,
+        batch_size=MAX_FILTER_VALUES,
+        auto_batch=False,
+        trace=None,
+        progress="none",
+    )
+    from .views import run_job
+
+    report = run_job(
+        Job(spec, wanted, read, title="look"), make_action, console, classify=classify_setup
+    )
+    stop_if_interrupted(report)
+    return {p: looks[p].seen if p in looks else {} for p in wanted}
+
+
+def reconcile_gone(
+    op: Operation,
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+) -> tuple[dict[Pair, dict[str, Outcome]], int]:
+    """--resume: the intents whose resource is gone already, as done (unsent); and how
+    many were checked."""
+    seen = look(op, groups, make_client, console, options=options)
+    done: dict[Pair, dict[str, Outcome]] = {}
+    checked = 0
+    for pair, found in seen.items():
+        checked += len(found)
+        for i, s in found.items():
+            if s.gone:
+                done.setdefault(pair, {})[i] = Outcome(
+                    Kind.SUCCEEDED,
+                    ALREADY_GONE_CODE,
+                    f"{observe_api(op)} lists no such {op.resource}; not sent",
+                )
+    return done, checked
+
+
+def observe_api(op: Operation) -> str:
+    """The Describe call's API name: "DescribeSnapshots"."""
+    method = op.observe.method if op.observe else ""
+    return "".join(part.capitalize() for part in method.split("_"))
+
+
+def plan_operation(
+    op: Operation,
+    spec: ActionSpec,
+    groups: Mapping[Pair, Sequence[str]],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+) -> Plan:
+    """--dry-run: each resource looked up, its outcome predicted; nothing sent."""
+    from .describe import InstanceInfo
+    from .plan import Plan, Prediction, Row
+
+    seen = look(op, groups, make_client, console, options=options)
+    rows: list[Row] = []
+    for pair, ids in groups.items():
+        for i in ids:
+            if op.observe is None:
+                rows.append(
+                    Row(pair, i, None, Prediction.WOULD_ACT, f"{op.api} takes any resource ID")
+                )
+                continue
+            s = seen.get(pair, {}).get(i)
+            if s is None:
+                rows.append(Row(pair, i, None, Prediction.UNKNOWN, "could not be read"))
+                continue
+            if s.gone:
+                reason = f"{observe_api(op)} lists no such {op.resource}"
+                rows.append(Row(pair, i, None, Prediction.DOES_NOT_EXIST, reason))
+                continue
+            info = InstanceInfo(i, s.state or "", op.resource, None, s.tags, s.tags.get("Name"))
+            if s.in_use:
+                rows.append(Row(pair, i, info, Prediction.WRONG_STATE, s.in_use))
+            else:
+                rows.append(Row(pair, i, info, Prediction.WOULD_ACT, f"{s.state} -> {op.verb}"))
+    calls = {observe_api(op): -(-sum(map(len, groups.values())) // MAX_FILTER_VALUES)}
+    return Plan(spec, rows, calls if op.observe else {})

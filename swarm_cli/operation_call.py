@@ -1,0 +1,69 @@
+"""An operation of the registry (:mod:`swarm_cli.actions.operations`) as an engine action.
+
+One call carries one ID (``DeleteSnapshot(SnapshotId=...)``) or a list of them
+(``CreateTags(Resources=[...])``), as botocore's model says. An error whose code the
+entry lists as missing or in use settles the IDs it names; the rest of a batch is sent
+again in halves (:func:`~swarm_cli.ec2.split_batch`), as for instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from .actions.operations import Operation
+from .ec2 import BatchCall, answered_by
+from .outcome import Kind, Outcome
+
+
+def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str]]:
+    """``--tag KEY=VALUE`` as EC2's Tags; a bare KEY (for delete-tags) matches any value."""
+    tags: list[dict[str, str]] = []
+    for text in values:
+        key, eq, value = text.partition("=")
+        if not key.strip():
+            raise ValueError(f"--tag {text!r}: a tag is KEY=VALUE")
+        if need_value and not eq:
+            raise ValueError(f"--tag {text!r}: create-tags needs KEY=VALUE")
+        tags.append({"Key": key, "Value": value} if eq else {"Key": key})
+    return tags
+
+
+class OperationCall(BatchCall):
+    """One operation on a batch of IDs: one API call, one outcome per ID."""
+
+    def __init__(
+        self,
+        client: Any,
+        op: Operation,
+        *,
+        dry_run: bool = False,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.op = op
+        self.name = op.name
+        self.dry_run = dry_run
+        self.params = dict(params or {})
+        model = op.model
+        self._many = model.many
+        self._param = model.id_param
+        self._method = getattr(client, model.method)
+        self.split_codes = op.missing_codes | op.in_use_codes
+
+    def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
+        if not self._many and len(ids) != 1:
+            raise ValueError(f"{self.op.api} takes one ID per call, not {len(ids)}")
+        value: Any = list(ids) if self._many else ids[0]
+        response: Mapping[str, Any] = self._method(
+            **{self._param: value}, DryRun=self.dry_run, **self.params
+        )
+        return response
+
+    def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
+        return dict.fromkeys(ids, Outcome(Kind.SUCCEEDED, None, None, *answered_by(response)))
+
+    def named(self, instance_id: str, outcome: Outcome) -> Outcome:
+        if outcome.code in self.op.missing_codes:
+            return replace(outcome, kind=Kind.MISSING)
+        return outcome

@@ -1,0 +1,257 @@
+"""swarm ec2 OPERATION: every operation of the registry end to end against the sandbox
+(throttled, over real HTTP), its plan, a kill -9 and a resume, and create-tags batched."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli import swarm, write_ids
+from test_faults import lines, wait_until
+
+from swarm_cli.actions import ACTIONS
+from swarm_cli.actions.operations import OPERATIONS
+from swarm_cli.ledger import fold, read_records
+from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig, fake_ids
+
+# Every action's call bucket scaled to 2.5 burst / 40 per second: tens of calls throttle.
+THROTTLED = SandboxConfig(BucketSpec(5, 40), BucketSpec(100_000, 100_000), latency=0.01)
+# Operation -> (the kind Sandbox.seed makes, the Describe filter that finds it, its list).
+DELETIONS = {
+    "delete-snapshot": ("snapshots", "describe_snapshots", "snapshot-id", "Snapshots"),
+    "delete-volume": ("volumes", "describe_volumes", "volume-id", "Volumes"),
+    "deregister-image": ("images", "describe_images", "image-id", "Images"),
+    "release-address": ("addresses", "describe_addresses", "allocation-id", "Addresses"),
+}
+
+
+def ec2(box: Sandbox, op: str, ids_file: str, ledger: Path, *extra: str) -> tuple[int, Any, str]:
+    code, out, err = swarm(
+        "ec2",
+        op,
+        "--ids",
+        ids_file,
+        "--endpoint-url",
+        box.endpoint,
+        "--ledger",
+        str(ledger),
+        "--yes",
+        "--output",
+        "json",
+        "--progress",
+        "none",
+        *extra,
+    )
+    assert out, err
+    return code, json.loads(out), err
+
+
+def still_there(box: Sandbox, op: str, ids: list[str]) -> set[str]:
+    _, method, name, key = DELETIONS[op]
+    answer = getattr(box.client(), method)(Filters=[{"Name": name, "Values": ids}])
+    id_key = {"Addresses": "AllocationId"}.get(key, key[:-1] + "Id")
+    return {item[id_key] for item in answer[key]}
+
+
+def statuses(ledger: Path) -> dict[str, tuple[str, str | None]]:
+    return {i: (r.status, r.code) for (_, i), r in fold(read_records(str(ledger))).items()}
+
+
+def test_each_entry_reads_its_id_parameter_and_ids_per_call_from_botocore() -> None:
+    snapshot, tags = OPERATIONS["delete-snapshot"].model, OPERATIONS["create-tags"].model
+    assert (snapshot.method, snapshot.many, snapshot.per_call) == ("delete_snapshot", False, 1)
+    assert (tags.method, tags.many, tags.per_call) == ("create_tags", True, 1000)
+    assert OPERATIONS["release-address"].spec.limits.per_call == 1
+    # The instance operations are the instance actions themselves: one ledger, one resume.
+    assert OPERATIONS["terminate-instances"].spec is ACTIONS["terminate"]
+    assert OPERATIONS["start-instances"].inverse == "stop-instances"
+    for op in OPERATIONS.values():
+        assert op.model.id_param == op.id_param
+
+
+def test_swarm_ec2_help_lists_every_operation() -> None:
+    code, out, _ = swarm("ec2", "--help")
+    assert code == 0
+    for name in OPERATIONS:
+        assert name in out
+
+
+@pytest.mark.parametrize("op", sorted(DELETIONS))
+def test_a_deletion_removes_the_free_ones_and_fails_those_in_use_with_their_reason(
+    tmp_path: Path, op: str
+) -> None:
+    kind = DELETIONS[op][0]
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(**{kind: 12}, in_use=2)[kind]
+        ledger = tmp_path / "l.jsonl"
+        code, report, err = ec2(box, op, write_ids(tmp_path / "ids.txt", made), ledger)
+        busy = set(made[:2]) if op != "deregister-image" else set()  # an AMI is never in use
+        assert still_there(box, op, made) == busy
+        seen = statuses(ledger)
+        assert {i for i, (status, _) in seen.items() if status == "succeeded"} == set(made) - busy
+        assert report["counts"]["failed"] == len(busy)
+        assert code == (1 if busy else 0), err
+        in_use = OPERATIONS[op].in_use_codes
+        for problem in report["problems"]:
+            assert problem["code"] in in_use and problem["message"], problem
+        # Each ID reached EC2 once (throttled calls never do): those in use were not retried.
+        assert box.calls_by(OPERATIONS[op].api) == len(made)
+        assert box.throttles_by(OPERATIONS[op].api) > 0  # it ran at the bucket's limit
+
+
+def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) -> None:
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(snapshots=5, in_use=1)["snapshots"]
+        unknown = "snap-0123456789abcdef0"
+        ids = write_ids(tmp_path / "ids.txt", [*made, unknown])
+        code, plan, err = ec2(box, "delete-snapshot", ids, tmp_path / "l.jsonl", "--dry-run")
+        assert code == 1, err
+        rows = {r["id"]: r for r in plan["rows"]}
+        assert rows[made[0]]["prediction"] == "wrong state"
+        assert "InvalidSnapshot.InUse" in rows[made[0]]["reason"]
+        assert rows[unknown]["prediction"] == "does not exist"
+        assert [rows[i]["prediction"] for i in made[1:]] == ["would act"] * 4
+        assert box.calls_by("DeleteSnapshot") == 0
+        assert still_there(box, "delete-snapshot", made) == set(made)
+        # Tags take any ID and nothing shows them done: each would act, none looked up.
+        code, out, err = swarm(
+            "ec2",
+            "create-tags",
+            "--ids",
+            ids,
+            "--tag",
+            "a=b",
+            "--dry-run",
+            "--endpoint-url",
+            box.endpoint,
+        )
+        assert code == 0 and "6 would act" in out and "the plan cost no call(s)" in out, err
+        assert box.calls_by("CreateTags") == 0
+
+
+def test_create_tags_carries_a_thousand_ids_per_call_and_delete_tags_takes_them_off(
+    tmp_path: Path,
+) -> None:
+    with Sandbox(THROTTLED) as box:
+        instances = fake_ids(1001, random.Random(3))
+        box.load_ids(instances)  # straight into moto: launching them would take seconds
+        unknown = "vol-0123456789abcdef0"
+        ids = write_ids(tmp_path / "ids.txt", [*instances, unknown])
+        ledger = tmp_path / "l.jsonl"
+        code, report, err = ec2(
+            box, "create-tags", ids, ledger, "--tag", "team=data", "--batch-size", "1000"
+        )
+        assert code == 1, err
+        assert report["counts"]["succeeded"] == 1001 and report["counts"]["missing"] == 1
+        # 1000 + 2 IDs; the unknown one fails its call, which names it: settled, and the
+        # other sent again alone.
+        assert box.calls_by("CreateTags") == 3
+        tagged = box.client().describe_tags(Filters=[{"Name": "key", "Values": ["team"]}])
+        assert {t["ResourceId"] for t in tagged["Tags"]} == set(instances)
+        code, report, err = ec2(
+            box,
+            "delete-tags",
+            write_ids(tmp_path / "i.txt", instances),
+            ledger,
+            "--tag",
+            "team",
+            "--batch-size",
+            "1000",
+        )
+        assert code == 0, err
+        assert (
+            box.client().describe_tags(Filters=[{"Name": "key", "Values": ["team"]}])["Tags"] == []
+        )
+
+
+def test_tags_are_asked_for_and_instance_options_refused(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = write_ids(tmp_path / "ids.txt", ["vol-0123456789abcdef0"])
+    code, _, err = swarm("ec2", "delete-tags", "--ids", ids, "--yes")
+    assert code == 2 and "--tag" in err  # DeleteTags without Tags would remove every tag
+    code, _, err = swarm("ec2", "delete-volume", "--ids", ids, "--yes", "--wait")
+    assert code == 2 and "--wait" in err
+    code, _, err = swarm("ec2", "delete-snapshot", "--ids", ids, "--yes")
+    assert code == 2 and "not a snapshot ID" in err
+
+
+def test_without_yes_and_no_terminal_nothing_is_asked_of_ec2_nor_sent(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    volumes = sandbox.seed(volumes=2)["volumes"]
+    ids = write_ids(tmp_path / "ids.txt", volumes)
+    code, _, err = swarm(
+        "ec2",
+        "delete-volume",
+        "--ids",
+        ids,
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+    )
+    assert code == 3 and "refusing to delete-volume 2 volume(s)" in err, err
+    assert sandbox.calls_by("DescribeInstances") == sandbox.calls_by("DeleteVolume") == 0
+    assert still_there(sandbox, "delete-volume", volumes) == set(volumes)
+
+
+def test_terminate_instances_is_swarm_terminate(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = sandbox.launch(5)
+    ledger = tmp_path / "l.jsonl"
+    code, _, err = ec2(sandbox, "terminate-instances", write_ids(tmp_path / "ids.txt", ids), ledger)
+    assert code == 0, err
+    assert set(sandbox.states(ids).values()) == {"terminated"}
+    assert {a for a, _ in fold(read_records(str(ledger)))} == {"terminate"}
+
+
+@pytest.mark.slow
+def test_kill_9_mid_delete_then_resume_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(snapshots=60)["snapshots"]
+        ids = write_ids(tmp_path / "ids.txt", made)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "swarm_cli",
+                "ec2",
+                "delete-snapshot",
+                "--ids",
+                ids,
+                "--yes",
+                "--ledger",
+                str(ledger),
+                "--endpoint-url",
+                box.endpoint,
+                "--progress",
+                "none",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until(lambda: lines(ledger) >= 60 + 20, proc)  # written ahead, then 20 done
+        proc.kill()
+        proc.communicate(timeout=10)
+        left = still_there(box, "delete-snapshot", made)
+        assert 0 < len(left) < 60, "killed mid-run"
+        code, report, err = ec2(box, "delete-snapshot", ids, ledger, "--resume")
+        assert code == 0, err
+        assert "already deleted" in err
+        assert still_there(box, "delete-snapshot", made) == set()
+        assert {s for s, _ in statuses(ledger).values()} == {"succeeded"}
+        done = box.done_by("DeleteSnapshot")
+        assert set(done) == set(made)
+        # What was done before the kill is looked up, not sent again: only a call still
+        # in flight at the kill could land after the look-up.
+        assert sum(n - 1 for n in done.values()) <= 2
+        assert report["counts"]["succeeded"] >= len(left)
+        code, out, err = swarm("ledger", "failed", "--ids", ids, str(ledger))
+        assert code == 0 and out == "", err
+        assert "0 of 60 ID(s)" in err and "not known deleted" in err
