@@ -52,10 +52,6 @@ def _records(values: Iterable[_Values]) -> list[Record]:
     return [Record(*fields) for fields in values]
 
 
-def _string(value: str | None) -> str:
-    return "null" if value is None else encode_basestring_ascii(value)
-
-
 def _outcome_line(values: _Values) -> str:
     """``Record(*values).to_json()``, without the Record: one format for the fields an
     outcome has (the write-ahead ones are null), the generic encoding for anything else."""
@@ -70,16 +66,20 @@ def _outcome_line(values: _Values) -> str:
         or version != FORMAT_VERSION
     ):
         return json_line(values)
+    e = encode_basestring_ascii  # json.dumps of a str; written out below, no call per field
     try:
         return (
-            f'{{"account":{_string(account)},"action":{_string(action)},"attempts":{attempts},'
-            f'"block":null,"code":{_string(code)},'
+            f'{{"account":{"null" if account is None else e(account)},"action":{e(action)},'
+            f'"attempts":{attempts},"block":null,"code":{"null" if code is None else e(code)},'
             f'"http_status":{"null" if http_status is None else http_status},'
-            f'"id":{_string(instance_id)},"intents":null,"message":{_string(message)},'
-            f'"reached":{_string(reached)},"region":{_string(region)},'
-            f'"request_id":{_string(request_id)},"run":{_string(run)},"run_intents":null,'
-            f'"seq":{seq},"started":{_string(started)},"status":{_string(status)},'
-            f'"ts":{_string(ts)},"v":{FORMAT_VERSION}}}'
+            f'"id":{e(instance_id)},"intents":null,'
+            f'"message":{"null" if message is None else e(message)},'
+            f'"reached":{"null" if reached is None else e(reached)},'
+            f'"region":{"null" if region is None else e(region)},'
+            f'"request_id":{"null" if request_id is None else e(request_id)},'
+            f'"run":{e(run)},"run_intents":null,"seq":{seq},'
+            f'"started":{"null" if started is None else e(started)},"status":{e(status)},'
+            f'"ts":{e(ts)},"v":{FORMAT_VERSION}}}'
         )
     except TypeError:  # a field that is not a string where one is expected
         return json_line(values)
@@ -490,7 +490,12 @@ def _pending_lines(shape: Record, ids: Sequence[str], first: int) -> Iterator[st
     middle = "," + pairs(names[at_id + 1 : at_seq]) + '"seq":'
     tail = "," + pairs(names[at_seq + 1 :]).rstrip(",") + "}\n"
     for offset, instance_id in enumerate(ids):
-        yield head + json.dumps(instance_id) + middle + str(first + offset) + tail
+        encoded = (
+            encode_basestring_ascii(instance_id)
+            if type(instance_id) is str
+            else json.dumps(instance_id)
+        )
+        yield head + encoded + middle + str(first + offset) + tail
 
 
 def _last_byte(path: str) -> bytes | None:
