@@ -104,7 +104,8 @@ def run_once(who: Contender, ids: list[str], batch: int, trace: bool) -> Cost:
 
 
 def cell(values: list[float], digits: int) -> str:
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
 def main() -> None:
