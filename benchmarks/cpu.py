@@ -105,7 +105,7 @@ def run_once(who: Contender, ids: list[str], batch: int, trace: bool) -> Cost:
 
 def cell(values: list[float], digits: int) -> str:
     low, mid, high = min(values), statistics.median(values), max(values)
-    return f"{mid:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
+    return f" {mid:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
 def main() -> None:
@@ -150,14 +150,14 @@ def main() -> None:
         f"{', swarm with --trace' if args.trace else ''}"
         f"{', swarm ' + args.swarm_args if args.swarm_args else ''}; median (min-max)"
     )
-    print(f"{'contender':<16}{'calls':>8}{'cpu s':>22}{'cpu ms/call':>22}{'/ pool':>20}")
+    print(f"{'contender':<16}{'calls':>8}{'cpu s':>22}{'cpu ms/call':>24}{'/ pool':>20}")
     for who in contenders:
         got = costs[who.name]
         ratios = [c.per_call_ms / p.per_call_ms for c, p in zip(got, pool, strict=True)]
         print(
             f"{who.name:<16}{statistics.median(c.calls for c in got):>8.0f}"
             f"{cell([c.cpu_s for c in got], 2):>22}"
-            f"{cell([c.per_call_ms for c in got], 3):>22}"
+            f"{cell([c.per_call_ms for c in got], 3):>24}"
             f"{cell(ratios, 2):>20}"
         )
 
