@@ -166,6 +166,9 @@ class Engine:
         # Set without a lock (a signal handler may set them); read by the dispatcher.
         self._stop_cause: Outcome | None = None
         self._signals: list[int] = []
+        # The controller's state as events carry it, read once for a run of events raised
+        # while it cannot change (the outcomes of one answer); None: read it per event.
+        self._held: tuple[float, float, float, int, str] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -338,6 +341,7 @@ class Engine:
             if self._signals:
                 self._result.signal = self._signals[0]
             unknown = {i.id for c in self._calls.values() for i in c.batch}
+            self._held = self._state()  # nothing below changes it
             for intent in list(self._open.values()):
                 if intent.id in unknown:
                     why = Outcome(
@@ -348,6 +352,7 @@ class Engine:
                 else:
                     why = cause or Outcome(Kind.UNREACHABLE, "NotSent")
                 self._resolve(intent, "pending", why)
+            self._held = None
             self._closed = True
         self.runtime.shutdown()
 
@@ -426,7 +431,12 @@ class Engine:
         throttled = [(i, o) for i, o in results if o.kind is Kind.THROTTLED]
         if throttled:
             self._emit(Throttled, ids=tuple(i.id for i, _ in throttled), outcome=throttled[0][1])
-        again = [i for i, o in results if self._settle(i, o, now)]
+        # Settling touches neither the window nor the calls: one reading serves every intent.
+        self._held = self._state()
+        try:
+            again = [i for i, o in results if self._settle(i, o, now)]
+        finally:
+            self._held = None
         self._queue.extendleft(reversed(again))
 
     def _feed_answer(
@@ -520,22 +530,27 @@ class Engine:
         latency: float = 0.0,
     ) -> None:
         """Raise an event (under the lock): the state is read now, delivered later."""
-        w = self.window
+        cwnd, ssthresh, pace, in_flight, phase = self._held or self._state()
         event = kind(
             self.clock(),
             ids,
             outcome,
             attempts,
-            w.cwnd,
-            w.ssthresh,
-            w.pace,
-            self.in_flight,
-            self._phase(),
+            cwnd,
+            ssthresh,
+            pace,
+            in_flight,
+            phase,
             latency,
             self.batch_size,
         )
         self._mine.events.append((self._seq, event))
         self._seq += 1
+
+    def _state(self) -> tuple[float, float, float, int, str]:
+        """What every event carries of the controller: cwnd, ssthresh, pace, in flight, phase."""
+        w = self.window
+        return w.cwnd, w.ssthresh, w.pace, len(self._calls), self._phase()
 
     def _locked(self) -> _Locked:
         """The engine's lock; leaving the outermost hold delivers the events raised in it."""

@@ -1,4 +1,4 @@
-"""What an engine tells its subscribers: one frozen dataclass per event, and the
+"""What an engine tells its subscribers: one frozen class per event, and the
 :class:`Subscriber` base whose methods (one per event) do nothing unless overridden.
 
 Every event carries the time it was raised and the controller's state at that moment
@@ -40,8 +40,11 @@ Status = Literal["succeeded", "failed", "missing", "pending"]
 RESOLVED: tuple[Status, ...] = ("succeeded", "failed", "missing", "pending")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Event:
+    """The base of every event; its subclasses add no fields (only a name and a method),
+    so they are plain subclasses: equality, hashing, repr and immutability come from here."""
+
     type: ClassVar[EventType]
     at: float
     ids: tuple[str, ...] = ()
@@ -57,12 +60,41 @@ class Event:
     latency: float = 0.0  # with Answered: how long the call took
     batch: int = 0  # IDs the next call may carry
 
+    def __init__(
+        self,
+        at: float,
+        ids: tuple[str, ...] = (),
+        outcome: Outcome | None = None,
+        attempts: int = 0,
+        cwnd: float = 0.0,
+        ssthresh: float = 0.0,
+        pace: float = 0.0,
+        in_flight: int = 0,
+        phase: str = "",
+        latency: float = 0.0,
+        batch: int = 0,
+    ) -> None:
+        # The fields above, in their order. A run raises several events per call: one
+        # update of the instance's dict costs a fraction of a frozen setattr per field.
+        self.__dict__.update(
+            at=at,
+            ids=ids,
+            outcome=outcome,
+            attempts=attempts,
+            cwnd=cwnd,
+            ssthresh=ssthresh,
+            pace=pace,
+            in_flight=in_flight,
+            phase=phase,
+            latency=latency,
+            batch=batch,
+        )
+
     def deliver(self, to: Subscriber) -> None:
         """Call the subscriber's method for this event."""
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
 class Queued(Event):
     """The run's intents (``ids``), before anything is sent."""
 
@@ -72,7 +104,6 @@ class Queued(Event):
         to.on_queued(self)
 
 
-@dataclass(frozen=True)
 class Sent(Event):
     """A call leaves with ``ids``."""
 
@@ -82,7 +113,6 @@ class Sent(Event):
         to.on_sent(self)
 
 
-@dataclass(frozen=True)
 class Answered(Event):
     """A call is over (answered or given up on): ``ids``, its worst ``outcome``, ``latency``."""
 
@@ -92,7 +122,6 @@ class Answered(Event):
         to.on_answered(self)
 
 
-@dataclass(frozen=True)
 class Throttled(Event):
     """A call was throttled: the ``ids`` throttled and the first throttle's ``outcome``."""
 
@@ -102,7 +131,6 @@ class Throttled(Event):
         to.on_throttled(self)
 
 
-@dataclass(frozen=True)
 class Retried(Event):
     """One intent (``ids``) goes back to wait for a retry after ``outcome``; ``attempts``
     so far."""
@@ -113,7 +141,6 @@ class Retried(Event):
         to.on_retried(self)
 
 
-@dataclass(frozen=True)
 class TimedOut(Event):
     """A call (``ids``) got no answer in time and is given up on (``outcome`` says how long)."""
 
@@ -123,7 +150,6 @@ class TimedOut(Event):
         to.on_timed_out(self)
 
 
-@dataclass(frozen=True)
 class OutageBegan(Event):
     """The endpoint stopped answering (``outcome``: the first call that got no answer)."""
 
@@ -133,7 +159,6 @@ class OutageBegan(Event):
         to.on_outage(self)
 
 
-@dataclass(frozen=True)
 class Recovered(Event):
     """The endpoint answers again after an outage."""
 
@@ -143,7 +168,6 @@ class Recovered(Event):
         to.on_recovered(self)
 
 
-@dataclass(frozen=True)
 class Stopping(Event):
     """The run sends nothing more before its queue is empty; ``outcome`` says why."""
 
@@ -153,7 +177,6 @@ class Stopping(Event):
         to.on_stopping(self)
 
 
-@dataclass(frozen=True)
 class WindowChanged(Event):
     """The controller changed its window or its pace."""
 
@@ -163,7 +186,6 @@ class WindowChanged(Event):
         to.on_window(self)
 
 
-@dataclass(frozen=True)
 class Resolved(Event):
     """One intent (``ids[0]``) has its outcome for this run, after ``attempts`` calls."""
 
@@ -171,7 +193,6 @@ class Resolved(Event):
     status: ClassVar[Status]
 
 
-@dataclass(frozen=True)
 class Succeeded(Resolved):
     type: ClassVar[EventType] = "succeeded"
     status: ClassVar[Status] = "succeeded"
@@ -180,7 +201,6 @@ class Succeeded(Resolved):
         to.on_succeeded(self)
 
 
-@dataclass(frozen=True)
 class Failed(Resolved):
     type: ClassVar[EventType] = "failed"
     status: ClassVar[Status] = "failed"
@@ -189,7 +209,6 @@ class Failed(Resolved):
         to.on_failed(self)
 
 
-@dataclass(frozen=True)
 class Missing(Resolved):
     type: ClassVar[EventType] = "missing"
     status: ClassVar[Status] = "missing"
@@ -198,7 +217,6 @@ class Missing(Resolved):
         to.on_missing(self)
 
 
-@dataclass(frozen=True)
 class Pending(Resolved):
     """Not known done: never sent, or sent without an answer."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 
@@ -200,7 +201,7 @@ def test_probes_grow_while_they_find_room_and_step_back_at_the_limit() -> None:
         c.on_success(t, 0.1, now + 0.1, in_flight=1)
         if c.rate != rates[-1]:
             rates.append(c.rate)
-    steps = [b / a for a, b in zip(rates, rates[1:]) if b > a]
+    steps = [b / a for a, b in itertools.pairwise(rates) if b > a]
     assert len(steps) >= 3, rates
     assert steps[1] > steps[0] and steps[2] > steps[1], steps  # 1.1x, then 1.2x, 1.4x ...
     assert max(steps) <= 2.0 + 1e-9

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import FrozenInstanceError, fields
 from pathlib import Path
+
+import pytest
 
 from swarm_cli.engine import Engine
 from swarm_cli.events import (
@@ -62,6 +66,27 @@ def test_each_event_has_its_class_its_name_and_its_method() -> None:
     assert {cls.status for cls in EVENT_TYPES.values() if issubclass(cls, Resolved)} == set(
         RESOLVED
     )
+
+
+def test_events_are_frozen_values_whose_constructor_sets_every_field() -> None:
+    # The constructor is written out (for speed): it must take the fields, in order, with
+    # their defaults, and set each one.
+    names = [f.name for f in fields(Event)]
+    parameters = list(inspect.signature(Event.__init__).parameters.values())[1:]
+    assert [p.name for p in parameters] == names
+    assert [p.default for p in parameters[1:]] == [f.default for f in fields(Event)][1:]
+    values = (2.5, ("i-1", "i-2"), Outcome(Kind.THROTTLED, "Throttling"), 3, 4.0, 5.0, 0.25, 6)
+    values += ("avoidance", 0.125, 7)
+    for cls in EVENT_TYPES.values():
+        event = cls(*values)
+        assert tuple(getattr(event, name) for name in names) == values
+        assert event == cls(*values) and hash(event) == hash(cls(*values))
+        assert event != cls(*values[:-1], 8)
+        assert repr(event).startswith(f"{cls.__name__}(at=2.5, ids=('i-1', 'i-2'), ")
+        with pytest.raises(FrozenInstanceError):
+            event.cwnd = 1.0  # type: ignore[misc]
+    assert Sent(1.0) != Answered(1.0)
+    assert Sent(1.0, batch=3) == Sent(at=1.0, batch=3) and Sent(1.0).ids == ()
 
 
 def test_a_subscriber_overrides_only_what_it_needs_and_plain_callables_still_work() -> None:

@@ -5,12 +5,14 @@ import itertools
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
 import threading
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import fields, replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,10 @@ from swarm_cli.ledger import (
     merge_files,
     read_records,
     succeeded_ids,
+    utc_now,
 )
+from swarm_cli.ledger.record import json_line
+from swarm_cli.ledger.writer import _outcome_line
 
 # The writer
 
@@ -117,6 +122,96 @@ def test_write_ahead_lines_are_encoded_exactly_like_records(tmp_path: Path) -> N
         "waiting",
         0,
     )
+
+
+def _dumps(values: tuple[Any, ...]) -> str:
+    """A record's line as json.dumps writes it: the format every ledger line keeps."""
+    names = [f.name for f in fields(Record)]
+    return json.dumps(dict(zip(names, values, strict=True)), separators=(",", ":"), sort_keys=True)
+
+
+_TEXT = st.none() | st.text(max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.tuples(
+        st.text(max_size=30),  # ts
+        st.text(max_size=12),  # run
+        st.integers(min_value=0, max_value=2**63),  # seq
+        st.text(max_size=12),  # action
+        st.text(max_size=20),  # id
+        st.sampled_from(STATUSES),
+        _TEXT,  # region
+        _TEXT,  # account
+        _TEXT,  # code
+        st.none() | st.text(max_size=40),  # message
+        st.none() | st.integers(min_value=100, max_value=599),  # http_status
+        st.integers(min_value=0, max_value=1000),  # attempts
+        _TEXT,  # request_id
+        st.none() | st.integers(min_value=0, max_value=10**6),  # intents
+        st.none() | st.integers(min_value=1, max_value=10**6),  # block
+        st.none() | st.integers(min_value=0, max_value=10**6),  # run_intents
+        _TEXT,  # reached
+        _TEXT,  # started
+        st.just(FORMAT_VERSION) | st.integers(min_value=0, max_value=3),
+    )
+)
+def test_lines_are_json_dumps_of_the_record_text_for_text(values: tuple[Any, ...]) -> None:
+    expected = _dumps(values)
+    assert Record(*values).to_json() == expected
+    assert json_line(values) == expected
+    assert _outcome_line(values) == expected
+
+
+def test_outcome_lines_fall_back_to_json_for_values_of_other_types() -> None:
+    values: tuple[Any, ...] = (
+        "t", "r", 1, "stop", "i-1", "failed", None, None, 7, None, True, 2, None,
+        None, None, None, None, "s", 1,
+    )  # fmt: skip
+    assert _outcome_line(values) == json_line(values) == _dumps(values)
+    assert '"code":7' in _outcome_line(values) and '"http_status":true' in _outcome_line(values)
+
+
+def test_written_outcomes_read_back_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(path), "r", "terminate", "eu-west-1", account="123456789012")
+    writer.write_ahead(["i-1", 'i-"2"'])
+    writer.write("i-1", "succeeded", attempts=1, request_id="req-ü")
+    writer.write(
+        'i-"2"',
+        "failed",
+        code="Boom",
+        message='no\n"way" \u2603',
+        http_status=400,
+        attempts=3,
+        region=None,
+        account="210987654321",
+        action="stop",
+    )
+    writer.write("i-1", "succeeded", code=REACHED_CODE, reached="2026-01-01T00:00:00.000001Z")
+    assert writer.close() == []
+    lines = path.read_text(encoding="ascii").splitlines()
+    records = list(read_records(str(path)))
+    assert [r.to_json() for r in records] == lines
+    assert [(r.id, r.status, r.seq, r.action, r.region, r.account) for r in records[2:]] == [
+        ("i-1", "succeeded", 3, "terminate", "eu-west-1", "123456789012"),
+        ('i-"2"', "failed", 4, "stop", None, "210987654321"),
+        ("i-1", "succeeded", 5, "terminate", "eu-west-1", "123456789012"),
+    ]
+    assert records[3].message == 'no\n"way" \u2603' and records[2].request_id == "req-ü"
+    assert records[4].reached == "2026-01-01T00:00:00.000001Z"
+    assert {r.started for r in records} == {writer.started}
+
+
+def test_utc_now_reads_as_now_to_the_microsecond() -> None:
+    before = datetime.now(timezone.utc)
+    now = utc_now()
+    after = datetime.now(timezone.utc)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", now), now
+    read = datetime.fromisoformat(now.replace("Z", "+00:00"))
+    assert before - timedelta(milliseconds=1) <= read <= after + timedelta(milliseconds=1)
+    assert utc_now() >= now
 
 
 def test_outcomes_after_write_ahead_fold_over_pending(tmp_path: Path) -> None:

@@ -50,3 +50,21 @@ def test_the_sandbox_commands_still_find_the_fake_ec2() -> None:
         " resource_burst=None, latency=None, error_rate=0.0, seed=0)"
     )
     assert "swarm_cli.sandbox" in loaded
+
+
+def test_the_collector_pauses_for_the_imports_of_the_command_line_only() -> None:
+    code = (
+        "import gc, json, sys\n"
+        "before = [s['collections'] for s in gc.get_stats()]\n"
+        "import swarm_cli.cli\n"
+        "after = [s['collections'] for s in gc.get_stats()]\n"
+        "print(json.dumps([gc.isenabled(), before, after]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    )
+    enabled, before, after = json.loads(done.stdout)
+    assert enabled  # as it was before the import
+    # Next to no pass over the objects the imports made (boto3, botocore, typer, rich):
+    # without the pause there are about a hundred, ten of them over the older ones too.
+    assert after[0] - before[0] <= 5 and after[1:] == before[1:], (before, after)

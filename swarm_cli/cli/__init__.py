@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import gc
 
-from . import act, ec2ops, helptext, ledger, sandbox, shards
-from .common import app
+# Importing the commands makes tens of thousands of objects (boto3, botocore, typer,
+# rich), next to none of them garbage: the collector's passes over them would cost the first
+# call a tenth of its start. Paused for the imports only; main() keeps it off (see there).
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    from . import act, ec2ops, helptext, ledger, sandbox, shards
+    from .common import app
+finally:
+    if _collecting:
+        gc.enable()
 
 __all__ = ["app", "main"]
 _COMMANDS = (act, ec2ops, ledger, sandbox, shards)  # imported for their commands

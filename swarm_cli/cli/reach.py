@@ -105,14 +105,16 @@ class Reach:
 
         f = self.flags
         credentials = self._credentials
-        try:
-            session = new_session(profile=f.profile)
-        except Exception as exc:
-            raise client_error(exc) from exc
+        session = None  # made for the first account to assume: the default one needs none
         for pair in groups:
             account = pair.account
             if account is None or account in credentials or account in self._errors:
                 continue
+            if session is None:
+                try:
+                    session = new_session(profile=f.profile)
+                except Exception as exc:
+                    raise client_error(exc) from exc
             known = self.accounts.get(account, Account(account))
             try:
                 got = assume(

@@ -11,11 +11,12 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final, TypeVar
+from json.encoder import encode_basestring_ascii
+from typing import Any, Final, TypeVar
 
 from .errors import LedgerError, LedgerWriteError, _reason
 from .paths import _sync_folder
-from .record import STATUS_RANK, Record, utc_now
+from .record import FORMAT_VERSION, STATUS_RANK, Record, json_line, utc_now
 
 
 class WriterValue(enum.Enum):
@@ -41,6 +42,47 @@ _CHUNK_BYTES = 1 << 20
 # flood of outcomes still reaches the disk (and fsync) in steady steps.
 _BATCH_RECORDS = 4096
 _STOP = object()
+# An outcome on its way to the file: its record's fields, in Record's order. Built and
+# written without a Record (a frozen dataclass of 19 fields costs more than the line);
+# a Record is made only of those that end up not written.
+_Values = tuple[Any, ...]
+
+
+def _records(values: Iterable[_Values]) -> list[Record]:
+    return [Record(*fields) for fields in values]
+
+
+def _outcome_line(values: _Values) -> str:
+    """``Record(*values).to_json()``, without the Record: one format for the fields an
+    outcome has (the write-ahead ones are null), the generic encoding for anything else."""
+    ts, run, seq, action, instance_id, status, region, account = values[:8]
+    code, message, http_status, attempts, request_id = values[8:13]
+    intents, block, run_intents, reached, started, version = values[13:]
+    if (
+        type(seq) is not int
+        or type(attempts) is not int
+        or not (http_status is None or type(http_status) is int)
+        or not (intents is None and block is None and run_intents is None)
+        or version != FORMAT_VERSION
+    ):
+        return json_line(values)
+    e = encode_basestring_ascii  # json.dumps of a str; written out below, no call per field
+    try:
+        return (
+            f'{{"account":{"null" if account is None else e(account)},"action":{e(action)},'
+            f'"attempts":{attempts},"block":null,"code":{"null" if code is None else e(code)},'
+            f'"http_status":{"null" if http_status is None else http_status},'
+            f'"id":{e(instance_id)},"intents":null,'
+            f'"message":{"null" if message is None else e(message)},'
+            f'"reached":{"null" if reached is None else e(reached)},'
+            f'"region":{"null" if region is None else e(region)},'
+            f'"request_id":{"null" if request_id is None else e(request_id)},'
+            f'"run":{e(run)},"run_intents":null,"seq":{seq},'
+            f'"started":{"null" if started is None else e(started)},"status":{e(status)},'
+            f'"ts":{e(ts)},"v":{FORMAT_VERSION}}}'
+        )
+    except TypeError:  # a field that is not a string where one is expected
+        return json_line(values)
 
 
 class LedgerWriter:
@@ -127,7 +169,7 @@ class LedgerWriter:
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._error: OSError | None = None
-        self._unsynced: list[Record] = []
+        self._unsynced: list[_Values] = []
         self._lost: list[Record] = []
 
     @property
@@ -240,25 +282,30 @@ class LedgerWriter:
             if self._closed:
                 raise ValueError("write to a closed ledger")
             self._seq += 1
-            record = Record(
-                ts=utc_now(),
-                run=self.run,
-                seq=self._seq,
-                action=_own(action, self.action),
-                id=instance_id,
-                status=status,
-                region=_own(region, self.region),
-                account=_own(account, self.account),
-                code=code,
-                message=message,
-                http_status=http_status,
-                attempts=attempts,
-                request_id=request_id,
-                reached=reached,
-                started=self.started,
+            # Record's fields in its order (intents, block and run_intents: write-ahead only).
+            values: _Values = (
+                utc_now(),
+                self.run,
+                self._seq,
+                self.action if action is OWN else action,
+                instance_id,
+                status,
+                self.region if region is OWN else region,
+                self.account if account is OWN else account,
+                code,
+                message,
+                http_status,
+                attempts,
+                request_id,
+                None,
+                None,
+                None,
+                reached,
+                self.started,
+                FORMAT_VERSION,
             )
             # Queued under the lock, so outcomes reach the file in sequence order.
-            self._queue.put(record)
+            self._queue.put(values)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name=f"ledger {self.path}", daemon=True
@@ -299,8 +346,8 @@ class LedgerWriter:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if isinstance(item, Record):
-                    self._lost.append(item)
+                if type(item) is tuple:
+                    self._lost.extend(_records([item]))
                 elif isinstance(item, threading.Event):
                     item.set()
         try:
@@ -330,7 +377,7 @@ class LedgerWriter:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            records = [item for item in batch if isinstance(item, Record)]
+            records = [item for item in batch if type(item) is tuple]
             if records:
                 self._append(records)
                 dirty = True
@@ -344,25 +391,27 @@ class LedgerWriter:
             if stop:
                 return
 
-    def _append(self, records: list[Record]) -> None:
+    def _append(self, records: list[_Values]) -> None:
         # Every record is in _unsynced or _lost before anything here can raise,
         # so close() can account for all of them even if on_error raises.
         if self._error is not None:
-            self._lost.extend(records)
+            self._lost.extend(_records(records))
             return
         try:
-            lines = [(record.to_json() + "\n").encode() for record in records]
+            # ASCII only (JSON escapes the rest): a line's length is its length in bytes.
+            lines = [_outcome_line(values) + "\n" for values in records]
+            data = "".join(lines).encode("ascii")
         except Exception:
-            self._lost.extend(records)
+            self._lost.extend(_records(records))
             raise
         with self._io_lock:
             # A write-ahead block may have failed while this batch waited for the
             # lock: a record after a cut block would pass for proof it is whole.
             if self._error is not None:
-                self._lost.extend(records)
+                self._lost.extend(_records(records))
                 return
             try:
-                self._write_all(b"".join(lines))
+                self._write_all(data)
             except _ShortWrite as short:
                 failure: _ShortWrite | None = short
             else:
@@ -376,7 +425,7 @@ class LedgerWriter:
             end += len(line)
             if end > failure.written:
                 self._unsynced.extend(records[:index])
-                self._lost.extend(records[index:])
+                self._lost.extend(_records(records[index:]))
                 break
         self._fail(failure.error)
 
@@ -392,7 +441,7 @@ class LedgerWriter:
                 self._unsynced.clear()
                 return
         # After a failed fsync the kernel may drop those pages: they are not known written.
-        self._lost.extend(self._unsynced)
+        self._lost.extend(_records(self._unsynced))
         self._unsynced.clear()
         self._fail(failure)
 
@@ -441,7 +490,12 @@ def _pending_lines(shape: Record, ids: Sequence[str], first: int) -> Iterator[st
     middle = "," + pairs(names[at_id + 1 : at_seq]) + '"seq":'
     tail = "," + pairs(names[at_seq + 1 :]).rstrip(",") + "}\n"
     for offset, instance_id in enumerate(ids):
-        yield head + json.dumps(instance_id) + middle + str(first + offset) + tail
+        encoded = (
+            encode_basestring_ascii(instance_id)
+            if type(instance_id) is str
+            else json.dumps(instance_id)
+        )
+        yield head + encoded + middle + str(first + offset) + tail
 
 
 def _last_byte(path: str) -> bytes | None:
