@@ -20,7 +20,7 @@ from test_faults import lines, wait_until
 from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
 
 # One StopInstances call every 0.2 s: a run of 20 single-ID calls lasts seconds.
-SLOW = SandboxConfig(BucketSpec(1, 5), BucketSpec(100_000, 100_000), latency=0.02)
+SLOW = SandboxConfig(BucketSpec(1, 10), BucketSpec(100_000, 100_000), latency=0.02)
 
 
 def act(box: Sandbox, action: str, ids_file: str, ledger: Path, *extra: str) -> tuple[int, str]:
