@@ -269,9 +269,9 @@ def test_ctrl_c_during_a_hung_call_exits_within_the_drain_timeout(tmp_path: Path
 def test_an_outage_mid_run_loses_nothing_and_fails_nothing(tmp_path: Path) -> None:
     ledger = tmp_path / "l.jsonl"
     with Sandbox(THROTTLED) as box:
-        ids = box.launch(300)
+        ids = box.launch(200)
         proc = start(box, write_ids(tmp_path / "ids.txt", ids), ledger, "--batch-size", "1")
-        wait_until(lambda: lines(ledger) >= 300 + 30, proc)
+        wait_until(lambda: lines(ledger) >= 200 + 30, proc)
         box.outage(3.0)  # connections refused for 3 s, then the same port again
         out, err = proc.communicate(timeout=60)
         assert running(box, ids) == set()
