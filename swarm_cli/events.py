@@ -91,8 +91,8 @@ class Event:
         )
 
     def deliver(self, to: Subscriber) -> None:
-        """Call the subscriber's method for this event."""
-        raise NotImplementedError
+        """Call the subscriber's method for this event (each kind names its own; an
+        event of no kind has none to call)."""
 
 
 class Queued(Event):

@@ -6,6 +6,7 @@ import random
 import re
 import secrets
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from .server import Sandbox
 
 
-class SandboxAdmin:
+class SandboxAdmin(ABC):
     """The set-up and check calls of :class:`~swarm_cli.sandbox.server.Sandbox`.
 
     They carry the ``x-swarm-sandbox-admin`` header (``ADMIN_HEADER``), or act
@@ -38,11 +39,11 @@ class SandboxAdmin:
     _credentials_lock: threading.Lock
 
     @property
-    def endpoint(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def endpoint(self) -> str: ...
 
-    def _front(self) -> Ec2Front:
-        raise NotImplementedError
+    @abstractmethod
+    def _front(self) -> Ec2Front: ...
 
     def credentials(self, account: str) -> dict[str, str]:
         """boto3 keyword arguments for acting in ``account``.
