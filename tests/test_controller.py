@@ -217,3 +217,34 @@ def test_probes_grow_while_they_find_room_and_step_back_at_the_limit() -> None:
         t = c.on_send(now)
         c.on_throttle(t, now + 0.1)
     assert c.rate < probed, "a probe that finds the limit steps back"
+
+
+def test_an_endpoint_that_queues_is_not_flooded_in_startup() -> None:
+    """A server that answers 100 calls a second, each after 20 ms plus its queue: with
+    nothing throttled, more calls in flight only lengthen the queue, and calls that wait
+    past their time-out are sent again."""
+    from swarm_cli.engine import Engine
+    from swarm_cli.events import Event, TimedOut
+    from swarm_cli.outcome import Kind, Outcome
+
+    holder: list[Engine] = []
+    # It serves 100 calls a second: past the two that 20 ms carries, each call in flight
+    # waits its turn (10 ms more).
+    runtime = VirtualRuntime(latency=lambda: 0.02 + max(0, holder[0].in_flight - 2) / 100)
+
+    def action(ids: list[str]) -> dict[str, Outcome]:
+        return dict.fromkeys(ids, Outcome(Kind.SUCCEEDED))
+
+    timed_out: list[Event] = []
+    engine = Engine(
+        action,
+        Controller(ControllerProfile()),
+        batch_size=1,
+        runtime=runtime,
+        subscribers=[lambda e: timed_out.append(e) if isinstance(e, TimedOut) else None],
+    )
+    holder.append(engine)
+    result = engine.run([f"i-{k:08x}" for k in range(3000)])
+    assert result.counts["succeeded"] == 3000
+    assert len(timed_out) <= 30, f"{len(timed_out)} calls timed out"
+    assert result.elapsed <= 1.2 * 3000 / 100  # virtual seconds: near what it serves

@@ -23,12 +23,16 @@ from typing import Literal
 from .estimator import DeliveryEstimator
 from .noise import NoiseFloor
 from .pacing import Pacer, cap_for, window_bounds
+from .rounds import DeliveryRounds
 
 Phase = Literal["canary", "startup", "paced"]
 MIN_RTT_SPAN = 10.0  # seconds a lowest latency stays the reference
 CALM_SHARE = 0.05
 PROBE_ANSWERS = 4
 MAX_BACKOFF = 4  # probe intervals grow to at most 2**this times the shortest
+KEEP_UP = 0.8  # answers under this share of the pace, with few throttles: the endpoint is behind
+QUEUED = 3.0  # answers this many times slower than the fastest: a queue at the endpoint
+SLOWED = 2.0  # answers this many times slower than the fastest: the endpoint may be behind
 
 
 @dataclass(frozen=True)
@@ -80,11 +84,14 @@ class Controller:
         self._next_probe = math.inf
         self._throttles_since_probe = 0
         self._answers_since_probe = 0
+        self._delivered_since_probe = 0  # IDs that succeeded since the last probe
+        self._probe_from = 0.0  # when that count started
         self._until_ready = False  # paced at a guess until the estimate covers a round trip
         self._probed = False  # the rate was raised by a probe since the last decrease
         self._backoff = 0  # probes found the limit this many times more than they found room
         self._step = 1.0  # what the last probe multiplied the rate by
         self._streak = 0  # probes in a row that found room
+        self.rounds = DeliveryRounds()
 
     # What the engine and the views read.
 
@@ -143,7 +150,18 @@ class Controller:
             self.stage = "startup"
             self.cwnd = float(self._clamp(self.profile.initial))
         elif self.stage == "startup":
-            self.cwnd = float(self._clamp(self.cwnd + self.profile.growth))
+            self.rounds.on_success(now, size, self._srtt())
+            if self.cwnd >= 2 * self.profile.initial and (self.rounds.flat() or self._queued()):
+                # What gets answered has stopped growing with the window, or answers have
+                # slowed to several times the fastest: the endpoint serves no more, and
+                # more calls in flight would only wait in its queue (and time out). Paced
+                # at the most it delivered (BBR's full pipe), or at what is in flight now.
+                self.stage = "paced"
+                self._next_probe = now + self._probe_interval()
+                carried = max(in_flight, 1) * size / self._srtt()
+                self._set_rate(max(self.rounds.best, carried) if self.rounds.best else carried)
+            else:
+                self.cwnd = float(self._clamp(self.cwnd + self.profile.growth))
         else:
             if back is not None:
                 self._set_rate(back)
@@ -152,6 +170,7 @@ class Controller:
                 rtt = self._srtt()
                 self._set_rate(self.noise.correct(self.estimator.upper(now, rtt, size)))
             self._answers_since_probe += 1
+            self._delivered_since_probe += size
             self._probe(now)
         return self.cwnd != before
 
@@ -260,6 +279,7 @@ class Controller:
         self._next_probe = math.inf
         self._until_ready = self._probed = False
         self._backoff = self._streak = 0
+        self.rounds = DeliveryRounds()
 
     # Parts.
 
@@ -274,7 +294,16 @@ class Controller:
         if self._answers_since_probe < PROBE_ANSWERS:
             return  # the interval goes on until enough answers say how calm it was
         calm = self._throttles_since_probe <= allowed
-        if calm and self.pacer.binds:
+        # What the endpoint answered over the interval, counting the noise's throttles
+        # as answered: far under the pace, with few throttles, it serves no more (a queue
+        # builds where it answers slower, and probing would only lengthen it).
+        seconds = max(now - self._probe_from, 1e-3)
+        delivered = self.noise.correct(self._delivered_since_probe / seconds)
+        slowed = self.srtt is not None and self.srtt > SLOWED * self._rtt()
+        behind = slowed and delivered < KEEP_UP * self.rate
+        if calm and behind:
+            self._set_rate(min(self.rate, delivered * self.profile.probe_gain))
+        elif calm and self.pacer.binds and not self._queued():
             if self._probed:
                 self._backoff = max(0, self._backoff - 1)  # the last probe found room
                 self._streak += 1
@@ -286,6 +315,7 @@ class Controller:
             self._set_rate(self.rate * self._step)
         self._next_probe = now + interval
         self._throttles_since_probe = self._answers_since_probe = 0
+        self._delivered_since_probe, self._probe_from = 0, now
 
     def _probe_interval(self) -> float:
         base = max(self.profile.probe_interval, self.profile.probe_rounds * self._rtt())
@@ -299,6 +329,11 @@ class Controller:
         p = self.profile
         cap = cap_for(self.rate, self._rtt(), self._size, p.cap_gain, p.cap_slack)
         self.cwnd = float(self._clamp(cap))
+
+    def _queued(self) -> bool:
+        """Whether answers take far longer than the fastest did: calls wait in a queue at
+        the endpoint, and asking for more would only lengthen it."""
+        return self.srtt is not None and self.srtt > QUEUED * self._rtt()
 
     def _srtt(self) -> float:
         # Answers to calls sent over the last smoothed round trip are about half in.
