@@ -85,7 +85,7 @@ class Controller:
         self._throttles_since_probe = 0
         self._answers_since_probe = 0
         self._delivered_since_probe = 0  # IDs that succeeded since the last probe
-        self._probe_from = 0.0  # when that count started
+        self._probe_from: float | None = None  # when that count started
         self._until_ready = False  # paced at a guess until the estimate covers a round trip
         self._probed = False  # the rate was raised by a probe since the last decrease
         self._backoff = 0  # probes found the limit this many times more than they found room
@@ -280,6 +280,7 @@ class Controller:
         self._until_ready = self._probed = False
         self._backoff = self._streak = 0
         self.rounds = DeliveryRounds()
+        self._probe_from = None
 
     # Parts.
 
@@ -297,10 +298,12 @@ class Controller:
         # What the endpoint answered over the interval, counting the noise's throttles
         # as answered: far under the pace, with few throttles, it serves no more (a queue
         # builds where it answers slower, and probing would only lengthen it).
-        seconds = max(now - self._probe_from, 1e-3)
-        delivered = self.noise.correct(self._delivered_since_probe / seconds)
         slowed = self.srtt is not None and self.srtt > SLOWED * self._rtt()
-        behind = slowed and delivered < KEEP_UP * self.rate
+        behind = False
+        if slowed and self._probe_from is not None:  # the first interval has no start
+            seconds = max(now - self._probe_from, 1e-3)
+            delivered = self.noise.correct(self._delivered_since_probe / seconds)
+            behind = delivered < KEEP_UP * self.rate
         if calm and behind:
             self._set_rate(min(self.rate, delivered * self.profile.probe_gain))
         elif calm and self.pacer.binds and not self._queued():
