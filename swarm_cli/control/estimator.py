@@ -30,6 +30,9 @@ class DeliveryEstimator:
         self._throttled_at: list[float] = []  # send times of throttled calls, in order
         self._last_sent = -math.inf  # when the latest answered call left
         self._slowest = 0.0  # the longest recent answer: calls sent since may be unanswered
+        # One answer's handling asks for the span several times (rate, upper, solid): it
+        # is worked out once per answer and moment.
+        self._spans: dict[bool, tuple[float, tuple[float, int, float] | None]] = {}
 
     @property
     def started(self) -> bool:
@@ -41,6 +44,7 @@ class DeliveryEstimator:
         self._ok_ids.clear()
         self._throttled_at.clear()
         self._last_sent = -math.inf
+        self._spans.clear()
 
     def on_answer(self, sent_at: float, ids: int, ok: bool, latency: float = 0.0) -> None:
         """A call that left at ``sent_at`` was answered after ``latency``: ok or throttled.
@@ -49,6 +53,7 @@ class DeliveryEstimator:
         order they left, and over a short span the order they arrived in is what counts.
         """
         sent_at += latency / 2
+        self._spans.clear()
         self._last_sent = max(self._last_sent, sent_at)
         self._slowest = max(latency / 2, self._slowest * SLOWEST_DECAY)
         if ok:
@@ -68,6 +73,12 @@ class DeliveryEstimator:
         return sum(self._ok_ids[i:j])
 
     def _span(self, now: float, extend: bool = False) -> tuple[float, int, float] | None:
+        known = self._spans.get(extend)
+        if known is None or known[0] != now:
+            known = self._spans[extend] = (now, self._work_out_span(now, extend))
+        return known[1]
+
+    def _work_out_span(self, now: float, extend: bool) -> tuple[float, int, float] | None:
         """(start, IDs succeeded since, seconds since) of the span to trust: between two
         throttles when enough successes lie between them (the bucket was empty at both
         ends, and every token in between went to a success), else from the earliest
