@@ -60,6 +60,14 @@ class Progress(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def noun_of(action: str) -> str:
+    """What ``action`` acts on: ``instance``, or ``snapshot`` for ``delete-snapshot``."""
+    from .actions.operations import RESOURCE_OPERATIONS
+
+    op = RESOURCE_OPERATIONS.get(action)
+    return op.resource if op is not None else "instance"
+
+
 def command_of(action: str) -> str:
     """The command that runs ``action``: ``stop``, or ``ec2 delete-snapshot``."""
     from .actions.operations import RESOURCE_OPERATIONS
@@ -706,8 +714,8 @@ def render_summary(report: Report, console: Console) -> None:
     unverified = report.extra.get("rail_unverified")
     if unverified:
         say(
-            f"  refused: {unverified} instance(s) a rail could not check were not sent "
-            "(RailUnverified)",
+            f"  refused: {unverified} {noun_of(report.action)}(s) a rail could not check were "
+            "not sent (RailUnverified)",
             style="bold red",
         )
     if report.fatal:

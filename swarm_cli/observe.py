@@ -10,9 +10,9 @@ use, which EC2 would refuse.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 
@@ -27,6 +27,7 @@ from .run import Job, RunOptions
 if TYPE_CHECKING:
     from .plan import Plan
 
+_Reader = TypeVar("_Reader", bound=BatchCall)
 # EC2 takes up to 200 values in one filter.
 MAX_FILTER_VALUES = 200
 ALREADY_GONE_CODE = "AlreadyGone"
@@ -103,6 +104,53 @@ class Look(BatchCall):
         return dict.fromkeys(ids, Outcome(Kind.SUCCEEDED, None, None, *answered_by(response)))
 
 
+class TagLook(BatchCall):
+    """An engine action: DescribeTags for a batch of IDs of any resource type.
+
+    Every ID of a call that answered is read (with no tags if none of ``keys`` is on it,
+    or if it does not exist); the IDs of a call that failed are not.
+    """
+
+    split_codes: frozenset[str] = frozenset()
+
+    def __init__(self, client: Any, keys: Sequence[str]) -> None:
+        self.client = client
+        # EC2's filter values take * and ? as wildcards (and \ escapes them): a key
+        # holding one would ask for other keys or miss its own, so all are read instead.
+        self.keys = [] if any(c in k for k in keys for c in "*?\\") else list(dict.fromkeys(keys))
+        self._lock = threading.Lock()
+        self._tags: dict[str, dict[str, str]] = {}
+
+    @property
+    def tags(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            return dict(self._tags)
+
+    def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
+        filters = [{"Name": "resource-id", "Values": list(ids)}]
+        if self.keys:
+            filters.append({"Name": "key", "Values": self.keys})
+        request: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
+        found: list[Mapping[str, Any]] = []
+        while True:
+            page: Mapping[str, Any] = self.client.describe_tags(**request)
+            found.extend(page.get("Tags", []))
+            token = page.get("NextToken")
+            if not token or token == request.get("NextToken"):
+                return {**page, "Tags": found}
+            request["NextToken"] = token
+
+    def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
+        tags: dict[str, dict[str, str]] = {i: {} for i in ids}
+        for tag in response.get("Tags", []):
+            on = tags.get(str(tag.get("ResourceId")))
+            if on is not None and "Key" in tag:
+                on[tag["Key"]] = tag.get("Value", "")
+        with self._lock:
+            self._tags.update(tags)
+        return dict.fromkeys(ids, Outcome(Kind.SUCCEEDED, None, None, *answered_by(response)))
+
+
 def look(
     op: Operation,
     groups: Mapping[Pair, Sequence[str]],
@@ -115,19 +163,64 @@ def look(
     if op.observe is None:
         return {}
     observe = op.observe
-    spec = ActionSpec(
-        name=f"look-{op.resource}",
-        api=observe.method,
-        method=observe.method,
-        verb="read",
-        limits=DESCRIBE_LIMITS,
-        resource=op.resource,
+    looks = _read_through(
+        f"look-{op.resource}",
+        observe.method,
+        op.resource,
+        groups,
+        lambda pair: Look(make_client(pair), observe),
+        console,
+        options,
+        {},
     )
-    looks: dict[Pair, Look] = {}
+    return {p: looks[p].seen if p in looks else {} for p in groups if groups[p]}
 
-    def make_action(pair: Pair) -> Look:
-        looks[pair] = Look(make_client(pair), observe)
-        return looks[pair]
+
+def tags_of(
+    groups: Mapping[Pair, Sequence[str]],
+    keys: Sequence[str],
+    make_client: MakeClient,
+    console: Console,
+    *,
+    options: RunOptions,
+) -> tuple[dict[Pair, dict[str, dict[str, str]]], dict[str, str]]:
+    """Each pair's resources' tags (those of ``keys``, or all), read with DescribeTags; and
+    the IDs that could not be read, each with EC2's reason."""
+    unread: dict[str, str] = {}
+    reads = _read_through(
+        "read-tags",
+        "describe_tags",
+        "resource",
+        groups,
+        lambda pair: TagLook(make_client(pair), keys),
+        console,
+        options,
+        unread,
+    )
+    return {p: reads[p].tags if p in reads else {} for p in groups if groups[p]}, unread
+
+
+def _read_through(
+    name: str,
+    method: str,
+    resource: str,
+    groups: Mapping[Pair, Sequence[str]],
+    make: Callable[[Pair], _Reader],
+    console: Console,
+    options: RunOptions,
+    unread: dict[str, str],
+) -> dict[Pair, _Reader]:
+    """Run ``make(pair)``'s reads over every pair's IDs, batched by the filter's limit and
+    paced on the Describe bucket; returns each pair's reader, and puts each ID that could
+    not be read in ``unread`` with why."""
+    spec = ActionSpec(
+        name=name, api=method, method=method, verb="read", limits=DESCRIBE_LIMITS, resource=resource
+    )
+    readers: dict[Pair, _Reader] = {}
+
+    def make_action(pair: Pair) -> _Reader:
+        readers[pair] = make(pair)
+        return readers[pair]
 
     wanted = {p: list(ids) for p, ids in groups.items() if ids}
     read = replace(
@@ -146,7 +239,9 @@ def look(
         Job(spec, wanted, read, title="look"), make_action, console, classify=classify_setup
     )
     stop_if_interrupted(report)
-    return {p: looks[p].seen if p in looks else {} for p in wanted}
+    for problem in report.problems:
+        unread[problem.id] = ": ".join(filter(None, (problem.code, problem.message)))
+    return readers
 
 
 def reconcile_gone(

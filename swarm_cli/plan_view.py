@@ -105,7 +105,7 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
         first = plan.unknown[0]
         console.print(
             Text.assemble(
-                (f"{len(plan.unknown)} instance(s) could not be read", "magenta"),
+                (f"{len(plan.unknown)} {plan.action.resource}(s) could not be read", "magenta"),
                 f" (e.g. {literal(first.id)}: {literal(first.reason)})",
             )
         )

@@ -47,7 +47,14 @@ from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
 from .exits import emit_json
 from .follow_up import follow_up, reconcile_undo, run_plan, save_report, step_summary
-from .guards import check_outputs, confirm, protected_by_tags, unverified_count
+from .guards import (
+    check_outputs,
+    confirm,
+    protected_by_tags,
+    protected_keys,
+    protected_resources,
+    unverified_count,
+)
 from .options import (
     AccountsOpt,
     BatchSize,
@@ -253,7 +260,10 @@ def _run_action(
         already = reconcile_resume(spec, flags, groups, reach, options, found, err)
     else:
         already = reconcile_operation(operation, flags, groups, reach, options, err)
-    settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
+    if operation is None:
+        settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
+    else:
+        settled = protected_resources(operation, flags, groups, reach, options, err)
     for pair, outcomes in already.items():  # already done: recorded so, whatever a rail says
         settled[pair] = {**settled.get(pair, {}), **outcomes}
     to_send = {p: [i for i in ids if i not in already.get(p, {})] for p, ids in groups.items()}
@@ -289,7 +299,6 @@ def _refuse_instance_options(operation: Operation, flags: Flags) -> None:
         name
         for name, on in (
             ("--filter/--older-than", bool(flags.filters or flags.older_than)),
-            ("--protect-tag", bool(flags.protect_tags)),
             ("--sandbox", flags.sandbox),
             ("--wait", flags.wait),
             ("--rollback", flags.rollback),
@@ -379,7 +388,28 @@ def show_plan(
         predicate = protect_tags(flags.protect_tags)
     except RailError as exc:
         raise error_for(exc.code, exc.message) from exc
-    if predicate is not None:
+    if predicate is not None and operation is not None:
+        # As the run will: tags read with DescribeTags; one that could not be read is
+        # not sent, so predicted unknown.
+        from ..observe import tags_of
+
+        read, why = tags_of(
+            groups,
+            protected_keys(flags.protect_tags),
+            reach.client,
+            err,
+            options=replace(options, ledger=None, progress="none"),
+        )
+        unread = "--protect-tag could not read its tags"
+        plan.rows = [
+            replace(r, prediction=Prediction.UNKNOWN, reason=f"{unread} ({why.get(r.id, '?')})")
+            if r.id not in read.get(r.pair, {})
+            else replace(r, prediction=Prediction.PROTECTED, reason="carries a --protect-tag tag")
+            if predicate(read[r.pair][r.id]) and r.prediction is not Prediction.DOES_NOT_EXIST
+            else r
+            for r in plan.rows
+        ]
+    elif predicate is not None:
         # As the run will: a tagged instance is recorded failed (Protected), never sent;
         # one whose tags could not be read is already predicted unknown.
         plan.rows = [

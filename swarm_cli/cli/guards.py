@@ -11,6 +11,7 @@ from dataclasses import replace
 from rich.console import Console
 
 from ..actions import ActionSpec
+from ..actions.operations import Operation
 from ..errors import (
     RefusedError,
     UsageError,
@@ -22,10 +23,10 @@ from ..rails import (
     SAMPLE_SIZE,
     UNVERIFIED_CODE,
     RailError,
+    TagPredicate,
     ask,
     confirmation_text,
     protect_tags,
-    split_protected,
 )
 from ..report import Pair
 from ..run import (
@@ -86,22 +87,72 @@ def protected_by_tags(
     denied, failing, or silent about it) is not sent either; it is recorded failed
     (``RailUnverified``) with the reason, and the run exits 3.
     """
-    try:
-        predicate = protect_tags(flags.protect_tags)
-    except RailError as exc:
-        raise error_for(exc.code, exc.message) from exc
+    predicate = _predicate(flags)
     if predicate is None:
         return {}
     unread = describe_missing(groups, reach, options, found, err)
+    tags = {i: found[i].tags for ids in groups.values() for i in ids if i in found}
+    return _settle(groups, tags, unread, predicate, spec.resource, err)
+
+
+def protected_resources(
+    operation: Operation,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: Reach,
+    options: RunOptions,
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """--protect-tag for an operation of the registry: each resource's tags read with
+    DescribeTags (any resource type); fails closed as for instances."""
+    from ..observe import tags_of
+
+    predicate = _predicate(flags)
+    if predicate is None:
+        return {}
+    read, why = tags_of(
+        groups,
+        protected_keys(flags.protect_tags),
+        reach.client,
+        err,
+        options=replace(options, ledger=None, progress="none"),
+    )
+    tags = {i: t for on in read.values() for i, t in on.items()}
+    unread = {
+        i: why.get(i) or "DescribeTags did not answer for it"
+        for ids in groups.values()
+        for i in ids
+        if i not in tags
+    }
+    return _settle(groups, tags, unread, predicate, operation.resource, err)
+
+
+def protected_keys(specs: Sequence[str]) -> list[str]:
+    """The tag keys ``--protect-tag KEY[=VALUE]`` names."""
+    return [spec.partition("=")[0] for spec in specs]
+
+
+def _predicate(flags: Flags) -> TagPredicate | None:
+    try:
+        return protect_tags(flags.protect_tags)
+    except RailError as exc:
+        raise error_for(exc.code, exc.message) from exc
+
+
+def _settle(
+    groups: Mapping[Pair, Sequence[str]],
+    tags: Mapping[str, Mapping[str, str]],
+    unread: Mapping[str, str],
+    predicate: TagPredicate,
+    noun: str,
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """Protected IDs and IDs whose tags could not be read, each settled failed, unsent."""
     refused = Outcome(
         Kind.PERMANENT, PROTECTED_CODE, "carries a tag that --protect-tag protects; not sent"
     )
     settled: dict[Pair, dict[str, Outcome]] = {}
     for pair, ids in groups.items():
-        known = [found[i] for i in ids if i in found]
-        _, protected = split_protected(known, predicate)
-        if protected:
-            settled[pair] = {i.id: refused for i in protected}
         for i in ids:
             if i in unread:
                 settled.setdefault(pair, {})[i] = Outcome(
@@ -109,14 +160,16 @@ def protected_by_tags(
                     UNVERIFIED_CODE,
                     f"--protect-tag could not read its tags ({unread[i]}); not sent",
                 )
+            elif i in tags and predicate(tags[i]):
+                settled.setdefault(pair, {})[i] = refused
     count = sum(o.code == PROTECTED_CODE for v in settled.values() for o in v.values())
     if count:
-        err.print(f"--protect-tag: {count} instance(s) protected; they will be recorded, not sent")
+        err.print(f"--protect-tag: {count} {noun}(s) protected; they will be recorded, not sent")
     if unread:
         example = next(iter(unread.values()))
         error(
             err,
-            f"--protect-tag could not read the tags of {len(unread)} instance(s) (e.g. "
+            f"--protect-tag could not read the tags of {len(unread)} {noun}(s) (e.g. "
             f"{example}): they will not be sent, and are recorded failed ({UNVERIFIED_CODE})",
         )
     return settled
