@@ -21,6 +21,7 @@ from .wire import (
     WsgiApp,
     _Caller,
     _error_xml,
+    _form_owned_by,
     _form_with_ids,
     _instance_ids,
     _resource_ids,
@@ -374,6 +375,10 @@ class Ec2Front:
                 body = _form_with_ids(body, kept)
                 _set_body(environ, body)
                 ids = kept
+            owners = [v[0] for k, v in params.items() if k.startswith("Owner.")]
+            if action == "DescribeSnapshots" and "self" in owners:
+                body = _form_owned_by(body, self._account_of(environ, caller))
+                _set_body(environ, body)
             if mutating:
                 self.sleep(self._delay())
             if action in self._limits:

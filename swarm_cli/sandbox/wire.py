@@ -80,6 +80,19 @@ def _form_with_ids(body: bytes, ids: list[str]) -> bytes:
     return urlencode(pairs).encode()
 
 
+def _form_owned_by(body: bytes, account: str) -> bytes:
+    """DescribeSnapshots' ``Owner.N=self`` as a filter on ``account`` (moto ignores
+    OwnerId and lists the snapshots of its built-in public AMIs too)."""
+    pairs = [
+        (k, v)
+        for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+        if not k.startswith("Owner.")
+    ]
+    n = 1 + max((int(k.split(".")[1]) for k, _ in pairs if k.startswith("Filter.")), default=0)
+    pairs += [(f"Filter.{n}.Name", "owner-id"), (f"Filter.{n}.Value.1", account)]
+    return urlencode(pairs).encode()
+
+
 def _set_body(environ: dict[str, Any], body: bytes) -> None:
     environ["wsgi.input"] = io.BytesIO(body)
     environ["CONTENT_LENGTH"] = str(len(body))
