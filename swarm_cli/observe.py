@@ -10,8 +10,9 @@ use, which EC2 would refuse.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
@@ -23,6 +24,7 @@ from .ec2 import BatchCall, answered_by
 from .outcome import Kind, Outcome
 from .report import Pair
 from .run import Job, RunOptions
+from .select import Listing, Selected
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -47,6 +49,68 @@ class Seen:
         return self.state is None
 
 
+def images_using(client: Any) -> dict[str, str]:
+    """Snapshot -> the account's AMI that uses it."""
+    used: dict[str, str] = {}
+    for image in client.describe_images(Owners=["self"]).get("Images", []):
+        for mapping in image.get("BlockDeviceMappings") or []:
+            snapshot = (mapping.get("Ebs") or {}).get("SnapshotId")
+            if snapshot:
+                used[snapshot] = image["ImageId"]
+    return used
+
+
+def listing(op: Operation, client: Any) -> Listing:
+    """How ``swarm list`` and ``--filter`` list the account's resources of ``op``."""
+    if op.observe is None:
+        raise ValueError(f"{op.name} has no Describe call to list with")
+    o = op.observe
+    images: dict[str, str] | None = None
+
+    def used_by() -> Mapping[str, str]:
+        nonlocal images
+        if images is None:
+            images = images_using(client)
+        return images
+
+    def items(page: Mapping[str, Any]) -> Iterable[Selected]:
+        for item in page.get(o.key, []):
+            state = str(item.get("State") or "present")
+            if state in o.gone_states:
+                continue
+            tags = {t["Key"]: t.get("Value", "") for t in item.get("Tags") or () if "Key" in t}
+            yield Selected(
+                id=str(item[o.id_key]),
+                state=state,
+                type=None if o.type_key is None else item.get(o.type_key),
+                launch_time=_when(item.get(o.created)) if o.created else None,
+                tags=tags,
+                name=tags.get("Name") or item.get("Name"),
+                in_use=o.in_use(item, used_by) if o.in_use else None,
+            )
+
+    return Listing(
+        op.resource,
+        observe_api(op),
+        o.method,
+        items,
+        {k: list(v) for k, v in o.owned},
+        o.page_size,
+    )
+
+
+def _when(value: Any) -> datetime | None:
+    """A Describe item's time: a datetime from botocore, or ISO 8601 text (CreationDate)."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
 class Look(BatchCall):
     """An engine action: one filtered Describe call for a batch of IDs."""
 
@@ -69,12 +133,7 @@ class Look(BatchCall):
         with self._lock:
             if self._images is not None:
                 return self._images
-        used: dict[str, str] = {}
-        for image in self.client.describe_images(Owners=["self"]).get("Images", []):
-            for mapping in image.get("BlockDeviceMappings") or []:
-                snapshot = (mapping.get("Ebs") or {}).get("SnapshotId")
-                if snapshot:
-                    used[snapshot] = image["ImageId"]
+        used = images_using(self.client)
         with self._lock:
             self._images = used
         return used

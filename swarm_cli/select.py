@@ -50,7 +50,9 @@ class SelectError(SwarmError):
 
 @dataclass(frozen=True)
 class Selected:
-    """One instance a selection found, with what a confirmation or a rail needs of it."""
+    """One instance (or other resource) a selection found, with what a confirmation or a
+    rail needs of it. ``launch_time`` is a resource's creation time; ``in_use`` says why
+    EC2 would refuse to delete it, or None."""
 
     id: str
     state: str
@@ -59,6 +61,7 @@ class Selected:
     # Left out of the hash: a dict cannot be hashed, and the ID already identifies it.
     tags: Mapping[str, str] = field(default_factory=dict, hash=False)
     name: str | None = None
+    in_use: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly, for ``swarm list --output json``."""
@@ -143,6 +146,32 @@ def _selected(instance: Mapping[str, Any]) -> Selected:
     )
 
 
+Items = Callable[[Mapping[str, Any]], Iterable[Selected]]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """How one Describe call lists one kind of resource: its method, what each request
+    carries (``OwnerIds=["self"]``: without it DescribeSnapshots lists every public
+    snapshot), the largest page (None: the call has no pages) and each page's items."""
+
+    kind: str  # "instance", "snapshot"
+    api: str  # "DescribeInstances"
+    method: str  # "describe_instances"
+    items: Items
+    request: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    page_size: int | None = PAGE_SIZE
+
+
+def _instances(page: Mapping[str, Any]) -> Iterable[Selected]:
+    for reservation in page.get("Reservations", []):
+        for instance in reservation.get("Instances", []):
+            yield _selected(instance)
+
+
+INSTANCES = Listing("instance", "DescribeInstances", "describe_instances", _instances)
+
+
 def _old_enough(instance: Selected, older_than: timedelta, now: datetime) -> bool:
     # Without a launch time its age is unknown; leaving it out is the safe side of a
     # filter whose purpose is to spare the young ones.
@@ -165,8 +194,10 @@ def select(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     page_size: int = PAGE_SIZE,
+    listing: Listing = INSTANCES,
 ) -> list[Selected]:
-    """The instances DescribeInstances returns for ``filters``, all pages, in EC2's order.
+    """The instances DescribeInstances returns for ``filters``, all pages, in EC2's order
+    (or the resources of another ``listing``).
 
     Then only those launched at least ``older_than`` before ``now`` (a naive ``now``
     or launch time is taken as UTC), minus the IDs in ``exclude``. No filters at all
@@ -182,7 +213,9 @@ def select(
         raise ValueError(f"page_size must be {MIN_PAGE_SIZE} to {PAGE_SIZE}, not {page_size}")
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
-    request: dict[str, Any] = {"MaxResults": page_size}
+    request: dict[str, Any] = dict(listing.request)
+    if listing.page_size is not None:
+        request["MaxResults"] = min(page_size, listing.page_size)
     if filters:
         request["Filters"] = [{"Name": f["Name"], "Values": list(f["Values"])} for f in filters]
     found: dict[str, Selected] = {}
@@ -196,14 +229,14 @@ def select(
             ticket = window.on_send(clock())
         started = clock()
         try:
-            page = client.describe_instances(**request)
+            page = getattr(client, listing.method)(**request)
         except Exception as err:
             outcome = classify_exception(err)
             if outcome.kind is not Kind.THROTTLED:
                 exit_code = EXIT_CREDENTIALS if outcome.kind is Kind.FATAL else EXIT_FAILED
                 detail = f": {outcome.message}" if outcome.message else ""
                 raise SelectError(
-                    f"DescribeInstances failed: {outcome.code}{detail}",
+                    f"{listing.api} failed: {outcome.code}{detail}",
                     code=outcome.code,
                     exit_code=exit_code,
                 ) from None
@@ -222,18 +255,15 @@ def select(
             end = clock()
             window.on_success(ticket, end - started, end, in_flight=1)
         pause = FIRST_PAUSE
-        for reservation in page.get("Reservations", []):
-            for instance in reservation.get("Instances", []):
-                # Keyed by ID: an instance changing state between pages may be listed twice.
-                chosen = _selected(instance)
-                found[chosen.id] = chosen
+        # Keyed by ID: an instance changing state between pages may be listed twice.
+        found.update((chosen.id, chosen) for chosen in listing.items(page))
         # EC2 may answer a page with no instances and a token: only a missing token ends it.
         token = page.get("NextToken")
         if not token:
             break
         if token in tokens_seen:
             raise SelectError(
-                "DescribeInstances repeated a page token; stopping rather than looping",
+                f"{listing.api} repeated a page token; stopping rather than looping",
                 code="RepeatedNextToken",
                 exit_code=EXIT_FAILED,
             )

@@ -3,9 +3,10 @@ DescribeTags (failing closed), and resources selected by filter, against the san
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from test_cli import write_ids
+from test_cli import swarm, write_ids
 from test_ec2_ops import ec2, statuses, still_there
 
 from swarm_cli.sandbox import Sandbox
@@ -29,7 +30,7 @@ def test_protect_tag_spares_tagged_snapshots_in_the_plan_and_the_run(
     assert [rows[i] for i in made] == ["protected"] * 2 + ["would act"] * 4
     assert sandbox.calls_by("DeleteSnapshot") == 0
 
-    code, report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--protect-tag", "keep=yes")
+    code, _report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--protect-tag", "keep=yes")
     assert code == 1, err
     assert still_there(sandbox, "delete-snapshot", made) == set(made[:2])
     assert set(sandbox.done_by("DeleteSnapshot")) == set(made[2:])  # never sent the others
@@ -52,7 +53,7 @@ def test_protect_tag_refuses_every_resource_whose_tags_cannot_be_read(
     assert {r["prediction"] for r in plan["rows"]} == {"unknown"}
     assert "UnauthorizedOperation" in plan["rows"][0]["reason"]
 
-    code, report, err = ec2(sandbox, "delete-volume", ids, ledger, "--protect-tag", "keep")
+    code, _report, err = ec2(sandbox, "delete-volume", ids, ledger, "--protect-tag", "keep")
     assert code == 3, err  # a rail that cannot see refuses
     assert sandbox.calls_by("DeleteVolume") == 0
     assert still_there(sandbox, "delete-volume", made) == set(made)
@@ -70,3 +71,97 @@ def test_protect_tag_guards_tag_operations_too(sandbox: Sandbox, tmp_path: Path)
     assert code == 1, err
     tags = sandbox.client().describe_tags(Filters=[{"Name": "resource-id", "Values": made}])
     assert [(t["ResourceId"], t["Key"]) for t in tags["Tags"]] == [(made[0], "keep")]
+
+
+def test_swarm_list_lists_each_kind_and_unused_leaves_out_what_ec2_would_refuse(
+    sandbox: Sandbox,
+) -> None:
+    made = sandbox.seed(snapshots=4, volumes=3, images=2, addresses=3, in_use=1)
+    for kind in ("snapshots", "volumes", "addresses"):
+        code, out, err = swarm("list", kind, "--endpoint-url", sandbox.endpoint)
+        assert code == 0, err
+        assert set(made[kind]) <= set(out.split())
+        code, out, err = swarm("list", kind, "--unused", "--endpoint-url", sandbox.endpoint)
+        assert code == 0, err
+        free = set(out.split())
+        assert free & set(made[kind]) == set(made[kind][1:]), kind  # the first is in use
+        assert "not in use" in err
+    # Only the account's own: none of the public AMIs' snapshots moto also holds.
+    code, out, err = swarm("list", "images", "--endpoint-url", sandbox.endpoint)
+    assert code == 0 and set(out.split()) == set(made["images"]) | _ami_of(sandbox), err
+    code, out, err = swarm(
+        "list", "snapshots", "--output", "json", "--endpoint-url", sandbox.endpoint
+    )
+    rows = {r["id"]: r for r in json.loads(out)["snapshots"]}
+    assert "InvalidSnapshot.InUse" in rows[made["snapshots"][0]]["in_use"]
+    assert rows[made["snapshots"][1]]["in_use"] is None
+    assert rows[made["snapshots"][1]]["created"]
+    for bad, why in (
+        (("list", "buckets"), "expected instances, snapshots"),
+        (("list", "volumes", "--state", "available"), "--state is for instances"),
+        (("list", "images", "--unused"), "--unused"),
+        (("list", "--unused"), "not instances"),
+    ):
+        code, out, err = swarm(*bad, "--endpoint-url", sandbox.endpoint)
+        assert code == 2 and why in err and out == "", (bad, err)
+
+
+def _ami_of(box: Sandbox) -> set[str]:
+    """The AMIs Sandbox.seed made for its in-use snapshots."""
+    images = box.client().describe_images(Owners=["self"])["Images"]
+    return {i["ImageId"] for i in images}
+
+
+def test_a_filter_selects_the_resources_an_operation_acts_on(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(volumes=5)["volumes"]
+    sandbox.client().create_tags(Resources=made[:3], Tags=[{"Key": "team", "Value": "a"}])
+    code, _, err = swarm(
+        "ec2",
+        "delete-volume",
+        "--filter",
+        "tag:team=a",
+        "--yes",
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+        "--endpoint-url",
+        sandbox.endpoint,
+    )
+    assert code == 0, err
+    assert "selected 3 volume(s)" in err
+    assert still_there(sandbox, "delete-volume", made) == set(made[3:])
+    code, _out, err = swarm(
+        "ec2",
+        "create-tags",
+        "--filter",
+        "tag:team=a",
+        "--tag",
+        "x=y",
+        "--endpoint-url",
+        sandbox.endpoint,
+    )
+    assert code == 2 and "takes any resource ID" in err, err
+    assert sandbox.calls_by("CreateTags") == 0
+
+
+def test_unused_snapshots_listed_then_deleted_through_a_pipe(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(snapshots=6, in_use=2)["snapshots"]
+    code, listed, err = swarm("list", "snapshots", "--unused", "--endpoint-url", sandbox.endpoint)
+    assert code == 0, err
+    code, _out, err = swarm(
+        "ec2",
+        "delete-snapshot",
+        "--ids",
+        "-",
+        "--yes",
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+        "--endpoint-url",
+        sandbox.endpoint,
+        stdin=listed,
+    )
+    assert code == 0, err  # none in use was asked for
+    assert still_there(sandbox, "delete-snapshot", made) == set(made[:2])

@@ -53,6 +53,13 @@ class Observe:
     id_key: str
     gone_states: frozenset[str] = frozenset()
     in_use: InUse | None = None
+    # Listing them all (``swarm list snapshots``, ``--filter``): what names the account's
+    # own (DescribeSnapshots and DescribeImages list every public one without it), the
+    # largest page (None: the call has no pages), the item's creation time and its kind.
+    owned: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    page_size: int | None = 1000
+    created: str | None = None
+    type_key: str | None = None
 
 
 def _snapshot_in_use(
@@ -182,7 +189,13 @@ def _model(api: str, id_param: str) -> Model:
 
 
 _DESCRIBE_SNAPSHOTS = Observe(
-    "describe_snapshots", "snapshot-id", "Snapshots", "SnapshotId", in_use=_snapshot_in_use
+    "describe_snapshots",
+    "snapshot-id",
+    "Snapshots",
+    "SnapshotId",
+    in_use=_snapshot_in_use,
+    owned=(("OwnerIds", ("self",)),),
+    created="StartTime",
 )
 _DESCRIBE_VOLUMES = Observe(
     "describe_volumes",
@@ -191,12 +204,28 @@ _DESCRIBE_VOLUMES = Observe(
     "VolumeId",
     frozenset({"deleting", "deleted"}),
     in_use=_volume_in_use,
+    page_size=500,
+    created="CreateTime",
+    type_key="VolumeType",
 )
 _DESCRIBE_IMAGES = Observe(
-    "describe_images", "image-id", "Images", "ImageId", frozenset({"deregistered"})
+    "describe_images",
+    "image-id",
+    "Images",
+    "ImageId",
+    frozenset({"deregistered"}),
+    owned=(("Owners", ("self",)),),
+    created="CreationDate",
+    type_key="Architecture",
 )
 _DESCRIBE_ADDRESSES = Observe(
-    "describe_addresses", "allocation-id", "Addresses", "AllocationId", in_use=_address_in_use
+    "describe_addresses",
+    "allocation-id",
+    "Addresses",
+    "AllocationId",
+    in_use=_address_in_use,
+    page_size=None,
+    type_key="Domain",
 )
 
 _ENTRIES = (

@@ -167,7 +167,7 @@ def _run_action(
     selecting = bool(flags.filters or flags.older_than)
     if bool(flags.ids) == selecting:
         raise UsageError(
-            "say which instances: --ids FILE, or --filter NAME=VALUE (with --older-than, "
+            f"say which {spec.resource}s: --ids FILE, or --filter NAME=VALUE (with --older-than, "
             "--exclude-ids), not both"
         )
     if selecting and flags.sandbox:
@@ -180,7 +180,7 @@ def _run_action(
         expect_account(flags, region, err)
     found: dict[str, Instance] = {}
     if selecting:
-        groups = select_groups(spec, flags, accounts, region, reach, found, err)
+        groups = select_groups(spec, flags, accounts, region, reach, found, err, operation)
     else:
         rule = operation.id_rule if operation is not None else None
         targets = load_targets(flags.ids or "-", err, rule)
@@ -294,11 +294,10 @@ def _run_action(
 
 
 def _refuse_instance_options(operation: Operation, flags: Flags) -> None:
-    """What only instances have: a selection, tags to protect, a rehearsal, waits, undo."""
+    """What only instances have: a rehearsal, waits, undo."""
     used = [
         name
         for name, on in (
-            ("--filter/--older-than", bool(flags.filters or flags.older_than)),
             ("--sandbox", flags.sandbox),
             ("--wait", flags.wait),
             ("--rollback", flags.rollback),
@@ -860,8 +859,61 @@ def list_state_filter(filters: Sequence[str], states: Sequence[str]) -> list[str
     return [f"instance-state-name={','.join(named or LISTED_STATES)}"]
 
 
+def _listed(item: Any, operation: Operation | None) -> dict[str, Any]:
+    """One row of ``swarm list --output json`` (``item``: a ``select.Selected``)."""
+    if operation is None:
+        return dict(item.to_dict())
+    return {
+        "id": item.id,
+        "state": item.state,
+        "type": item.type,
+        "created": None if item.launch_time is None else item.launch_time.isoformat(),
+        "name": item.name,
+        "tags": dict(item.tags),
+        "in_use": item.in_use,
+    }
+
+
+def plural(noun: str) -> str:
+    """``snapshot`` -> ``snapshots``, ``address`` -> ``addresses``."""
+    return noun + ("es" if noun.endswith("s") else "s")
+
+
+def listed_kinds() -> dict[str, Operation]:
+    """What ``swarm list KIND`` lists besides instances, by plural name: the resources of
+    the operations that have a Describe call (the first of each resource)."""
+    from ..actions.operations import RESOURCE_OPERATIONS
+
+    kinds: dict[str, Operation] = {}
+    for op in RESOURCE_OPERATIONS.values():
+        if op.observe is not None:
+            kinds.setdefault(plural(op.resource), op)
+    return kinds
+
+
+def _kind_of(kind: str) -> Operation | None:
+    """The operation whose resources ``swarm list KIND`` lists; None for instances."""
+    name = kind.strip().lower()
+    if name in ("instances", "instance"):
+        return None
+    kinds = listed_kinds()
+    found = kinds.get(name) or kinds.get(plural(name))
+    if found is None:
+        raise UsageError(f"swarm list {kind}: expected instances, {', '.join(kinds)}")
+    return found
+
+
 @app.command("list")
 def list_cmd(
+    kind: Annotated[
+        str,
+        typer.Argument(
+            metavar="[KIND]",
+            help="What to list: instances (the default), snapshots, volumes, images or "
+            "addresses (the account's own).",
+            show_default=False,
+        ),
+    ] = "instances",
     filters: FilterOpt = None,
     older_than: OlderThanOpt = None,
     exclude_ids: ExcludeOpt = None,
@@ -881,13 +933,36 @@ def list_cmd(
             "shutting-down and terminated (EC2 shows terminated instances for about an hour).",
         ),
     ] = None,
+    unused: Annotated[
+        bool,
+        typer.Option(
+            "--unused",
+            help="Snapshots no AMI of the account uses, volumes attached to nothing, "
+            "addresses associated with nothing: those EC2 would delete or release.",
+        ),
+    ] = False,
 ) -> None:
     """Print the instances the filters select: IDs one per line (a CSV with region and account across several), ready for --ids.
 
     It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them.
     """  # noqa: E501 - rich keeps a docstring's line breaks
     out, err = consoles()
-    filters = [*(filters or ()), *list_state_filter(filters or (), states or ())]
+    operation = _kind_of(kind)
+    if operation is None:
+        if unused:
+            raise UsageError("--unused is for snapshots, volumes and addresses, not instances")
+        filters = [*(filters or ()), *list_state_filter(filters or (), states or ())]
+    else:
+        if states:
+            raise UsageError(
+                f"--state is for instances: filter {plural(operation.resource)} with --filter "
+                "(e.g. status=completed), as EC2 names them"
+            )
+        if unused and (operation.observe is None or operation.observe.in_use is None):
+            raise UsageError(
+                f"--unused: nothing makes EC2 refuse to {operation.name.split('-')[0]} "
+                f"{plural(operation.resource)}; select with --filter or --older-than"
+            )
     flags = Flags(
         ids=None,
         region=region,
@@ -903,7 +978,7 @@ def list_cmd(
         output=output,
         accounts=accounts,
         role_arn=role_arn,
-        filters=filters,
+        filters=filters or (),
         older_than=older_than,
         exclude_ids=exclude_ids,
     )
@@ -911,18 +986,26 @@ def list_cmd(
     reach = Reach(flags, account_map, 10)
     found: dict[str, Instance] = {}
     groups = select_groups(
-        None, flags, account_map, region or session_region(profile), reach, found, err
+        None,
+        flags,
+        account_map,
+        region or session_region(profile),
+        reach,
+        found,
+        err,
+        operation,
+        unused,
     )
     if output is Output.json:
         rows = [
-            {"region": p.region, "account": p.account, **found[i].to_dict()}  # type: ignore[attr-defined]
+            {"region": p.region, "account": p.account, **_listed(found[i], operation)}
             for p, ids in groups.items()
             for i in ids
         ]
-        emit_json({"instances": rows})
+        emit_json({plural(operation.resource) if operation else "instances": rows})
         return
     if len(groups) > 1 or any(p.account for p in groups):
-        out.file.write("instance_id,region,account\n")
+        out.file.write(f"{'id' if operation else 'instance_id'},region,account\n")
         for p, ids in groups.items():
             out.file.write(
                 "".join(f"{literal(i)},{literal(p.region)},{p.account or ''}\n" for i in ids)

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from ..accounts import Account
 from ..actions import ActionSpec
+from ..actions.operations import Operation
 from ..errors import (
     CredentialsError,
     UsageError,
@@ -184,10 +185,15 @@ def select_groups(
     reach: Reach,
     found: dict[str, Instance],
     err: Console,
+    operation: Operation | None = None,
+    unused: bool = False,
 ) -> dict[Pair, list[str]]:
-    """--filter, --older-than, --exclude-ids: DescribeInstances, every page, per pair."""
+    """--filter, --older-than, --exclude-ids: DescribeInstances, every page, per pair (or
+    ``operation``'s Describe call for its resources; ``unused``: only those EC2 would not
+    refuse as in use)."""
     from datetime import datetime, timezone
 
+    from ..select import INSTANCES as INSTANCE_LISTING
     from ..select import SelectError, parse_age, parse_filters, select
 
     try:
@@ -195,7 +201,16 @@ def select_groups(
         older = parse_age(flags.older_than) if flags.older_than else None
     except SelectError as exc:
         raise UsageError(exc.message) from exc
-    if spec is not None and not any(f["Name"] == "instance-state-name" for f in filters):
+    if operation is not None and operation.observe is None:
+        raise UsageError(
+            f"{operation.name} takes any resource ID and has no Describe call to select with: "
+            "pass --ids (swarm list snapshots|volumes|images|addresses prints them)"
+        )
+    if (
+        operation is None
+        and spec is not None
+        and not any(f["Name"] == "instance-state-name" for f in filters)
+    ):
         filters.append({"Name": "instance-state-name", "Values": SOURCE_STATES[spec.name]})
     exclude: set[str] = set()
     if flags.exclude_ids:
@@ -204,9 +219,21 @@ def select_groups(
     reach.connect({p: [] for p in pairs}, err)
     now = datetime.now(timezone.utc)
     groups: dict[Pair, list[str]] = {}
+    noun = "instance" if operation is None else operation.resource
     for pair in pairs:
         try:
-            chosen = select(reach.client(pair), filters, older_than=older, exclude=exclude, now=now)
+            client = reach.client(pair)
+            if operation is None:
+                kind = INSTANCE_LISTING
+            else:
+                from ..observe import listing
+
+                kind = listing(operation, client)
+            chosen = select(
+                client, filters, older_than=older, exclude=exclude, now=now, listing=kind
+            )
+            if unused:
+                chosen = [i for i in chosen if i.in_use is None]
         except SelectError as exc:
             raise error_for(exc.exit_code, f"{pair.label}: {exc.message}") from exc
         except Exception as exc:  # an account that could not be reached
@@ -217,9 +244,12 @@ def select_groups(
     extra = (f", older than {flags.older_than}" if older else "") + (
         f", minus {len(exclude)} excluded" if exclude else ""
     )
+    if unused:
+        extra += ", not in use"
     count = sum(len(v) for v in groups.values())
     err.print(
-        f"selected {count} instance(s) in {len(pairs)} pair(s) by {shown}{extra}", markup=False
+        f"selected {count} {noun}(s) in {len(pairs)} pair(s) by {shown or 'no filter'}{extra}",
+        markup=False,
     )
     return groups
 
