@@ -117,6 +117,15 @@ def test_a_filter_selects_the_resources_an_operation_acts_on(
 ) -> None:
     made = sandbox.seed(volumes=5)["volumes"]
     sandbox.client().create_tags(Resources=made[:3], Tags=[{"Key": "team", "Value": "a"}])
+    where = ("--endpoint-url", sandbox.endpoint)
+    code, out, err = swarm("plan", "delete-volume", "--filter", "tag:team=a", "-o", "json", *where)
+    assert code == 0, err
+    assert {r["id"]: r["prediction"] for r in json.loads(out)["rows"]} == dict.fromkeys(
+        made[:3], "would act"
+    )
+    code, _, err = swarm("plan", "delete-volume", "--filter", "tag:team=b", *where)
+    assert code == 0 and "nothing to do: no volume IDs" in err, err
+    assert sandbox.calls_by("DeleteVolume") == 0
     code, _, err = swarm(
         "ec2",
         "delete-volume",

@@ -226,7 +226,7 @@ def _run_action(
     if flags.shard and not groups:
         err.print(f"shard {flags.shard} holds no account/region pair of this list: nothing to do")
     if not groups:
-        err.print(f"nothing to do: no instance IDs to {spec.name}")
+        err.print(f"nothing to do: no {spec.resource} IDs to {spec.name}")
         if flags.output is Output.json:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)

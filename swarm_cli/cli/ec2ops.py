@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import typer
 
-from ..actions.operations import OPERATIONS
-from .act import register
+from ..actions.operations import OPERATIONS, RESOURCE_OPERATIONS
+from .act import plan_app, register
 from .common import app
 from .helptext import HELP
 
@@ -28,4 +28,18 @@ for _op in OPERATIONS.values():
     HELP[f"ec2 {_op.name}"] = (
         _op.summary,
         f"swarm ec2 {_op.name} --ids {_op.resource}s.txt{_tag} --yes",
+    )
+for _op in RESOURCE_OPERATIONS.values():
+    register(
+        _op.outline,
+        f"Predict what swarm ec2 {_op.name} would do to each {_op.resource}; change nothing.",
+        into=plan_app,
+        plan=True,
+        name=_op.name,
+        operation=_op,
+    )
+    HELP[f"plan {_op.name}"] = (
+        f"Predict ec2 {_op.name}; change nothing.",
+        f"swarm plan {_op.name} --ids {_op.resource}s.txt"
+        + (" --tag team=data" if _op.tags else ""),
     )
