@@ -10,23 +10,34 @@ from dataclasses import asdict, replace
 from rich.console import Console
 
 from .actions import ACTIONS
-from .ec2 import InstanceCall, classify_exception, make_client
+from .actions.operations import RESOURCE_OPERATIONS, Operation
+from .ec2 import BatchCall, InstanceCall, classify_exception, make_client
 from .report import Pair, Report
 from .run import Job, RunOptions
 from .sandbox import CREDENTIALS, PRESETS, Sandbox, SandboxConfig, fake_ids
+from .text import plural
 from .views import run_job
+
+# The operations swarm demo runs on resources it makes (of a kind Sandbox.seed makes).
+DEMO_OPERATIONS = ("delete-snapshot", "delete-volume", "deregister-image", "release-address")
 
 
 def run_in_sandbox(box: Sandbox, job: Job, console: Console) -> Report:
     """Run a job against the sandbox, then say what the sandbox saw."""
 
-    def action(pair: Pair) -> InstanceCall:
+    operation = RESOURCE_OPERATIONS.get(job.action.name)
+
+    def action(pair: Pair) -> BatchCall:
         client = make_client(
             pair.region,
             endpoint_url=box.endpoint,
             max_pool=job.options.window.max_window,
             credentials=box.credentials(pair.account) if pair.account else CREDENTIALS,
         )
+        if operation is not None:
+            from .operation_call import OperationCall
+
+            return OperationCall(client, operation)
         return InstanceCall(client, job.action, dry_run=job.options.dry_run)
 
     c = box.config
@@ -41,6 +52,13 @@ def run_in_sandbox(box: Sandbox, job: Job, console: Console) -> Report:
         ),
     )
     report = run_job(job, action, console, classify=classify_exception)
+    if operation is not None:
+        report.extra["sandbox"] = {
+            **asdict(box.counters),
+            "config": asdict(box.config),
+            operation.verb: len(box.done_by(operation.api)),
+        }
+        return report
     states = {
         i: state
         for pair, ids in job.groups.items()
@@ -192,8 +210,11 @@ def run_demo(
     protected: int = 0,
     missing: int = 0,
     regions: int = 1,
+    operation: Operation | None = None,
 ) -> Report:
-    """Start the fake EC2, launch ``count`` instances in each region, and terminate them all."""
+    """Start the fake EC2, launch ``count`` instances in each region, and terminate them all
+    (or make ``count`` resources of ``operation``'s kind, ``protected`` of them in use, and
+    run it on them)."""
     r = config.requests
     where = config.region if regions == 1 else f"{regions} regions, each with buckets of its own"
     console.print(
@@ -204,16 +225,31 @@ def run_demo(
     )
     names = (config.region, *(n for n in DEMO_REGIONS if n != config.region))[:regions]
     with Sandbox(config) as box:
-        console.print(f"launching {count} instances in each of {len(names)} region(s)…")
+        noun = "instances" if operation is None else plural(operation.resource)
+        console.print(f"making {count} {noun} in each of {len(names)} region(s)…")
         groups: dict[Pair, list[str]] = {}
         for region in names:
-            ids = box.launch(count, protected=min(protected, count), region=region)
-            groups[Pair(None, region)] = ids + fake_ids(missing, random.Random(config.seed))
-        job = Job(ACTIONS["terminate"], groups, options, "demo")
+            if operation is None:
+                ids = box.launch(count, protected=min(protected, count), region=region)
+            else:
+                kind = plural(operation.resource)  # as Sandbox.seed names them
+                ids = box.seed(
+                    snapshots=count if kind == "snapshots" else 0,
+                    volumes=count if kind == "volumes" else 0,
+                    images=count if kind == "images" else 0,
+                    addresses=count if kind == "addresses" else 0,
+                    in_use=protected,
+                    region=region,
+                )[kind]
+            prefix = operation.prefix if operation is not None else None
+            ids += fake_ids(missing, random.Random(config.seed), prefix or "i")
+            groups[Pair(None, region)] = ids
+        spec = ACTIONS["terminate"] if operation is None else operation.spec
+        job = Job(spec, groups, options, "demo")
         report = run_in_sandbox(box, job, console)
     bound = bound_seconds(config, count + missing, options.batch_size)
     report.extra["demo"] = {
-        "instances": count * len(names),
+        "instances" if operation is None else plural(operation.resource): count * len(names),
         "regions": list(names),
         "bound_seconds": round(bound, 2),
     }

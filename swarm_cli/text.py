@@ -85,3 +85,8 @@ def markdown_code(value: object) -> str:
     """``literal(value)`` as a Markdown code span, or as escaped text if it holds a backtick."""
     s = literal(value)
     return markdown_text(s) if "`" in s else f"`{s}`"
+
+
+def plural(noun: str) -> str:
+    """``snapshot`` -> ``snapshots``, ``address`` -> ``addresses``."""
+    return noun + ("es" if noun.endswith("s") else "s")

@@ -174,3 +174,32 @@ def test_unused_snapshots_listed_then_deleted_through_a_pipe(
     )
     assert code == 0, err  # none in use was asked for
     assert still_there(sandbox, "delete-snapshot", made) == set(made[:2])
+
+
+def test_swarm_demo_runs_a_deletion_on_resources_it_makes(tmp_path: Path) -> None:
+    code, out, err = swarm(
+        "demo",
+        "--operation",
+        "delete-volume",
+        "--count",
+        "20",
+        "--protected",
+        "2",
+        "--error-rate",
+        "0",
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+        "--output",
+        "json",
+        "--progress",
+        "none",
+    )
+    report = json.loads(out)
+    assert code == 1, err  # the two attached volumes fail
+    assert report["action"] == "delete-volume"
+    assert report["counts"]["succeeded"] == 18
+    assert {p["code"] for p in report["problems"]} == {"VolumeInUse"}
+    assert report["sandbox"]["deleted"] == 18
+    assert report["demo"]["volumes"] == 20
+    code, _, err = swarm("demo", "--operation", "create-tags")
+    assert code == 2 and "expected terminate-instances or delete-snapshot" in err, err

@@ -42,7 +42,7 @@ from ..rails import (
 )
 from ..report import Pair
 from ..run import Job, RunOptions
-from ..text import literal
+from ..text import literal, plural
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
 from .exits import emit_json
@@ -872,11 +872,6 @@ def _listed(item: Any, operation: Operation | None) -> dict[str, Any]:
         "tags": dict(item.tags),
         "in_use": item.in_use,
     }
-
-
-def plural(noun: str) -> str:
-    """``snapshot`` -> ``snapshots``, ``address`` -> ``addresses``."""
-    return noun + ("es" if noun.endswith("s") else "s")
 
 
 def listed_kinds() -> dict[str, Operation]:

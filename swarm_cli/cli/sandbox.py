@@ -217,16 +217,35 @@ def demo(
     ] = None,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
+    operation_name: Annotated[
+        str,
+        typer.Option(
+            "--operation",
+            metavar="OPERATION",
+            help="What to run: terminate-instances, or a swarm ec2 deletion on resources the "
+            "demo makes (delete-snapshot, delete-volume, deregister-image, release-address; "
+            "--protected N of them in use).",
+        ),
+    ] = "terminate-instances",
 ) -> int:
     """Watch swarm work against a local fake EC2: no AWS account, nothing leaves this machine.
 
     Starts the sandbox (moto behind EC2-style token buckets), launches instances in it,
-    and terminates them all through the same path as a real run. One ID per call by
+    and terminates them all through the same path as a real run (or, with --operation,
+    makes snapshots, volumes, images or addresses and deletes them). One ID per call by
     default, so the window has many calls to learn from.
     """
     out, err = consoles()
+    from ..actions.operations import RESOURCE_OPERATIONS
+    from ..rehearse import DEMO_OPERATIONS, run_demo
+
+    operation = RESOURCE_OPERATIONS.get(operation_name)
+    if operation_name != "terminate-instances" and operation_name not in DEMO_OPERATIONS:
+        raise UsageError(
+            f"--operation {operation_name}: expected terminate-instances or "
+            f"{', '.join(DEMO_OPERATIONS)}"
+        )
     require_sandbox()
-    from ..rehearse import run_demo
 
     config = _sandbox_config(
         preset,
@@ -241,7 +260,8 @@ def demo(
     ledger_path = ledger or os.path.join(
         tempfile.gettempdir(), f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     )
-    size, auto_batch = batch_options(batch_size, ACTIONS["terminate"].limits)
+    spec = ACTIONS["terminate"] if operation is None else operation.spec
+    size, auto_batch = batch_options(batch_size, spec.limits)
     options = RunOptions(
         batch_size=size,
         auto_batch=auto_batch,
@@ -252,7 +272,14 @@ def demo(
     )
     with interruptible():
         report = run_demo(
-            config, count, options, err, protected=protected, missing=missing, regions=regions
+            config,
+            count,
+            options,
+            err,
+            protected=protected,
+            missing=missing,
+            regions=regions,
+            operation=operation,
         )
     return finish(report, output, out, err)
 

@@ -298,14 +298,14 @@ def _mark_admin(request: Any, **_: Any) -> None:
     request.headers[ADMIN_HEADER] = "1"
 
 
-def fake_ids(count: int, rng: random.Random | None = None) -> list[str]:
-    """IDs of the right shape that no sandbox instance has."""
+def fake_ids(count: int, rng: random.Random | None = None, prefix: str = "i") -> list[str]:
+    """IDs of the right shape (``prefix``-: ``i``, ``snap``) that no sandbox resource has."""
     make: Callable[[], str] = (
         (lambda: secrets.token_hex(9)[:17])
         if rng is None
         else (lambda: f"{rng.getrandbits(68):017x}")
     )
-    return [f"i-{make()}" for _ in range(count)]
+    return [f"{prefix}-{make()}" for _ in range(count)]
 
 
 def environment(
