@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from test_actions import ACCOUNTS, REGIONS, accounts_file
 from test_cli import swarm, write_ids
 from test_ec2_ops import ec2, statuses, still_there
 
+from swarm_cli.ledger import fold, read_records
 from swarm_cli.sandbox import Sandbox
 
 KEEP = [{"Key": "keep", "Value": "yes"}]
@@ -203,3 +206,57 @@ def test_swarm_demo_runs_a_deletion_on_resources_it_makes(tmp_path: Path) -> Non
     assert report["demo"]["volumes"] == 20
     code, _, err = swarm("demo", "--operation", "create-tags")
     assert code == 2 and "expected terminate-instances or delete-snapshot" in err, err
+
+
+def test_an_operation_across_accounts_and_regions_in_two_shards_with_report_and_summary(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: dict[tuple[str, str], list[str]] = {}
+    rows = ["id,region,account"]
+    for account in ACCOUNTS:
+        for region in REGIONS[:2]:
+            made[(account, region)] = sandbox.seed(snapshots=3, region=region, account=account)[
+                "snapshots"
+            ]
+            rows += [f"{i},{region},{account}" for i in made[(account, region)]]
+    ids = tmp_path / "ids.csv"
+    ids.write_text("\n".join(rows) + "\n")
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    for k in (1, 2):
+        code, report, err = ec2(
+            sandbox,
+            "delete-snapshot",
+            str(ids),
+            tmp_path / f"shard{k}.jsonl",
+            "--accounts",
+            str(accounts_file(tmp_path)),
+            "--shard",
+            f"{k}/2",
+            "--report",
+            str(tmp_path / f"shard{k}.html"),
+        )
+        assert code == 0, err
+        assert report["counts"]["succeeded"] == 6  # two of the four pairs
+    for (account, region), snapshots in made.items():
+        left = sandbox.client(region, account).describe_snapshots(
+            Filters=[{"Name": "snapshot-id", "Values": snapshots}]
+        )["Snapshots"]
+        assert left == [], (account, region)
+    merged = tmp_path / "merged.jsonl"
+    code, _, err = swarm(
+        "ledger",
+        "merge",
+        str(tmp_path / "shard1.jsonl"),
+        str(tmp_path / "shard2.jsonl"),
+        "-o",
+        str(merged),
+    )
+    assert code == 0, err
+    done = fold(read_records(str(merged)))
+    assert {(a, i) for a, i in done} == {
+        ("delete-snapshot", i) for snapshots in made.values() for i in snapshots
+    }
+    assert {(r.account, r.region) for r in done.values()} == set(made)
+    assert summary.read_text().count("delete-snapshot") >= 2
+    assert "delete-snapshot" in (tmp_path / "shard1.html").read_text()
