@@ -18,7 +18,7 @@ from .ec2 import classify_exception, redact_url
 from .errors import EXIT_CREDENTIALS, EXIT_REFUSED, EXIT_USAGE, SwarmError
 from .outcome import Kind
 from .targets import ACCOUNT_ID
-from .text import clip
+from .text import clip, plural
 
 # The ledger code of an instance left alone because --protect-tag matched it.
 PROTECTED_CODE = "Protected"
@@ -151,14 +151,17 @@ def split_protected(
     return acting, protected
 
 
-def check_max_count(count: int, max_count: int | None, *, action: str = "terminate") -> None:
-    """Refuse (code 3) to act on more than ``max_count`` instances; None is no limit."""
+def check_max_count(
+    count: int, max_count: int | None, *, action: str = "terminate", resource: str = "instance"
+) -> None:
+    """Refuse (code 3) to act on more than ``max_count`` instances (or other resources);
+    None is no limit."""
     if max_count is None:
         return
     if max_count < 0:
         raise RailError(f"--max-count {max_count}: expected 0 or more", EXIT_USAGE)
     if count > max_count:
-        noun = "instance" if count == 1 else "instances"
+        noun = resource if count == 1 else plural(resource)
         raise RailError(
             f"refusing to {action} {count} {noun}: --max-count is {max_count}; nothing was sent"
         )

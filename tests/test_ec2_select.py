@@ -126,6 +126,10 @@ def test_a_filter_selects_the_resources_an_operation_acts_on(
     assert {r["id"]: r["prediction"] for r in json.loads(out)["rows"]} == dict.fromkeys(
         made[:3], "would act"
     )
+    code, _, err = swarm(
+        "ec2", "delete-volume", "--filter", "tag:team=a", "--max-count", "2", "--yes", *where
+    )
+    assert code == 3 and "refusing to delete-volume 3 volumes" in err, err
     code, _, err = swarm("plan", "delete-volume", "--filter", "tag:team=b", *where)
     assert code == 0 and "nothing to do: no volume IDs" in err, err
     assert sandbox.calls_by("DeleteVolume") == 0

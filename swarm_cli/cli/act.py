@@ -212,7 +212,7 @@ def _run_action(
     groups = {p: ids for p, ids in groups.items() if ids}
     total = sum(len(ids) for ids in groups.values())
     try:
-        check_max_count(total, flags.max_count, action=spec.name)
+        check_max_count(total, flags.max_count, action=spec.name, resource=spec.resource)
     except RailError as exc:
         raise error_for(exc.code, exc.message) from exc
     options = replace(
