@@ -903,7 +903,7 @@ def list_cmd(
     kind: Annotated[
         str,
         typer.Argument(
-            metavar="[KIND]",
+            metavar="KIND",
             help="What to list: instances (the default), snapshots, volumes, images or "
             "addresses (the account's own).",
             show_default=False,
@@ -937,9 +937,9 @@ def list_cmd(
         ),
     ] = False,
 ) -> None:
-    """Print the instances the filters select: IDs one per line (a CSV with region and account across several), ready for --ids.
+    """Print the instances (or snapshots, volumes, images, addresses) the filters select: IDs one per line (a CSV with region and account across several), ready for --ids.
 
-    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them.
+    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes, and swarm list snapshots --unused --older-than 90d | swarm ec2 delete-snapshot --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them.
     """  # noqa: E501 - rich keeps a docstring's line breaks
     out, err = consoles()
     operation = _kind_of(kind)

@@ -68,7 +68,7 @@ HELP: dict[str, tuple[str, str]] = {
         "swarm rollback swarm-ledger.jsonl --yes",
     ),
     "list": (
-        "Print the instances that filters select, ready for --ids.",
+        "Print the instances, snapshots, volumes… that filters select.",
         "swarm list --filter tag:env=ci | swarm stop --ids - --yes",
     ),
     "demo": (
