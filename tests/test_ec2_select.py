@@ -264,3 +264,18 @@ def test_an_operation_across_accounts_and_regions_in_two_shards_with_report_and_
     assert {(r.account, r.region) for r in done.values()} == set(made)
     assert summary.read_text().count("delete-snapshot") >= 2
     assert "delete-snapshot" in (tmp_path / "shard1.html").read_text()
+
+
+def test_a_protect_tag_key_with_a_wildcard_is_matched_exactly(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(snapshots=3)["snapshots"]
+    client = sandbox.client()
+    client.create_tags(Resources=[made[0]], Tags=[{"Key": "k*y", "Value": "v"}])
+    client.create_tags(Resources=[made[1]], Tags=[{"Key": "kxy", "Value": "v"}])  # not k*y
+    ids = write_ids(tmp_path / "ids.txt", made)
+    code, _, err = ec2(
+        sandbox, "delete-snapshot", ids, tmp_path / "l.jsonl", "--protect-tag", "k*y"
+    )
+    assert code == 1, err
+    assert still_there(sandbox, "delete-snapshot", made) == {made[0]}
