@@ -46,6 +46,14 @@ class Seen:
         return self.state is None
 
 
+def describe(client: Any, observe: Observe, ids: Sequence[str]) -> Mapping[str, Any]:
+    """One filtered Describe call for ``ids`` (at most :data:`MAX_FILTER_VALUES`)."""
+    response: Mapping[str, Any] = getattr(client, observe.method)(
+        Filters=[{"Name": observe.filter, "Values": list(ids)}]
+    )
+    return response
+
+
 class Look(BatchCall):
     """An engine action: one filtered Describe call for a batch of IDs."""
 
@@ -79,11 +87,7 @@ class Look(BatchCall):
         return used
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
-        o = self.observe
-        response: Mapping[str, Any] = getattr(self.client, o.method)(
-            Filters=[{"Name": o.filter, "Values": list(ids)}]
-        )
-        return response
+        return describe(self.client, self.observe, ids)
 
     def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
         o = self.observe

@@ -173,10 +173,63 @@ def test_tags_are_asked_for_and_instance_options_refused(sandbox: Sandbox, tmp_p
     ids = write_ids(tmp_path / "ids.txt", ["vol-0123456789abcdef0"])
     code, _, err = swarm("ec2", "delete-tags", "--ids", ids, "--yes")
     assert code == 2 and "--tag" in err  # DeleteTags without Tags would remove every tag
-    code, _, err = swarm("ec2", "delete-volume", "--ids", ids, "--yes", "--wait")
-    assert code == 2 and "--wait" in err
+    code, _, err = swarm("ec2", "delete-volume", "--ids", ids, "--yes", "--rollback")
+    assert code == 2 and "--rollback" in err
+    # Nothing shows a tag done: there is nothing to wait for.
+    tags = ("--ids", ids, "--tag", "a=b", "--yes", "--wait", "--endpoint-url", sandbox.endpoint)
+    code, _, err = swarm("ec2", "create-tags", *tags)
+    assert code == 2 and "--wait: nothing to wait for" in err, err
+    assert sandbox.calls_by("CreateTags") == 0
     code, _, err = swarm("ec2", "delete-snapshot", "--ids", ids, "--yes")
     assert code == 2 and "not a snapshot ID" in err
+
+
+def test_delete_volume_wait_ends_with_the_deleted_volumes_gone_and_records_it(
+    tmp_path: Path,
+) -> None:
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(volumes=8, in_use=2)["volumes"]
+        ledger = tmp_path / "l.jsonl"
+        ids = write_ids(tmp_path / "ids.txt", made)
+        code, report, err = ec2(box, "delete-volume", ids, ledger, "--wait")
+        assert code == 1, err  # the two attached volumes fail; the wait does not
+        assert still_there(box, "delete-volume", made) == set(made[:2])
+        wait = report["wait"]
+        assert (wait["target"], wait["reached"], wait["timed_out"]) == ("deleted", 6, 0), wait
+        # Each deleted volume's run has its Reached record; the attached ones none.
+        reached = {r.id for r in read_records(str(ledger)) if r.code == "Reached"}
+        assert reached == set(made[2:])
+        assert statuses(ledger)[made[2]] == ("succeeded", "Reached")
+
+
+def test_delete_volume_wait_times_out_with_its_exit_code_and_says_so(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(volumes=3)["volumes"]
+    ids = write_ids(tmp_path / "ids.txt", made)
+    ledger = tmp_path / "l.jsonl"
+    code, report, err = ec2(sandbox, "delete-volume", ids, ledger, "--wait", "--wait-timeout", "0")
+    assert code == 1, err
+    assert report["counts"]["succeeded"] == 3  # the run did its work; the wait ran out
+    assert report["wait"]["timed_out"] == 3 and report["wait"]["reached"] == 0
+    assert not any(r.code == "Reached" for r in read_records(str(ledger)))
+    code, out, err = swarm(
+        "ec2",
+        "delete-volume",
+        "--ids",
+        write_ids(tmp_path / "more.txt", sandbox.seed(volumes=1)["volumes"]),
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--ledger",
+        str(tmp_path / "m.jsonl"),
+        "--yes",
+        "--progress",
+        "none",
+        "--wait",
+        "--wait-timeout",
+        "0",
+    )
+    assert code == 1 and "wait for deleted: 0 reached, 1 timed out" in out + err, out + err
 
 
 def test_without_yes_and_no_terminal_nothing_is_asked_of_ec2_nor_sent(

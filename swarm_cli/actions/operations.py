@@ -43,8 +43,10 @@ class Observe:
     ``method`` is called with ``Filters=[{"Name": filter, "Values": ids}]`` (a filter
     lists what exists and never fails on an unknown ID); ``key`` is the answer's list
     and ``id_key`` each item's ID. An item whose ``State`` is in ``gone_states``, or an
-    ID not listed, is gone. ``in_use(item, images)`` says why EC2 would refuse it, or
-    None; ``images()`` maps each snapshot the account's AMIs use to its AMI.
+    ID not listed, is gone. Of those states, ``passing_states`` are on the way (a
+    volume ``deleting``): gone for a resume (EC2 took the call), not yet for
+    ``--wait``. ``in_use(item, images)`` says why EC2 would refuse it, or None;
+    ``images()`` maps each snapshot the account's AMIs use to its AMI.
     """
 
     method: str
@@ -53,6 +55,7 @@ class Observe:
     id_key: str
     gone_states: frozenset[str] = frozenset()
     in_use: InUse | None = None
+    passing_states: frozenset[str] = frozenset()
 
 
 def _snapshot_in_use(
@@ -191,6 +194,7 @@ _DESCRIBE_VOLUMES = Observe(
     "VolumeId",
     frozenset({"deleting", "deleted"}),
     in_use=_volume_in_use,
+    passing_states=frozenset({"deleting"}),
 )
 _DESCRIBE_IMAGES = Observe(
     "describe_images", "image-id", "Images", "ImageId", frozenset({"deregistered"})
