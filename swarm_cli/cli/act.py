@@ -577,7 +577,8 @@ def register(
             typer.Option(
                 "--wait",
                 help="Then wait until each instance reaches the action's state (stopped, "
-                "running, terminated), asking DescribeInstances through a window of its own.",
+                "running, terminated), or each resource swarm ec2 deleted is gone, asking "
+                "DescribeInstances (or the resource's Describe call) through a window of its own.",
             ),
         ] = False,
         wait_timeout: Annotated[
