@@ -20,6 +20,7 @@ from .actions import DESCRIBE_LIMITS, ActionSpec
 from .actions.operations import Observe, Operation
 from .describe import MakeClient, classify_setup, stop_if_interrupted
 from .ec2 import BatchCall, answered_by
+from .operation_call import ALREADY_GONE_CODE
 from .outcome import Kind, Outcome
 from .report import Pair
 from .run import Job, RunOptions
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 # EC2 takes up to 200 values in one filter.
 MAX_FILTER_VALUES = 200
-ALREADY_GONE_CODE = "AlreadyGone"
 
 
 @dataclass(frozen=True)

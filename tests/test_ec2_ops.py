@@ -232,6 +232,51 @@ def test_delete_volume_wait_times_out_with_its_exit_code_and_says_so(
     assert code == 1 and "wait for deleted: 0 reached, 1 timed out" in out + err, out + err
 
 
+def test_a_deletion_whose_answer_was_lost_is_done_when_its_repeat_finds_it_gone(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """moto deletes the snapshot, the answer is lost (a 503 instead), the engine sends it
+    again and hears InvalidSnapshot.NotFound: this run deleted it, it is not missing."""
+    made = sandbox.seed(snapshots=3)["snapshots"]
+    ledger = tmp_path / "l.jsonl"
+    ids = write_ids(tmp_path / "ids.txt", made)
+    sandbox.hang(after_effect=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swarm_cli",
+            "ec2",
+            "delete-snapshot",
+            "--ids",
+            ids,
+            "--yes",
+            "--ledger",
+            str(ledger),
+            "--endpoint-url",
+            sandbox.endpoint,
+            "--progress",
+            "none",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: sandbox.counters.hung >= 1, proc)
+    finally:
+        sandbox.front.release_hung()  # the held call, done by moto, answers 503
+        sandbox.hang(False)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert still_there(sandbox, "delete-snapshot", made) == set()
+    assert set(sandbox.done_by("DeleteSnapshot").values()) == {1}  # each deleted once
+    seen = statuses(ledger)
+    assert {s for s, _ in seen.values()} == {"succeeded"}, seen
+    assert [c for _, c in seen.values()].count("AlreadyGone") == 1, seen
+
+
 def test_without_yes_and_no_terminal_nothing_is_asked_of_ec2_nor_sent(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
