@@ -46,14 +46,6 @@ class Seen:
         return self.state is None
 
 
-def describe(client: Any, observe: Observe, ids: Sequence[str]) -> Mapping[str, Any]:
-    """One filtered Describe call for ``ids`` (at most :data:`MAX_FILTER_VALUES`)."""
-    response: Mapping[str, Any] = getattr(client, observe.method)(
-        Filters=[{"Name": observe.filter, "Values": list(ids)}]
-    )
-    return response
-
-
 class Look(BatchCall):
     """An engine action: one filtered Describe call for a batch of IDs."""
 
@@ -176,6 +168,14 @@ def reconcile_gone(
                     f"{observe_api(op)} lists no such {op.resource}; not sent",
                 )
     return done, checked
+
+
+def describe(client: Any, observe: Observe, ids: Sequence[str]) -> Mapping[str, Any]:
+    """One filtered Describe call for ``ids`` (at most :data:`MAX_FILTER_VALUES`)."""
+    response: Mapping[str, Any] = getattr(client, observe.method)(
+        Filters=[{"Name": observe.filter, "Values": list(ids)}]
+    )
+    return response
 
 
 def observe_api(op: Operation) -> str:

@@ -54,8 +54,8 @@ class Observe:
     key: str
     id_key: str
     gone_states: frozenset[str] = frozenset()
-    in_use: InUse | None = None
     passing_states: frozenset[str] = frozenset()
+    in_use: InUse | None = None
 
 
 def _snapshot_in_use(
@@ -193,8 +193,8 @@ _DESCRIBE_VOLUMES = Observe(
     "Volumes",
     "VolumeId",
     frozenset({"deleting", "deleted"}),
-    in_use=_volume_in_use,
     passing_states=frozenset({"deleting"}),
+    in_use=_volume_in_use,
 )
 _DESCRIBE_IMAGES = Observe(
     "describe_images", "image-id", "Images", "ImageId", frozenset({"deregistered"})

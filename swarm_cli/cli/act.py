@@ -46,14 +46,7 @@ from ..text import literal
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
 from .exits import emit_json
-from .follow_up import (
-    follow_up,
-    reconcile_undo,
-    refuse_wait,
-    run_plan,
-    save_report,
-    step_summary,
-)
+from .follow_up import follow_up, reconcile_undo, run_plan, save_report, step_summary
 from .guards import check_outputs, confirm, protected_by_tags, unverified_count
 from .options import (
     AccountsOpt,
@@ -162,6 +155,8 @@ def _run_action(
     out, err = consoles()
     if operation is not None:
         _refuse_instance_options(operation, flags)
+        from .follow_up import refuse_wait
+
         refuse_wait(operation, flags)
     if flags.rollback and not spec.reversible:
         raise UsageError(f"{spec.name} cannot be undone: --rollback is for stop and start")
