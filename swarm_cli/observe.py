@@ -21,6 +21,7 @@ from .actions import DESCRIBE_LIMITS, ActionSpec
 from .actions.operations import Observe, Operation
 from .describe import MakeClient, classify_setup, stop_if_interrupted
 from .ec2 import BatchCall, answered_by
+from .operation_call import ALREADY_GONE_CODE
 from .outcome import Kind, Outcome
 from .report import Pair
 from .run import Job, RunOptions
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 _Reader = TypeVar("_Reader", bound=BatchCall)
 # EC2 takes up to 200 values in one filter.
 MAX_FILTER_VALUES = 200
-ALREADY_GONE_CODE = "AlreadyGone"
 
 
 @dataclass(frozen=True)
@@ -139,11 +139,7 @@ class Look(BatchCall):
         return used
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
-        o = self.observe
-        response: Mapping[str, Any] = getattr(self.client, o.method)(
-            Filters=[{"Name": o.filter, "Values": list(ids)}]
-        )
-        return response
+        return describe(self.client, self.observe, ids)
 
     def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
         o = self.observe
@@ -326,6 +322,14 @@ def reconcile_gone(
                     f"{observe_api(op)} lists no such {op.resource}; not sent",
                 )
     return done, checked
+
+
+def describe(client: Any, observe: Observe, ids: Sequence[str]) -> Mapping[str, Any]:
+    """One filtered Describe call for ``ids`` (at most :data:`MAX_FILTER_VALUES`)."""
+    response: Mapping[str, Any] = getattr(client, observe.method)(
+        Filters=[{"Name": observe.filter, "Values": list(ids)}]
+    )
+    return response
 
 
 def observe_api(op: Operation) -> str:

@@ -4,10 +4,15 @@ One call carries one ID (``DeleteSnapshot(SnapshotId=...)``) or a list of them
 (``CreateTags(Resources=[...])``), as botocore's model says. An error whose code the
 entry lists as missing or in use settles the IDs it names; the rest of a batch is sent
 again in halves (:func:`~swarm_cli.ec2.split_batch`), as for instances.
+
+A deletion that a repeat finds missing is done, not missing: the earlier call's answer
+was lost (a timeout, a 5xx after EC2 acted), and the resource is gone, which is what the
+run was for. Only an ID's first call can find it missing.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -15,6 +20,9 @@ from typing import Any
 from .actions.operations import Operation
 from .ec2 import BatchCall, answered_by
 from .outcome import Kind, Outcome
+
+# The code of a resource recorded done without being acted on: it was gone already.
+ALREADY_GONE_CODE = "AlreadyGone"
 
 
 def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str]]:
@@ -50,10 +58,17 @@ class OperationCall(BatchCall):
         self._param = model.id_param
         self._method = getattr(client, model.method)
         self.split_codes = op.missing_codes | op.in_use_codes
+        # A deletion: gone is done (its Describe call shows it so).
+        self._gone_is_done = op.observe is not None
+        self._lock = threading.Lock()  # the engine calls from several worker threads
+        self._sent: dict[str, int] = {}  # ID -> calls that carried it
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
         if not self._many and len(ids) != 1:
             raise ValueError(f"{self.op.api} takes one ID per call, not {len(ids)}")
+        with self._lock:
+            for i in ids:
+                self._sent[i] = self._sent.get(i, 0) + 1
         value: Any = list(ids) if self._many else ids[0]
         response: Mapping[str, Any] = self._method(
             **{self._param: value}, DryRun=self.dry_run, **self.params
@@ -65,5 +80,15 @@ class OperationCall(BatchCall):
 
     def named(self, instance_id: str, outcome: Outcome) -> Outcome:
         if outcome.code in self.op.missing_codes:
+            with self._lock:
+                repeat = self._sent.get(instance_id, 0) > 1
+            if repeat and self._gone_is_done:
+                message = (
+                    f"{outcome.code} when sent again: an earlier call's answer was lost, "
+                    f"and the {self.op.resource} is gone"
+                )
+                return replace(
+                    outcome, kind=Kind.SUCCEEDED, code=ALREADY_GONE_CODE, message=message
+                )
             return replace(outcome, kind=Kind.MISSING)
         return outcome

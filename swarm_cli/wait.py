@@ -53,12 +53,13 @@ def dead_ends(target: str) -> frozenset[str]:
     return frozenset() if target in _TERMINAL else _TERMINAL
 
 
-class WaitForState(BatchCall):
-    """An engine action: one DescribeInstances call, and how far each instance has got.
+class Waiting(BatchCall):
+    """An engine action that asks how far each resource has got towards ``target``.
 
     Once ``deadline`` (on ``clock``) has passed, it answers ``WaitTimeout`` for
     every ID without a call, so the engine runs out of work and the wait ends:
-    run_job has no deadline of its own.
+    run_job has no deadline of its own. :meth:`read` reports what it saw through
+    :meth:`_saw` and :meth:`_reached`.
     """
 
     def __init__(
@@ -73,14 +74,13 @@ class WaitForState(BatchCall):
         self.target = target
         self.deadline = deadline
         self.clock = clock
-        self._dead_ends = dead_ends(target)
         self._lock = threading.Lock()  # the engine calls from several worker threads
         self._reached_at: dict[str, str] = {}
         self._last_state: dict[str, str] = {}
 
     @property
     def reached_at(self) -> dict[str, str]:
-        """Instance ID -> when (ISO 8601, UTC) the wait saw it in the target state."""
+        """ID -> when (ISO 8601, UTC) the wait saw it reach the target."""
         with self._lock:
             return dict(self._reached_at)
 
@@ -88,6 +88,38 @@ class WaitForState(BatchCall):
         if self.clock() >= self.deadline:
             return {i: self._timed_out(i) for i in ids}
         return super().__call__(ids)
+
+    def _saw(self, i: str, state: str) -> None:
+        with self._lock:
+            self._last_state[i] = state
+
+    def _reached(self, i: str, state: str, status: int | None, request_id: str | None) -> Outcome:
+        with self._lock:
+            self._reached_at.setdefault(i, utc_now())
+            self._last_state[i] = state
+        return Outcome(Kind.SUCCEEDED, REACHED_CODE, state, status, request_id)
+
+    def _timed_out(self, i: str) -> Outcome:
+        with self._lock:
+            last = self._last_state.get(i)
+        seen = f"last seen {last}" if last else "never seen"
+        message = f"not {self.target} when the wait timed out ({seen})"
+        return Outcome(Kind.PERMANENT, TIMEOUT_CODE, message)
+
+
+class WaitForState(Waiting):
+    """An engine action: one DescribeInstances call, and how far each instance has got."""
+
+    def __init__(
+        self,
+        client: Any,
+        target: str,
+        *,
+        deadline: float = float("inf"),
+        clock: Clock = time.monotonic,
+    ) -> None:
+        super().__init__(client, target, deadline=deadline, clock=clock)
+        self._dead_ends = dead_ends(target)
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
         response: Mapping[str, Any] = self.client.describe_instances(InstanceIds=list(ids))
@@ -106,8 +138,7 @@ class WaitForState(BatchCall):
             if state is None:
                 out[i] = self._vanished(i, status, request_id)
                 continue
-            with self._lock:
-                self._last_state[i] = state
+            self._saw(i, state)
             if state == self.target:
                 out[i] = self._reached(i, state, status, request_id)
             elif state in self._dead_ends:
@@ -130,19 +161,6 @@ class WaitForState(BatchCall):
             return self._reached(i, "terminated", status, request_id)
         message = f"no longer listed by DescribeInstances; it cannot become {self.target}"
         return Outcome(Kind.MISSING, NOT_LISTED_CODE, message, status, request_id)
-
-    def _reached(self, i: str, state: str, status: int | None, request_id: str | None) -> Outcome:
-        with self._lock:
-            self._reached_at.setdefault(i, utc_now())
-            self._last_state[i] = state
-        return Outcome(Kind.SUCCEEDED, REACHED_CODE, state, status, request_id)
-
-    def _timed_out(self, i: str) -> Outcome:
-        with self._lock:
-            last = self._last_state.get(i)
-        seen = f"last seen {last}" if last else "never seen"
-        message = f"not {self.target} when the wait timed out ({seen})"
-        return Outcome(Kind.PERMANENT, TIMEOUT_CODE, message)
 
 
 @dataclass
@@ -182,6 +200,32 @@ def wait_for(
     target = job.action.target_state
     if target is None:
         raise ValueError(f"{job.action.name} has no state to wait for")
+
+    def make_action(client: Any, deadline: float, clock: Clock) -> Waiting:
+        return WaitForState(client, target, deadline=deadline, clock=clock)
+
+    return run_wait(
+        WAIT_SPEC, target, job, done, make_action, make_client, console, timeout=timeout
+    )
+
+
+# A wait's engine action for one pair: (its client, the wait's deadline, the clock).
+MakeWaiting = Callable[[Any, float, Clock], Waiting]
+
+
+def run_wait(
+    spec: ActionSpec,
+    target: str,
+    job: Job,
+    done: Mapping[Pair, Sequence[str]],
+    make_action: MakeWaiting,
+    make_client: Callable[[Pair], Any],
+    console: Console,
+    *,
+    timeout: float,
+) -> WaitReport:
+    """Run a wait (``spec``, one :class:`Waiting` per pair) until the IDs in ``done``
+    reach ``target`` or ``timeout`` seconds pass; as :func:`wait_for` describes."""
     if job.options.dry_run:
         raise ValueError("a dry run changes nothing to wait for")
     if timeout < 0:
@@ -196,19 +240,19 @@ def wait_for(
         trace=None,
     )
     groups = {pair: list(ids) for pair, ids in done.items() if ids}
-    wait_job = Job(WAIT_SPEC, groups, options, title=f"wait for {target}")
+    wait_job = Job(spec, groups, options, title=f"wait for {target}")
     clock: Clock = time.monotonic
     deadline = clock() + timeout  # one deadline for every pair
-    actions: list[WaitForState] = []
+    actions: list[Waiting] = []
 
-    def make_action(pair: Pair) -> WaitForState:
-        action = WaitForState(make_client(pair), target, deadline=deadline, clock=clock)
+    def make(pair: Pair) -> Waiting:
+        action = make_action(make_client(pair), deadline, clock)
         actions.append(action)
         return action
 
     from .views import run_job  # the views bring rich: only when a run is shown
 
-    report = run_job(wait_job, make_action, console, classify=_classify_setup)
+    report = run_job(wait_job, make, console, classify=_classify_setup)
     reached_at: dict[str, str] = {}
     for action in actions:
         reached_at.update(action.reached_at)

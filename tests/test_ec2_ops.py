@@ -1,5 +1,6 @@
 """swarm ec2 OPERATION: every operation of the registry end to end against the sandbox
-(throttled, over real HTTP), its plan, a kill -9 and a resume, and create-tags batched."""
+(throttled, over real HTTP), its plan, a kill -9 and a resume of each, --wait, and
+create-tags batched."""
 
 from __future__ import annotations
 
@@ -173,10 +174,108 @@ def test_tags_are_asked_for_and_instance_options_refused(sandbox: Sandbox, tmp_p
     ids = write_ids(tmp_path / "ids.txt", ["vol-0123456789abcdef0"])
     code, _, err = swarm("ec2", "delete-tags", "--ids", ids, "--yes")
     assert code == 2 and "--tag" in err  # DeleteTags without Tags would remove every tag
-    code, _, err = swarm("ec2", "delete-volume", "--ids", ids, "--yes", "--wait")
-    assert code == 2 and "--wait" in err
+    code, _, err = swarm("ec2", "delete-volume", "--ids", ids, "--yes", "--rollback")
+    assert code == 2 and "--rollback" in err
+    # Nothing shows a tag done: there is nothing to wait for.
+    tags = ("--ids", ids, "--tag", "a=b", "--yes", "--wait", "--endpoint-url", sandbox.endpoint)
+    code, _, err = swarm("ec2", "create-tags", *tags)
+    assert code == 2 and "--wait: nothing to wait for" in err, err
+    assert sandbox.calls_by("CreateTags") == 0
     code, _, err = swarm("ec2", "delete-snapshot", "--ids", ids, "--yes")
     assert code == 2 and "not a snapshot ID" in err
+
+
+def test_delete_volume_wait_ends_with_the_deleted_volumes_gone_and_records_it(
+    tmp_path: Path,
+) -> None:
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(volumes=8, in_use=2)["volumes"]
+        ledger = tmp_path / "l.jsonl"
+        ids = write_ids(tmp_path / "ids.txt", made)
+        code, report, err = ec2(box, "delete-volume", ids, ledger, "--wait")
+        assert code == 1, err  # the two attached volumes fail; the wait does not
+        assert still_there(box, "delete-volume", made) == set(made[:2])
+        wait = report["wait"]
+        assert (wait["target"], wait["reached"], wait["timed_out"]) == ("deleted", 6, 0), wait
+        # Each deleted volume's run has its Reached record; the attached ones none.
+        reached = {r.id for r in read_records(str(ledger)) if r.code == "Reached"}
+        assert reached == set(made[2:])
+        assert statuses(ledger)[made[2]] == ("succeeded", "Reached")
+
+
+def test_delete_volume_wait_times_out_with_its_exit_code_and_says_so(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(volumes=3)["volumes"]
+    ids = write_ids(tmp_path / "ids.txt", made)
+    ledger = tmp_path / "l.jsonl"
+    code, report, err = ec2(sandbox, "delete-volume", ids, ledger, "--wait", "--wait-timeout", "0")
+    assert code == 1, err
+    assert report["counts"]["succeeded"] == 3  # the run did its work; the wait ran out
+    assert report["wait"]["timed_out"] == 3 and report["wait"]["reached"] == 0
+    assert not any(r.code == "Reached" for r in read_records(str(ledger)))
+    code, out, err = swarm(
+        "ec2",
+        "delete-volume",
+        "--ids",
+        write_ids(tmp_path / "more.txt", sandbox.seed(volumes=1)["volumes"]),
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--ledger",
+        str(tmp_path / "m.jsonl"),
+        "--yes",
+        "--progress",
+        "none",
+        "--wait",
+        "--wait-timeout",
+        "0",
+    )
+    assert code == 1 and "wait for deleted: 0 reached, 1 timed out" in out + err, out + err
+
+
+def test_a_deletion_whose_answer_was_lost_is_done_when_its_repeat_finds_it_gone(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """moto deletes the snapshot, the answer is lost (a 503 instead), the engine sends it
+    again and hears InvalidSnapshot.NotFound: this run deleted it, it is not missing."""
+    made = sandbox.seed(snapshots=3)["snapshots"]
+    ledger = tmp_path / "l.jsonl"
+    ids = write_ids(tmp_path / "ids.txt", made)
+    sandbox.hang(after_effect=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "swarm_cli",
+            "ec2",
+            "delete-snapshot",
+            "--ids",
+            ids,
+            "--yes",
+            "--ledger",
+            str(ledger),
+            "--endpoint-url",
+            sandbox.endpoint,
+            "--progress",
+            "none",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: sandbox.counters.hung >= 1, proc)
+    finally:
+        sandbox.front.release_hung()  # the held call, done by moto, answers 503
+        sandbox.hang(False)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert still_there(sandbox, "delete-snapshot", made) == set()
+    assert set(sandbox.done_by("DeleteSnapshot").values()) == {1}  # each deleted once
+    seen = statuses(ledger)
+    assert {s for s, _ in seen.values()} == {"succeeded"}, seen
+    assert [c for _, c in seen.values()].count("AlreadyGone") == 1, seen
 
 
 def test_without_yes_and_no_terminal_nothing_is_asked_of_ec2_nor_sent(
@@ -208,11 +307,38 @@ def test_terminate_instances_is_swarm_terminate(sandbox: Sandbox, tmp_path: Path
     assert {a for a, _ in fold(read_records(str(ledger)))} == {"terminate"}
 
 
+def tagged(box: Sandbox, ids: list[str]) -> set[str]:
+    answer = box.client().describe_tags(Filters=[{"Name": "key", "Values": ["team"]}])
+    return {t["ResourceId"] for t in answer["Tags"]} & set(ids)
+
+
+def _seed_kill_case(box: Sandbox, op: str, n: int) -> tuple[list[str], list[str]]:
+    """The IDs a kill -9 case acts on, and the options it runs with."""
+    if op in DELETIONS:
+        return box.seed(**{DELETIONS[op][0]: n})[DELETIONS[op][0]], []
+    ids = fake_ids(n, random.Random(7))
+    box.load_ids(ids)
+    if op == "delete-tags":
+        box.client().create_tags(Resources=ids, Tags=[{"Key": "team", "Value": "data"}])
+        return ids, ["--tag", "team", "--batch-size", "1"]
+    return ids, ["--tag", "team=data", "--batch-size", "1"]
+
+
+def _left_to_do(box: Sandbox, op: str, ids: list[str]) -> set[str]:
+    if op in DELETIONS:
+        return still_there(box, op, ids)
+    return set(ids) - tagged(box, ids) if op == "create-tags" else tagged(box, ids)
+
+
 @pytest.mark.slow
-def test_kill_9_mid_delete_then_resume_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("op", [*sorted(DELETIONS), "create-tags", "delete-tags"])
+def test_kill_9_mid_run_then_resume_loses_nothing_and_repeats_only_what_was_in_flight(
+    tmp_path: Path, op: str
+) -> None:
+    n = 24
     ledger = tmp_path / "l.jsonl"
     with Sandbox(THROTTLED) as box:
-        made = box.seed(snapshots=60)["snapshots"]
+        made, extra = _seed_kill_case(box, op, n)
         ids = write_ids(tmp_path / "ids.txt", made)
         proc = subprocess.Popen(
             [
@@ -220,7 +346,7 @@ def test_kill_9_mid_delete_then_resume_loses_nothing_and_repeats_nothing(tmp_pat
                 "-m",
                 "swarm_cli",
                 "ec2",
-                "delete-snapshot",
+                op,
                 "--ids",
                 ids,
                 "--yes",
@@ -230,28 +356,38 @@ def test_kill_9_mid_delete_then_resume_loses_nothing_and_repeats_nothing(tmp_pat
                 box.endpoint,
                 "--progress",
                 "none",
+                *extra,
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        wait_until(lambda: lines(ledger) >= 60 + 20, proc)  # written ahead, then 20 done
+        wait_until(lambda: lines(ledger) >= n + n // 4, proc)  # written ahead, then 6 done
         proc.kill()
         proc.communicate(timeout=10)
-        left = still_there(box, "delete-snapshot", made)
-        assert 0 < len(left) < 60, "killed mid-run"
-        code, report, err = ec2(box, "delete-snapshot", ids, ledger, "--resume")
+        left = _left_to_do(box, op, made)
+        assert 0 < len(left) < n, "killed mid-run"
+        # What the killed run sent and never heard back from: the only IDs a resume may
+        # act on twice (at most one window's calls).
+        in_flight = {i for i, (status, _) in statuses(ledger).items() if status == "pending"}
+        assert left <= in_flight
+        api = OPERATIONS[op].api
+        code, report, err = ec2(box, op, ids, ledger, "--resume", *extra)
         assert code == 0, err
-        assert "already deleted" in err
-        assert still_there(box, "delete-snapshot", made) == set()
+        assert _left_to_do(box, op, made) == set()
         assert {s for s, _ in statuses(ledger).values()} == {"succeeded"}
-        done = box.done_by("DeleteSnapshot")
-        assert set(done) == set(made)
-        # What was done before the kill is looked up, not sent again: only a call still
-        # in flight at the kill could land after the look-up.
-        assert sum(n - 1 for n in done.values()) <= 2
         assert report["counts"]["succeeded"] >= len(left)
+        if op in DELETIONS:
+            # What was done before the kill is looked up, not sent again.
+            assert f"already {OPERATIONS[op].verb}" in err
+        else:
+            # Nothing shows a tag done: the intents not known done are sent again, which
+            # a repeat of an idempotent call allows.
+            assert "are sent again" in err
+        done = box.done_by(api)
+        assert set(done) == set(made)
+        assert {i for i, k in done.items() if k > 1} <= in_flight - left
         code, out, err = swarm("ledger", "failed", "--ids", ids, str(ledger))
         assert code == 0 and out == "", err
-        assert "0 of 60 ID(s)" in err and "not known deleted" in err
+        assert f"0 of {n} ID(s)" in err

@@ -43,8 +43,10 @@ class Observe:
     ``method`` is called with ``Filters=[{"Name": filter, "Values": ids}]`` (a filter
     lists what exists and never fails on an unknown ID); ``key`` is the answer's list
     and ``id_key`` each item's ID. An item whose ``State`` is in ``gone_states``, or an
-    ID not listed, is gone. ``in_use(item, images)`` says why EC2 would refuse it, or
-    None; ``images()`` maps each snapshot the account's AMIs use to its AMI.
+    ID not listed, is gone. Of those states, ``passing_states`` are on the way (a
+    volume ``deleting``): gone for a resume (EC2 took the call), not yet for
+    ``--wait``. ``in_use(item, images)`` says why EC2 would refuse it, or None;
+    ``images()`` maps each snapshot the account's AMIs use to its AMI.
     """
 
     method: str
@@ -52,6 +54,7 @@ class Observe:
     key: str
     id_key: str
     gone_states: frozenset[str] = frozenset()
+    passing_states: frozenset[str] = frozenset()
     in_use: InUse | None = None
     # Listing them all (``swarm list snapshots``, ``--filter``): what names the account's
     # own (DescribeSnapshots and DescribeImages list every public one without it), the
@@ -203,6 +206,7 @@ _DESCRIBE_VOLUMES = Observe(
     "Volumes",
     "VolumeId",
     frozenset({"deleting", "deleted"}),
+    passing_states=frozenset({"deleting"}),
     in_use=_volume_in_use,
     page_size=500,
     created="CreateTime",

@@ -162,6 +162,9 @@ def _run_action(
     out, err = consoles()
     if operation is not None:
         _refuse_instance_options(operation, flags)
+        from .follow_up import refuse_wait
+
+        refuse_wait(operation, flags)
     if flags.rollback and not spec.reversible:
         raise UsageError(f"{spec.name} cannot be undone: --rollback is for stop and start")
     selecting = bool(flags.filters or flags.older_than)
@@ -299,7 +302,6 @@ def _refuse_instance_options(operation: Operation, flags: Flags) -> None:
         name
         for name, on in (
             ("--sandbox", flags.sandbox),
-            ("--wait", flags.wait),
             ("--rollback", flags.rollback),
         )
         if on
@@ -599,7 +601,8 @@ def register(
             typer.Option(
                 "--wait",
                 help="Then wait until each instance reaches the action's state (stopped, "
-                "running, terminated), asking DescribeInstances through a window of its own.",
+                "running, terminated), or each resource swarm ec2 deleted is gone, asking "
+                "DescribeInstances (or the resource's Describe call) through a window of its own.",
             ),
         ] = False,
         wait_timeout: Annotated[

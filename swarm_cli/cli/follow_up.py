@@ -1,5 +1,6 @@
 """After a run: undo it when its failure budget is spent (``--rollback``), wait for the
-instances to reach their state (``--wait``), the step summary and the HTML report."""
+instances to reach their state or an operation's resources to be gone (``--wait``), the
+step summary and the HTML report."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ..actions import ACTIONS, ActionSpec
-from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED
+from ..actions.operations import RESOURCE_OPERATIONS, Operation
+from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED, UsageError
 from ..ledger import (
     LedgerError,
 )
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
 def follow_up(
     spec: ActionSpec, flags: Flags, job: Job, report: Report, reach: Reach, err: Console
 ) -> None:
-    """After the run: undo it when --rollback and its failure budget is spent; then --wait.
+    """After the run: undo it when --rollback and its failure budget is spent; then --wait
+    (for an operation of the registry: until what it did is gone).
 
     Neither starts after a signal (a runner that sent it kills soon after) or when the
     ledger could not be written (neither could their records).
@@ -67,10 +70,21 @@ def follow_up(
                 report.extra["rollback"] = undo.to_dict()
                 if undo.exit_code:
                     report.exit_code = undo.exit_code
-    if flags.wait and not flags.dry_run and spec.target_state and report.done:
-        from ..wait import record_reached, wait_for
+    operation = RESOURCE_OPERATIONS.get(spec.name)
+    if flags.wait and not flags.dry_run and report.done:
+        from ..wait import WaitReport, record_reached, wait_for
 
-        waited = wait_for(job, report.done, reach.client, err, timeout=flags.wait_timeout)
+        waited: WaitReport
+        if operation is not None and operation.observe is not None:
+            from ..wait_gone import wait_gone
+
+            waited = wait_gone(
+                operation, job, report.done, reach.client, err, timeout=flags.wait_timeout
+            )
+        elif operation is None and spec.target_state:
+            waited = wait_for(job, report.done, reach.client, err, timeout=flags.wait_timeout)
+        else:
+            return
         report.extra["wait"] = waited.extra.get("wait", {})
         if job.options.ledger:
             try:
@@ -89,6 +103,16 @@ def follow_up(
                 return
         if waited.exit_code and not report.exit_code:
             report.exit_code = waited.exit_code
+
+
+def refuse_wait(operation: Operation, flags: Flags) -> None:
+    """--wait for an operation that no Describe call shows done: refused before anything
+    is sent, there is nothing to wait for."""
+    if flags.wait and operation.observe is None:
+        raise UsageError(
+            f"--wait: nothing to wait for: {operation.api} is done when it answers and no "
+            f"Describe call shows a {operation.resource} {operation.verb}"
+        )
 
 
 def run_plan(
