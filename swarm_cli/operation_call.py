@@ -6,14 +6,15 @@ entry lists as missing or in use settles the IDs it names; the rest of a batch i
 again in halves (:func:`~swarm_cli.ec2.split_batch`), as for instances.
 
 A deletion that a repeat finds missing is done, not missing: the earlier call's answer
-was lost (a timeout, a 5xx after EC2 acted), and the resource is gone, which is what the
-run was for. Only an ID's first call can find it missing.
+was lost (a timeout, a 5xx after EC2 acted, a kill while it was in flight), and the
+resource is gone, which is what the run was for. Only an ID's first call, in this run and
+the runs it resumes, can find it missing.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -48,8 +49,11 @@ class OperationCall(BatchCall):
         *,
         dry_run: bool = False,
         params: Mapping[str, Any] | None = None,
+        sent_before: Collection[str] = (),
     ) -> None:
         self.op = op
+        # IDs an earlier run may have sent (--resume): their first call here is a repeat.
+        self.sent_before = frozenset(sent_before)
         self.name = op.name
         self.dry_run = dry_run
         self.params = dict(params or {})
@@ -81,7 +85,7 @@ class OperationCall(BatchCall):
     def named(self, instance_id: str, outcome: Outcome) -> Outcome:
         if outcome.code in self.op.missing_codes:
             with self._lock:
-                repeat = self._sent.get(instance_id, 0) > 1
+                repeat = self._sent.get(instance_id, 0) > 1 or instance_id in self.sent_before
             if repeat and self._gone_is_done:
                 message = (
                     f"{outcome.code} when sent again: an earlier call's answer was lost, "

@@ -17,7 +17,9 @@ from test_faults import lines, wait_until
 
 from swarm_cli.actions import ACTIONS
 from swarm_cli.actions.operations import OPERATIONS
+from swarm_cli.cli.pairs import in_doubt
 from swarm_cli.ledger import fold, read_records
+from swarm_cli.outcome import Kind
 from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig, fake_ids
 
 # Every action's call bucket scaled to 2.5 burst / 40 per second: tens of calls throttle.
@@ -391,3 +393,28 @@ def test_kill_9_mid_run_then_resume_loses_nothing_and_repeats_only_what_was_in_f
         code, out, err = swarm("ledger", "failed", "--ids", ids, str(ledger))
         assert code == 0 and out == "", err
         assert f"0 of {n} ID(s)" in err
+
+
+def test_a_resumed_deletion_in_flight_at_the_kill_is_done_when_its_repeat_finds_it_gone(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The killed run's call lands after the resume looked the snapshot up: the resume's
+    own call then hears InvalidSnapshot.NotFound, for a snapshot the runs deleted."""
+    from swarm_cli.ledger import LedgerWriter
+    from swarm_cli.operation_call import OperationCall
+
+    made = sandbox.seed(snapshots=2)["snapshots"]
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "delete-snapshot", "us-east-1")
+    writer.write_ahead(made)  # the killed run: both pending, neither answered
+    writer.close()
+    assert in_doubt(str(ledger), "delete-snapshot") == set(made)
+    assert in_doubt(str(ledger), "terminate") == set()
+    sandbox.client().delete_snapshot(SnapshotId=made[0])  # the call in flight lands late
+    op = OPERATIONS["delete-snapshot"]
+    resumed = OperationCall(sandbox.client(), op, sent_before=in_doubt(str(ledger), op.name))
+    (outcome,) = resumed([made[0]]).values()
+    assert (outcome.kind, outcome.code) == (Kind.SUCCEEDED, "AlreadyGone")
+    fresh = OperationCall(sandbox.client(), op)  # no earlier run: a first call finds it missing
+    (outcome,) = fresh([made[0]]).values()
+    assert outcome.kind is Kind.MISSING

@@ -92,6 +92,7 @@ from .options import (
 from .pairs import (  # the benchmarks read load_targets and plan_groups from here too
     Instance,
     apply_shard,
+    in_doubt,
     load_targets,
     plan_groups,
     reconcile_resume,
@@ -276,11 +277,17 @@ def _run_action(
     job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
     stage.sending = True
 
+    # Sent by the run this one resumes, maybe: a call in flight at a kill can land after
+    # the look-up above, and its repeat here then finds the resource gone.
+    doubtful = in_doubt(flags.ledger, spec.name) if operation is not None and flags.resume else ()
+
     def action(pair: Pair) -> Callable[[Sequence[str]], Mapping[str, Any]]:
         if operation is not None:
             from ..operation_call import OperationCall
 
-            return OperationCall(reach.client(pair), operation, params=flags.params)
+            return OperationCall(
+                reach.client(pair), operation, params=flags.params, sent_before=doubtful
+            )
         return InstanceCall(reach.client(pair), spec, params=flags.params)
 
     report = run_job(job, action, err, classify=classify_exception)

@@ -275,6 +275,18 @@ def succeeded(ledger: str, action: str, err: Console) -> set[str] | None:
     return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
 
 
+def in_doubt(ledger: str, action: str) -> set[str]:
+    """IDs whose last record for ``action`` is pending: an earlier run may have sent them
+    (in flight at a kill, or never answered)."""
+    if not os.path.lexists(ledger):
+        return set()
+    try:
+        state = fold(read_records(ledger))
+    except LedgerError:
+        return set()  # succeeded() has refused it already
+    return {r.id for (act, _), r in state.items() if act == action and r.status == "pending"}
+
+
 def reconcile_resume(
     spec: ActionSpec,
     flags: Flags,
