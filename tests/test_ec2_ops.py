@@ -384,9 +384,8 @@ def test_kill_9_mid_run_then_resume_loses_nothing_and_repeats_only_what_was_in_f
             # What was done before the kill is looked up, not sent again.
             assert f"already {OPERATIONS[op].verb}" in err
         else:
-            # Nothing shows a tag done: the intents not known done are sent again, which
-            # a repeat of an idempotent call allows.
-            assert "are sent again" in err
+            # The ledger does not say with which tags: DescribeTags shows what is done.
+            assert f"DescribeTags shows {n - len(left)} of {n} already" in err
         done = box.done_by(api)
         assert set(done) == set(made)
         assert {i for i, k in done.items() if k > 1} <= in_flight - left
@@ -418,3 +417,30 @@ def test_a_resumed_deletion_in_flight_at_the_kill_is_done_when_its_repeat_finds_
     fresh = OperationCall(sandbox.client(), op)  # no earlier run: a first call finds it missing
     (outcome,) = fresh([made[0]]).values()
     assert outcome.kind is Kind.MISSING
+
+
+def test_a_resume_with_other_tags_is_not_taken_as_done_by_the_ledger(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(volumes=4)["volumes"]
+    ids = write_ids(tmp_path / "ids.txt", made)
+    ledger = tmp_path / "l.jsonl"
+    code, _, err = ec2(sandbox, "create-tags", ids, ledger, "--tag", "team=a")
+    assert code == 0, err
+    # The same ledger, other tags: every ID is succeeded in it, none carries cost=7 yet.
+    code, _, err = ec2(sandbox, "create-tags", ids, ledger, "--tag", "cost=7", "--resume")
+    assert code == 0, err
+    assert "DescribeTags shows 0 of 4 already tagged" in err
+    tags = sandbox.client().describe_tags(Filters=[{"Name": "resource-id", "Values": made}])
+    assert {(t["ResourceId"], t["Key"], t["Value"]) for t in tags["Tags"]} == {
+        (i, k, v) for i in made for k, v in (("team", "a"), ("cost", "7"))
+    }
+    # Removing one of them, resumed: the ones still carrying it are sent, the others not.
+    sandbox.client().delete_tags(Resources=made[:1], Tags=[{"Key": "team"}])
+    code, _, err = ec2(sandbox, "delete-tags", ids, ledger, "--tag", "team=a", "--resume")
+    assert code == 0, err
+    assert "DescribeTags shows 1 of 4 already untagged" in err
+    assert sandbox.calls_by("DeleteTags") == 1  # made[1:] in one call (the sandbox's own
+    # client is not counted)
+    tags = sandbox.client().describe_tags(Filters=[{"Name": "resource-id", "Values": made}])
+    assert {(t["ResourceId"], t["Key"]) for t in tags["Tags"]} == {(i, "cost") for i in made}

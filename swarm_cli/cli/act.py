@@ -34,7 +34,7 @@ from ..ledger import (
     LedgerError,
     check_ledger_path,
 )
-from ..outcome import Outcome
+from ..outcome import Kind, Outcome
 from ..rails import (
     RailError,
     check_max_count,
@@ -199,7 +199,14 @@ def _run_action(
             raise UsageError(str(exc)) from exc
     resumed = 0
     done = succeeded(flags.ledger, spec.name, err) if flags.resume else None
-    if flags.resume and done is None:
+    if done is not None and operation is not None and operation.tags:
+        # The ledger says which IDs a run tagged, not with which tags: their tags are read.
+        err.print(
+            f"resume: {literal(flags.ledger)} does not say with which tags; each "
+            "resource's tags are read",
+            markup=False,
+        )
+    elif flags.resume and done is None:
         err.print(
             f"resume: no records in {literal(flags.ledger)} yet; every ID is to go", markup=False
         )
@@ -333,6 +340,16 @@ def reconcile_operation(
     if not flags.resume or not groups:
         return {}
     count = sum(len(ids) for ids in groups.values())
+    if operation.tags:
+        done, checked = _reconcile_tags(operation, flags, groups, reach, options, err)
+        already = sum(len(v) for v in done.values())
+        err.print(
+            f"resume: DescribeTags shows {already} of {count} already {operation.verb} as "
+            f"asked (recorded, not sent); {count - already} to send"
+            + (f" ({count - checked} could not be read)" if checked < count else ""),
+            markup=False,
+        )
+        return done
     if operation.observe is None:
         err.print(
             f"resume: {operation.name} leaves nothing to look up; the {count} not known "
@@ -355,6 +372,44 @@ def reconcile_operation(
         markup=False,
     )
     return done
+
+
+def _reconcile_tags(
+    operation: Operation,
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: "Reach",
+    options: RunOptions,
+    err: Console,
+) -> tuple[dict[Pair, dict[str, Outcome]], int]:
+    """--resume of create-tags / delete-tags: the resources whose tags already are as the
+    run asks (every tag set with its value; every tag named gone), as done, unsent."""
+    from ..observe import tags_of
+
+    asked = [(t["Key"], t.get("Value")) for t in flags.params.get("Tags", [])]
+    read, _ = tags_of(
+        groups,
+        [key for key, _ in asked],
+        reach.client,
+        err,
+        options=replace(options, ledger=None, progress="none"),
+    )
+    setting = operation.name == "create-tags"
+
+    def as_asked(tags: Mapping[str, str]) -> bool:
+        if setting:
+            return all(tags.get(key) == value for key, value in asked)
+        return not any(key in tags and value in (None, tags[key]) for key, value in asked)
+
+    done: dict[Pair, dict[str, Outcome]] = {}
+    already = Outcome(
+        Kind.SUCCEEDED, "AlreadyDone", f"DescribeTags shows it {operation.verb}; not sent"
+    )
+    for pair, on in read.items():
+        for i, tags in on.items():
+            if as_asked(tags):
+                done.setdefault(pair, {})[i] = already
+    return done, sum(len(on) for on in read.values())
 
 
 def show_plan(
