@@ -51,8 +51,8 @@ from .guards import (
     check_outputs,
     confirm,
     protected_by_tags,
-    protected_keys,
     protected_resources,
+    read_protected_tags,
     unverified_count,
 )
 from .options import (
@@ -342,32 +342,27 @@ def reconcile_operation(
     count = sum(len(ids) for ids in groups.values())
     if operation.tags:
         done, checked = _reconcile_tags(operation, flags, groups, reach, options, err)
-        already = sum(len(v) for v in done.values())
-        err.print(
-            f"resume: DescribeTags shows {already} of {count} already {operation.verb} as "
-            f"asked (recorded, not sent); {count - already} to send"
-            + (f" ({count - checked} could not be read)" if checked < count else ""),
-            markup=False,
-        )
-        return done
-    if operation.observe is None:
+        api = "DescribeTags"
+    elif operation.observe is None:
         err.print(
             f"resume: {operation.name} leaves nothing to look up; the {count} not known "
             f"{operation.verb} are sent again",
             markup=False,
         )
         return {}
-    done, checked = reconcile_gone(
-        operation,
-        groups,
-        reach.client,
-        err,
-        options=replace(options, ledger=None, progress="none"),
-    )
+    else:
+        done, checked = reconcile_gone(
+            operation,
+            groups,
+            reach.client,
+            err,
+            options=replace(options, ledger=None, progress="none"),
+        )
+        api = observe_api(operation)
     already = sum(len(v) for v in done.values())
     err.print(
-        f"resume: {observe_api(operation)} shows {already} of {count} already "
-        f"{operation.verb} (recorded, not sent); {count - already} to send"
+        f"resume: {api} shows {already} of {count} already {operation.verb} (recorded, not "
+        f"sent); {count - already} to send"
         + (f" ({count - checked} could not be read: they are sent)" if checked < count else ""),
         markup=False,
     )
@@ -454,15 +449,7 @@ def show_plan(
     if predicate is not None and operation is not None:
         # As the run will: tags read with DescribeTags; one that could not be read is
         # not sent, so predicted unknown.
-        from ..observe import tags_of
-
-        read, why = tags_of(
-            groups,
-            protected_keys(flags.protect_tags),
-            reach.client,
-            err,
-            options=replace(options, ledger=None, progress="none"),
-        )
+        read, why = read_protected_tags(flags, groups, reach, options, err)
         unread = "--protect-tag could not read its tags"
         plan.rows = [
             replace(r, prediction=Prediction.UNKNOWN, reason=f"{unread} ({why.get(r.id, '?')})")

@@ -105,18 +105,10 @@ def protected_resources(
 ) -> dict[Pair, dict[str, Outcome]]:
     """--protect-tag for an operation of the registry: each resource's tags read with
     DescribeTags (any resource type); fails closed as for instances."""
-    from ..observe import tags_of
-
     predicate = _predicate(flags)
     if predicate is None:
         return {}
-    read, why = tags_of(
-        groups,
-        protected_keys(flags.protect_tags),
-        reach.client,
-        err,
-        options=replace(options, ledger=None, progress="none"),
-    )
+    read, why = read_protected_tags(flags, groups, reach, options, err)
     tags = {i: t for on in read.values() for i, t in on.items()}
     unread = {
         i: why.get(i) or "DescribeTags did not answer for it"
@@ -127,9 +119,24 @@ def protected_resources(
     return _settle(groups, tags, unread, predicate, operation.resource, err)
 
 
-def protected_keys(specs: Sequence[str]) -> list[str]:
-    """The tag keys ``--protect-tag KEY[=VALUE]`` names."""
-    return [spec.partition("=")[0] for spec in specs]
+def read_protected_tags(
+    flags: Flags,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: Reach,
+    options: RunOptions,
+    err: Console,
+) -> tuple[dict[Pair, dict[str, dict[str, str]]], dict[str, str]]:
+    """The tags ``--protect-tag`` names, of every resource, read with DescribeTags; and
+    the IDs that could not be read, with why."""
+    from ..observe import tags_of
+
+    return tags_of(
+        groups,
+        [spec.partition("=")[0] for spec in flags.protect_tags],
+        reach.client,
+        err,
+        options=replace(options, ledger=None, progress="none"),
+    )
 
 
 def _predicate(flags: Flags) -> TagPredicate | None:
