@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
+from typing import Any
 
 from rich.console import Console
 
 from .actions import ACTIONS
 from .actions.operations import RESOURCE_OPERATIONS, Operation
 from .ec2 import BatchCall, InstanceCall, classify_exception, make_client
+from .errors import UsageError
 from .report import Pair, Report
 from .run import Job, RunOptions
 from .sandbox import CREDENTIALS, PRESETS, Sandbox, SandboxConfig, fake_ids
@@ -22,8 +24,11 @@ from .views import run_job
 DEMO_OPERATIONS = ("delete-snapshot", "delete-volume", "deregister-image", "release-address")
 
 
-def run_in_sandbox(box: Sandbox, job: Job, console: Console) -> Report:
-    """Run a job against the sandbox, then say what the sandbox saw."""
+def run_in_sandbox(
+    box: Sandbox, job: Job, console: Console, params: Mapping[str, Any] | None = None
+) -> Report:
+    """Run a job against the sandbox, then say what the sandbox saw; ``params`` go with
+    every call (``Tags`` for create-tags)."""
 
     operation = RESOURCE_OPERATIONS.get(job.action.name)
 
@@ -37,8 +42,8 @@ def run_in_sandbox(box: Sandbox, job: Job, console: Console) -> Report:
         if operation is not None:
             from .operation_call import OperationCall
 
-            return OperationCall(client, operation)
-        return InstanceCall(client, job.action, dry_run=job.options.dry_run)
+            return OperationCall(client, operation, params=params)
+        return InstanceCall(client, job.action, dry_run=job.options.dry_run, params=params)
 
     c = box.config
     rate = c.requests.rate * job.options.batch_size
@@ -99,9 +104,11 @@ class LoadReporter:
         *,
         every: float = LOAD_REPORT_EVERY,
         clock: Callable[[], float] = time.monotonic,
+        noun: str = "running instances",
     ) -> None:
         self.console = console
         self.total = total
+        self.noun = noun
         self.every = every
         self.clock = clock
         self.started = clock()
@@ -125,12 +132,18 @@ class LoadReporter:
 
     def finish(self) -> None:
         self.console.print(
-            f"loaded {self._before:,} IDs as running instances in "
+            f"loaded {self._before:,} IDs as {self.noun} in "
             f"{self.clock() - self.started:.1f}s; the rehearsal starts"
         )
 
 
-def rehearse(job: Job, console: Console, *, expect_account: str | None = None) -> Report:
+def rehearse(
+    job: Job,
+    console: Console,
+    *,
+    expect_account: str | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> Report:
     """Load exactly the job's IDs into a fake EC2 with EC2's default limits and run it.
 
     A rehearsal acts on nothing real, so it writes no ledger (the report's
@@ -150,25 +163,40 @@ def rehearse(job: Job, console: Console, *, expect_account: str | None = None) -
     bound = max(
         bound_seconds(config, len(group), job.options.batch_size) for group in job.groups.values()
     )
+    operation = RESOURCE_OPERATIONS.get(job.action.name)
     console.print("rehearsal: no ledger is written")
+    if operation is None:
+        loaded = "running instances"
+        limits = (
+            f"{config.requests.burst:g} calls burst, {config.requests.rate:g}/s; "
+            f"{config.resources.burst:g} instances burst, {config.resources.rate:g}/s"
+        )
+    else:
+        loaded = f"{plural(operation.resource)} (none in use)"
+        calls = config.action_limits()[operation.api][0]
+        limits = f"{operation.api}: {calls.burst:g} calls burst, {calls.rate:g}/s"
+        bound = max(
+            max(0.0, -(-len(group) // operation.spec.limits.per_call) - calls.burst) / calls.rate
+            for group in job.groups.values()
+        )
     console.print(
-        f"[bold]rehearsal[/]: {len(ids):,} IDs are loaded as running instances into a local fake "
-        f"EC2 with EC2's default limits ({config.requests.burst:g} calls burst, "
-        f"{config.requests.rate:g}/s; {config.resources.burst:g} instances burst, "
-        f"{config.resources.rate:g}/s, per account and region). Nothing leaves this machine. "
-        f"The limits alone need at least {bound:.1f}s."
+        f"[bold]rehearsal[/]: {len(ids):,} IDs are loaded as {loaded} into a local fake "
+        f"EC2 with EC2's default limits ({limits}, per account and region). Nothing leaves "
+        f"this machine. The limits alone need at least {bound:.1f}s."
     )
     with Sandbox(config) as box:
         if expect_account is not None:
             check_in_sandbox(box, expect_account, console)
-        loading = LoadReporter(console, len(ids))
-        for pair, group in job.groups.items():
-            box.load_ids(
-                list(group), region=pair.region, account=pair.account, progress=loading.pair()
-            )
+        loading = LoadReporter(console, len(ids), noun=loaded)
+        load = box.load_ids if operation is None else box.load_resources
+        try:
+            for pair, group in job.groups.items():
+                load(list(group), region=pair.region, account=pair.account, progress=loading.pair())
+        except ValueError as exc:  # an ID of a kind the sandbox cannot make
+            raise UsageError(f"--sandbox: {exc}; nothing was sent") from exc
         loading.finish()
         report = run_in_sandbox(
-            box, replace(job, options=replace(job.options, ledger=None)), console
+            box, replace(job, options=replace(job.options, ledger=None)), console, params
         )
     report.extra["rehearsal"] = {"bound_seconds": round(bound, 2)}
     if report.counts["pending"]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -385,7 +386,9 @@ def test_kill_9_mid_run_then_resume_loses_nothing_and_repeats_only_what_was_in_f
             assert f"already {OPERATIONS[op].verb}" in err
         else:
             # The ledger does not say with which tags: DescribeTags shows what is done.
-            assert f"DescribeTags shows {n - len(left)} of {n} already" in err
+            # (a call in flight at the kill may land after the count above)
+            shown = re.search(rf"DescribeTags shows (\d+) of {n} already", err)
+            assert shown is not None and int(shown.group(1)) >= n - len(left), err
         done = box.done_by(api)
         assert set(done) == set(made)
         assert {i for i, k in done.items() if k > 1} <= in_flight - left

@@ -4,6 +4,7 @@ DescribeTags (failing closed), and resources selected by filter, against the san
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from test_cli import swarm, write_ids
 from test_ec2_ops import ec2, statuses, still_there
 
 from swarm_cli.ledger import fold, read_records
-from swarm_cli.sandbox import Sandbox
+from swarm_cli.sandbox import Sandbox, fake_ids
 
 KEEP = [{"Key": "keep", "Value": "yes"}]
 
@@ -279,3 +280,55 @@ def test_a_protect_tag_key_with_a_wildcard_is_matched_exactly(
     )
     assert code == 1, err
     assert still_there(sandbox, "delete-snapshot", made) == {made[0]}
+
+
+def test_sandbox_rehearses_an_operation_on_the_real_list_and_writes_no_ledger(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(3)
+    snapshots = fake_ids(30, rng, "snap")
+    ledger = tmp_path / "l.jsonl"
+    code, out, err = swarm(
+        "ec2",
+        "delete-snapshot",
+        "--ids",
+        write_ids(tmp_path / "s.txt", snapshots),
+        "--sandbox",
+        "--ledger",
+        str(ledger),
+        "-o",
+        "json",
+        "--progress",
+        "none",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["counts"]["succeeded"] == 30 and report["ledger"] is None
+    assert "loaded 30 IDs as snapshots (none in use)" in err
+    assert "rehearsal" in report and not ledger.exists()
+    mixed = [*fake_ids(2, rng, "vol"), *fake_ids(2, rng, "ami"), *fake_ids(2, rng, "eipalloc")]
+    mixed += fake_ids(2, rng)
+    code, out, err = swarm(
+        "ec2",
+        "create-tags",
+        "--ids",
+        write_ids(tmp_path / "m.txt", mixed),
+        "--tag",
+        "a=b",
+        "--sandbox",
+        "-o",
+        "json",
+        "--progress",
+        "none",
+    )
+    assert code == 0 and json.loads(out)["counts"]["succeeded"] == 8, err
+    code, out, err = swarm(
+        "ec2",
+        "create-tags",
+        "--ids",
+        write_ids(tmp_path / "b.txt", ["sg-0123456789abcdef0"]),
+        "--tag",
+        "a=b",
+        "--sandbox",
+    )
+    assert code == 2 and "the sandbox cannot make sg-0123456789abcdef0" in err, err

@@ -138,7 +138,8 @@ class Operation:
             return IdRule(ANY_ID, "a resource ID (such as vol-0123456789abcdef0)", "")
         return IdRule(
             re.compile(rf"{self.prefix}-(?:[0-9a-f]{{8}}|[0-9a-f]{{17}})"),
-            f"a {self.resource} ID (expected {self.prefix}- followed by 8 or 17 hex digits)",
+            f"{'an' if self.resource[0] in 'aeiou' else 'a'} {self.resource} ID (expected "
+            f"{self.prefix}- followed by 8 or 17 hex digits)",
             f"{self.prefix}-",
         )
 

@@ -251,7 +251,10 @@ def _run_action(
         with interruptible():
             try:
                 report = rehearse(
-                    Job(spec, groups, options, title), err, expect_account=flags.expect_account
+                    Job(spec, groups, options, title),
+                    err,
+                    expect_account=flags.expect_account,
+                    params=flags.params if operation is not None else None,
                 )
             except RailError as exc:
                 raise error_for(exc.code, exc.message) from exc
@@ -311,18 +314,11 @@ def _run_action(
 
 
 def _refuse_instance_options(operation: Operation, flags: Flags) -> None:
-    """What only instances have: a rehearsal, waits, undo."""
-    used = [
-        name
-        for name, on in (
-            ("--sandbox", flags.sandbox),
-            ("--rollback", flags.rollback),
-        )
-        if on
-    ]
-    if used:
+    """What only instances have: undo."""
+    if flags.rollback:
         raise UsageError(
-            f"{', '.join(used)}: for instances; swarm ec2 {operation.name} takes --ids FILE"
+            f"--rollback: for stop and start; swarm ec2 {operation.name} cannot be undone "
+            "(an undo of tags would need each resource's tags from before the run)"
         )
 
 

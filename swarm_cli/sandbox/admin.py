@@ -258,6 +258,48 @@ class SandboxAdmin(ABC):
             if progress is not None:
                 progress(start + len(chunk), total)
 
+    def load_resources(
+        self,
+        ids: list[str],
+        *,
+        region: str | None = None,
+        account: str | None = None,
+        progress: LoadProgress | None = None,
+    ) -> None:
+        """Make exactly these IDs exist, each as the resource its prefix names (a rehearsal
+        of a real list for swarm ec2): a free snapshot (``snap-``), an unattached volume
+        (``vol-``), an AMI (``ami-``), an unassociated Elastic IP (``eipalloc-``), a
+        running instance (``i-``). Made in moto's backend directly and given the IDs; one
+        the backend already holds is left as it is. Raises ValueError, before making any,
+        for an ID of another kind."""
+        from moto.ec2.models import ec2_backends
+
+        kinds: dict[str, list[str]] = {}
+        for i in dict.fromkeys(ids):
+            kind = i.rsplit("-", 1)[0]
+            if kind not in _LOADABLE:
+                raise ValueError(
+                    f"the sandbox cannot make {i}: it makes {', '.join(_LOADABLE.values())}"
+                )
+            kinds.setdefault(kind, []).append(i)
+        if "i" in kinds:
+            self.load_ids(kinds.pop("i"), region=region, account=account)
+        total = sum(map(len, kinds.values()))
+        if progress is not None:
+            progress(0, total)
+        done = 0
+        front = self._front()
+        region = region or self.config.region
+        for kind, todo in kinds.items():
+            for start in range(0, len(todo), LOAD_CHUNK):
+                chunk = todo[start : start + LOAD_CHUNK]
+                with front._moto:
+                    backend = ec2_backends[account or ACCOUNT][region]
+                    _load(backend, kind, chunk, f"{region}a")
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+
     def held_states(
         self, ids: Iterable[str], *, region: str | None = None, account: str | None = None
     ) -> dict[str, str]:
@@ -291,6 +333,43 @@ class SandboxAdmin(ABC):
                     if wanted is None or inst["InstanceId"] in wanted:
                         out[inst["InstanceId"]] = inst["State"]["Name"]
         return out
+
+
+# What Sandbox.load_resources makes, by ID prefix.
+_LOADABLE = {
+    "snap": "snapshots",
+    "vol": "volumes",
+    "ami": "images",
+    "eipalloc": "addresses",
+    "i": "instances",
+}
+
+
+def _load(backend: Any, kind: str, ids: list[str], zone: str) -> None:
+    """Make ``ids`` in moto's ``backend`` as resources of ``kind``; those held stay."""
+    if kind == "eipalloc":
+        held = {a.allocation_id for a in backend.addresses}
+        for i in ids:
+            if i not in held:
+                address = backend.allocate_address(domain="vpc")
+                address.allocation_id = address.id = i
+        return
+    store = {"snap": backend.snapshots, "vol": backend.volumes, "ami": backend.amis}[kind]
+    todo = [i for i in ids if i not in store]
+    if not todo:
+        return
+    source = backend.create_volume(size=1, zone_name=zone)  # what the snapshots are of
+    for i in todo:
+        if kind == "snap":
+            made = backend.create_snapshot(source.id, "swarm rehearsal", backend.account_id)
+        elif kind == "vol":
+            made = backend.create_volume(size=1, zone_name=zone)
+        else:
+            made = backend.register_image(name=f"swarm-rehearsal-{i}")
+        del store[made.id]
+        made.id = i
+        store[i] = made
+    backend.delete_volume(source.id)
 
 
 def _mark_admin(request: Any, **_: Any) -> None:
