@@ -414,3 +414,22 @@ def test_after_a_throttle_at_a_slow_refill_the_next_call_goes_sooner() -> None:
     assert c.send_at() - now == pytest.approx(c.pace * c.profile.retry_share, rel=0.05)
     whole, then = _slow_refill(ControllerProfile(retry_share=0))
     assert whole.send_at() - then == pytest.approx(whole.pace, rel=0.05)
+
+
+def test_a_slower_pace_that_throttled_few_is_asked_again_before_it_ends_the_startup() -> None:
+    """One throttle in sixteen at half the pace leaves doubt (a random share comes in
+    runs): sixteen more answers judge, and one in four of them throttled."""
+    c = Controller(ControllerProfile())
+    tickets, now = _startup(c, 24)
+    for t in tickets[:4]:
+        c.on_success(t, 0.1, now, in_flight=20)
+    c.on_throttle(tickets[4], now)
+    for k, t in enumerate(tickets[5:]):
+        if k % 5 == 4:
+            c.on_throttle(t, now)
+        else:
+            c.on_success(t, 0.1, now, in_flight=10)
+    now = _after(c, now + 0.2, 16, every=16)
+    assert c.phase == "paced", "one in sixteen does not decide it yet"
+    _after(c, now, 16, every=4)
+    assert c.phase == "startup"

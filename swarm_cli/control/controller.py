@@ -368,7 +368,7 @@ class Controller:
                 c[0] += 1
                 c[1] += throttled
                 self._check_left -= 1
-        elif sent_at >= self._check_after and c[2] < p.check_answers:
+        elif sent_at >= self._check_after and c[2] < 2 * p.check_answers:
             # Sent a round trip after the startup ended: it met the bucket after the
             # calls sent before, and says what the slower pace alone found there.
             c[2] += 1
@@ -379,10 +379,11 @@ class Controller:
         if c[0] < CHECK_FEWEST or before > p.check_share:
             self._held = None  # the bucket: the startup is over
             return False
-        if c[2] < p.check_answers:
-            return False
+        after, share = c[3] / max(c[2], 1), (c[1] + c[3]) / (c[0] + c[2])
+        doubt = after < HELD * before or share < RANDOM
+        if c[2] < p.check_answers or (doubt and c[2] < 2 * p.check_answers):
+            return False  # too few yet, or as many again before they say the bucket
         held, self._held = self._held, None
-        after, share = c[3] / c[2], (c[1] + c[3]) / (c[0] + c[2])
         if after < HELD * before or after > p.check_share or share < RANDOM:
             # The slower pace throttled far less (the bucket answered to it), or more (it
             # ran dry), or under one in seven throttled in all: what calls of uneven
