@@ -251,3 +251,185 @@ def test_an_endpoint_that_queues_is_not_flooded_in_startup() -> None:
     assert result.counts["succeeded"] == 3000
     assert len(timed_out) <= 30, f"{len(timed_out)} calls timed out"
     assert result.elapsed <= 1.2 * 3000 / 100  # virtual seconds: near what it serves
+
+
+def _startup(c: Controller, calls: int) -> tuple[list[int], float]:
+    """The canary answered at 0.1 s; ``calls`` more sent 5 ms apart, all on their way."""
+    c.on_success(c.on_send(0.0), 0.1, 0.1, in_flight=1)
+    return [c.on_send(0.1 + 0.005 * k) for k in range(calls)], 0.1 + 0.005 * calls
+
+
+def _after(c: Controller, now: float, calls: int, every: int) -> float:
+    """``calls`` sent at the pace from ``now`` on, each answered after 0.1 s; one in
+    ``every`` throttled (0: none). Returns the time of the last answer."""
+    for k in range(calls):
+        now = max(now, c.send_at())
+        t = c.on_send(now)
+        if every and k % every == every - 1:
+            c.on_throttle(t, now + 0.1)
+        else:
+            c.on_success(t, 0.1, now + 0.1, in_flight=1)
+        if c.phase == "startup":
+            break
+    return now + 0.1
+
+
+def test_a_throttle_in_startup_that_a_slower_pace_does_not_reduce_resumes_it() -> None:
+    """A random throttle: the calls on their way go through, and those sent after it at
+    half the pace throttle about as often. The startup goes on from the window it had,
+    and the share of throttles that proved random is the noise floor."""
+    c = Controller(ControllerProfile())
+    tickets, now = _startup(c, 24)
+    for t in tickets[:4]:
+        c.on_success(t, 0.1, now, in_flight=20)
+    window = c.limit
+    c.on_throttle(tickets[4], now)
+    assert c.phase == "paced" and c.throttled
+    for k, t in enumerate(tickets[5:]):  # one in five of those on their way throttled
+        if k % 5 == 4:
+            c.on_throttle(t, now)
+        else:
+            c.on_success(t, 0.1, now, in_flight=10)
+    assert c.phase == "paced"
+    _after(c, now + 0.2, 40, every=5)
+    assert c.phase == "startup"
+    assert c.rate is None and not c.throttled, "what the random throttle taught is forgotten"
+    assert c.limit == window
+    assert 0.1 <= c.noise.floor <= 0.3
+
+
+def test_a_throttle_in_startup_followed_by_throttles_ends_it() -> None:
+    c = Controller(ControllerProfile())
+    tickets, now = _startup(c, 24)
+    for t in tickets[:4]:
+        c.on_success(t, 0.1, now, in_flight=20)
+    for t in tickets[4:]:  # the bucket is empty: the calls on their way come back throttled
+        c.on_throttle(t, now)
+    _after(c, now + 0.2, 40, every=5)
+    assert c.phase == "paced" and c.rate is not None
+
+
+def test_a_bucket_that_a_slower_pace_no_longer_empties_ends_the_startup() -> None:
+    """Met a little faster than it refills, a bucket throttles a few of the calls on
+    their way, and none at half the pace: the startup is over."""
+    c = Controller(ControllerProfile())
+    tickets, now = _startup(c, 24)
+    for t in tickets[:4]:
+        c.on_success(t, 0.1, now, in_flight=20)
+    c.on_throttle(tickets[4], now)
+    for k, t in enumerate(tickets[5:]):
+        if k % 6 == 5:
+            c.on_throttle(t, now)
+        else:
+            c.on_success(t, 0.1, now, in_flight=10)
+    _after(c, now + 0.2, 60, every=0)
+    assert c.phase == "paced"
+
+
+def test_after_a_random_throttle_only_a_share_of_throttles_ends_the_startup() -> None:
+    c = Controller(ControllerProfile())
+    tickets, now = _startup(c, 24)
+    c.on_throttle(tickets[0], now)
+    for k, t in enumerate(tickets[1:]):
+        if k % 5 == 4:
+            c.on_throttle(t, now)
+        else:
+            c.on_success(t, 0.1, now, in_flight=10)
+    now = _after(c, now + 0.2, 40, every=5)
+    assert c.phase == "startup"
+    # One throttle in five goes on: what the endpoint throttles at random, not the bucket.
+    more = [c.on_send(now + 0.001 * k) for k in range(200)]
+    answers = iter(more)
+    for k in range(60):
+        t = next(answers)
+        if k % 5 == 4:
+            c.on_throttle(t, now)
+        else:
+            c.on_success(t, 0.1, now, in_flight=10)
+        assert c.phase == "startup", k
+    # The bucket runs dry: a run of throttles ends it within a dozen answers.
+    for _ in range(12):
+        c.on_throttle(next(answers), now)
+        if c.phase == "paced":
+            break
+    assert c.phase == "paced"
+
+
+def test_without_a_check_the_first_throttle_ends_the_startup_for_good() -> None:
+    c = Controller(ControllerProfile(check_answers=0))
+    tickets, now = _startup(c, 30)
+    c.on_throttle(tickets[0], now)
+    for t in tickets[1:]:
+        c.on_success(t, 0.1, now, in_flight=10)
+    _after(c, now + 0.2, 40, every=5)
+    assert c.phase == "paced"
+
+
+def test_pacer_may_let_the_next_call_go_sooner_but_never_later() -> None:
+    p = Pacer()
+    p.on_send(10.0, size=1, rate=0.25)
+    assert p.next_at() == pytest.approx(14.0)
+    p.sooner(11.0)
+    assert p.next_at() == pytest.approx(11.0)
+    p.sooner(13.0)
+    assert p.next_at() == pytest.approx(11.0)
+
+
+def test_noise_floor_takes_a_share_learned_elsewhere_up_to_its_most() -> None:
+    n = NoiseFloor()
+    n.learn(0.2)
+    assert n.floor == pytest.approx(0.2)
+    n.learn(0.1)
+    assert n.floor == pytest.approx(0.2)
+    n.learn(0.9)
+    assert n.floor == pytest.approx(0.5)
+
+
+def _slow_refill(profile: ControllerProfile) -> tuple[Controller, float]:
+    """A minute against a bucket of one token refilled every 4 s, calls answered after
+    20 ms; then one more call throttled, nothing else on its way. Returns the controller
+    and that answer's time."""
+    c = Controller(profile)
+    tokens, at, now = 1.0, 0.0, 0.0
+    while now < 60.0:
+        now = max(now, c.send_at())
+        t = c.on_send(now)
+        tokens, at = min(1.0, tokens + (now + 0.01 - at) / 4), now + 0.01
+        if tokens >= 1:
+            tokens -= 1
+            c.on_success(t, 0.02, now + 0.02, in_flight=0)
+        else:
+            c.on_throttle(t, now + 0.02)
+        now += 0.02
+    now = max(now, c.send_at())
+    c.on_throttle(c.on_send(now), now + 0.02)
+    return c, now + 0.02
+
+
+def test_after_a_throttle_at_a_slow_refill_the_next_call_goes_sooner() -> None:
+    """The token the call missed comes within a gap: waiting a whole gap for the next
+    call makes the run wait up to a gap for its last ID."""
+    c, now = _slow_refill(ControllerProfile())
+    assert c.phase == "paced" and 2.0 < c.pace < 8.0, c.pace
+    assert c.send_at() - now == pytest.approx(c.pace * c.profile.retry_share, rel=0.05)
+    whole, then = _slow_refill(ControllerProfile(retry_share=0))
+    assert whole.send_at() - then == pytest.approx(whole.pace, rel=0.05)
+
+
+def test_a_slower_pace_that_throttled_few_is_asked_again_before_it_ends_the_startup() -> None:
+    """One throttle in sixteen at half the pace leaves doubt (a random share comes in
+    runs): sixteen more answers judge, and one in four of them throttled."""
+    c = Controller(ControllerProfile())
+    tickets, now = _startup(c, 24)
+    for t in tickets[:4]:
+        c.on_success(t, 0.1, now, in_flight=20)
+    c.on_throttle(tickets[4], now)
+    for k, t in enumerate(tickets[5:]):
+        if k % 5 == 4:
+            c.on_throttle(t, now)
+        else:
+            c.on_success(t, 0.1, now, in_flight=10)
+    now = _after(c, now + 0.2, 16, every=16)
+    assert c.phase == "paced", "one in sixteen does not decide it yet"
+    _after(c, now, 16, every=4)
+    assert c.phase == "startup"

@@ -9,14 +9,18 @@ here sleeps, locks or reads a clock.
   on one call.
 - startup: the window opens to ``initial`` calls and grows by ``growth`` per success,
   sends paced across the round trip (never back to back, which would drain a small
-  burst in an instant and say nothing of the refill), until the first throttle.
+  burst in an instant and say nothing of the refill), until the first throttle, or
+  (when one proved random: the calls around it kept going through, also at half the
+  pace) until a share of throttles well over the random one.
 - paced: calls leave at the upper estimate of what the refill pays for; every probe
-  interval without throttles (beyond the noise) the rate grows by ``probe_gain``.
+  interval without throttles (beyond the noise) the rate grows by ``probe_gain``; at a
+  slow refill the call after a throttle goes ``retry_share`` of a gap later.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -32,6 +36,10 @@ PROBE_ANSWERS = 4
 MAX_BACKOFF = 4  # probe intervals grow to at most 2**this times the shortest
 KEEP_UP = 0.8  # answers under this share of the pace, with few throttles: the endpoint is behind
 QUEUED = 3.0  # answers this many times slower than the fastest: a queue at the endpoint
+CHECK_FEWEST = 4  # answers that judge whether a throttle in startup was the bucket's
+HELD = 0.5  # ... and the share of them a slower pace keeps when they are random
+RANDOM = 0.15  # ... and the least share of throttles that says they are
+SLOW_GAP = 4.0  # gaps this many round trips long are a slow refill's
 SLOWED = 2.0  # answers this many times slower than the fastest: the endpoint may be behind
 
 
@@ -47,6 +55,21 @@ class ControllerProfile:
     probe_rounds: float = 2.0  # a probe interval is at least this many round trips
     probe_interval: float = 0.25  # ... and at least this long
     most_decrease: float = 0.7  # a throttle lowers the rate to no less than this share
+    # A throttle ends the startup, unless it proves random: of the calls on their way when
+    # it came (sent at the startup's pace), no more than a share ``check_share`` of
+    # ``check_answers`` throttled (a bucket met faster than it refills throttles most of
+    # them), and the calls sent after it at half that pace still throttled now and then
+    # (a bucket would have answered to the slower pace). The startup then goes on from
+    # the window it had, and ends only when, of its last ``noisy_answers`` answers, a
+    # share ``noisy_margin`` over that random share throttled. 0 answers: the first
+    # throttle ends it for good.
+    check_answers: float = 16
+    check_share: float = 1 / 3
+    noisy_answers: float = 16
+    noisy_margin: float = 0.25
+    # Where calls leave many round trips apart, the call after a throttle goes this share
+    # of a gap later (0: a whole gap).
+    retry_share: float = 1 / 3
     cap_gain: float = 2.0
     cap_slack: int = 4
     min_window: int = 1
@@ -92,6 +115,16 @@ class Controller:
         self._step = 1.0  # what the last probe multiplied the rate by
         self._streak = 0  # probes in a row that found room
         self.rounds = DeliveryRounds()
+        self._held: float | None = None  # startup's window while a throttle is judged
+        # Since the startup ended: answers and throttles to calls sent before (up to
+        # ticket ``_check_until``, of which ``_check_left`` are still to come), then after.
+        self._check = [0, 0, 0, 0]
+        self._check_until = 0
+        self._check_left = 0
+        self._check_after = 0.0
+        self._random = 0.0  # the share of throttles that proved random in startup
+        self._noisy = False  # a throttle in startup proved random: a share ends it
+        self._recent: deque[bool] = deque()  # startup's last answers, True if throttled
 
     # What the engine and the views read.
 
@@ -146,6 +179,10 @@ class Controller:
         self.estimator.on_answer(sent_at, size, True, latency)
         back = self.noise.on_answer(ticket, throttled=False)
         before = self.cwnd
+        if self._judge(ticket, sent_at, throttled=False):
+            return True
+        if self.stage == "startup" and self._noisy:
+            self._remember(False)
         if self.stage == "canary":
             self.stage = "startup"
             self.cwnd = float(self._clamp(self.profile.initial))
@@ -176,6 +213,16 @@ class Controller:
 
     def on_throttle(self, ticket: int, now: float) -> bool:
         sent_at, size = self._in_flight.pop(ticket, (now, self._size))
+        if self._judge(ticket, sent_at, throttled=True):
+            self.noise.on_answer(ticket, throttled=True)
+            return True
+        if self.stage == "startup" and self._noisy:
+            self._remember(True)
+            p = self.profile
+            if sum(self._recent) < (self._random + p.noisy_margin) * p.noisy_answers:
+                # Within what the endpoint throttles at random: nothing of the bucket.
+                self.noise.on_answer(ticket, throttled=True)
+                return False
         self.estimator.on_answer(sent_at, size, False, now - sent_at)
         back = self.noise.on_answer(ticket, throttled=True)
         before = self.cwnd
@@ -191,6 +238,15 @@ class Controller:
             sending = (
                 self.profile.startup_gain * self.cwnd / rtt if self.stage == "startup" else 1 / rtt
             )
+            if (
+                self.stage == "startup"
+                and self.profile.check_answers > 0
+                and self.cwnd < self.profile.max_window  # else it has nowhere to go
+            ):
+                # Judged by the calls already on their way, sent at the startup's pace.
+                self._held, self._check = self.cwnd, [0, 0, 0, 0]
+                self._check_until, self._check_after = self._sent, now + self._srtt()
+                self._check_left = min(len(self._in_flight), int(self.profile.check_answers))
             self.stage = "paced"
             # Nothing sent since has been answered yet: half what was sending, until it is.
             self._set_rate(sending * size / 2)
@@ -245,6 +301,12 @@ class Controller:
                 if solid:
                     upper = max(upper, self.rate * self.profile.most_decrease)
                 self._set_rate(upper)
+        if self.stage == "paced" and self.profile.retry_share > 0 and not self._in_flight:
+            # A slow refill, nothing else on its way: the token this call missed comes
+            # within a gap, and the call that finds it last is what the run waits for.
+            gap, rtt = self.pacer.gap, self._srtt()
+            if gap > SLOW_GAP * rtt:
+                self.pacer.sooner(now + max(gap * self.profile.retry_share, rtt))
         return self.cwnd != before
 
     def on_error(self, ticket: int, now: float) -> bool:
@@ -281,8 +343,69 @@ class Controller:
         self._backoff = self._streak = 0
         self.rounds = DeliveryRounds()
         self._probe_from = None
+        self._held, self._noisy, self._random = None, False, 0.0
+        self._recent.clear()
 
     # Parts.
+
+    def _remember(self, throttled: bool) -> None:
+        self._recent.append(throttled)
+        while len(self._recent) > self.profile.noisy_answers:
+            self._recent.popleft()
+
+    def _judge(self, ticket: int, sent_at: float, throttled: bool) -> bool:
+        """Counts an answer after a throttle ended the startup: first to the calls sent at
+        the startup's pace, then to those sent after at half of it. When the first went
+        mostly through and the second throttled about as often (slowing down did not
+        help: the throttle was not the bucket's), the startup goes on. Returns whether it
+        did."""
+        if self._held is None or self.stage != "paced":
+            return False
+        p = self.profile
+        c = self._check
+        if ticket <= self._check_until:
+            if self._check_left > 0:
+                c[0] += 1
+                c[1] += throttled
+                self._check_left -= 1
+        elif sent_at >= self._check_after and c[2] < 2 * p.check_answers:
+            # Sent a round trip after the startup ended: it met the bucket after the
+            # calls sent before, and says what the slower pace alone found there.
+            c[2] += 1
+            c[3] += throttled
+        if self._check_left > 0:
+            return False
+        before = c[1] / max(c[0], 1)
+        if c[0] < CHECK_FEWEST or before > p.check_share:
+            self._held = None  # the bucket: the startup is over
+            return False
+        after, share = c[3] / max(c[2], 1), (c[1] + c[3]) / (c[0] + c[2])
+        doubt = after < HELD * before or share < RANDOM
+        if c[2] < p.check_answers or (doubt and c[2] < 2 * p.check_answers):
+            return False  # too few yet, or as many again before they say the bucket
+        held, self._held = self._held, None
+        if after < HELD * before or after > p.check_share or share < RANDOM:
+            # The slower pace throttled far less (the bucket answered to it), or more (it
+            # ran dry), or under one in seven throttled in all: what calls of uneven
+            # latency meeting a small bucket cost anyway.
+            return False
+        # That throttle was not the bucket's: what it taught is forgotten, and from now on
+        # only a share of throttles ends the startup.
+        self.stage = "startup"
+        self.rate = None
+        self.found = 0.0
+        self.cwnd = float(self._clamp(held))
+        self.estimator.reset()
+        self._noisy = True
+        self._random = share
+        # A decrease that did not reduce the throttles: the noise floor's own evidence.
+        self.noise.learn(min(before, after))
+        self._recent.clear()
+        self._until_ready = self._probed = False
+        self._backoff = self._streak = 0
+        self._next_probe = math.inf
+        self.pacer.retime(self.profile.startup_gain * self.cwnd / self._rtt())
+        return True
 
     def _probe(self, now: float) -> None:
         assert self.rate is not None

@@ -61,6 +61,10 @@ class NoiseFloor:
         self.floor = min(MOST, max(self.floor, after))
         return d.rate_before
 
+    def learn(self, share: float) -> None:
+        """A share of throttles that a slower pace did not reduce, seen elsewhere."""
+        self.floor = min(MOST, max(self.floor, share))
+
     def quiet(self, margin: float = QUIET) -> bool:
         """Whether the throttles now are within the noise."""
         return self.share <= self.floor + margin

@@ -29,6 +29,10 @@ class Pacer:
         self.gap = self._size / rate if rate > 0 else 0.0
         self._next = self._last + self.gap
 
+    def sooner(self, at: float) -> None:
+        """The next call may leave as early as ``at``."""
+        self._next = min(self._next, at)
+
     def hold(self, until: float) -> None:
         """Nothing leaves before ``until``."""
         self._next = max(self._next, until)
