@@ -332,3 +332,10 @@ def test_sandbox_rehearses_an_operation_on_the_real_list_and_writes_no_ledger(
         "--sandbox",
     )
     assert code == 2 and "the sandbox cannot make sg-0123456789abcdef0" in err, err
+
+
+def test_ids_given_as_arguments_are_refused_with_where_they_go() -> None:
+    for command in (("terminate",), ("ec2", "delete-volume")):
+        code, out, err = swarm(*command, "vol-0123456789abcdef0")
+        assert code == 2 and out == "", err
+        assert "IDs are not arguments" in err and "--ids -" in err

@@ -118,6 +118,20 @@ def report(exc: SwarmError) -> int:
     return exc.exit_code
 
 
+IDS_HINT = (
+    "IDs are not arguments: pass them in a file (--ids FILE, one per line) or on standard "
+    "input (--ids -), e.g. swarm list snapshots --unused | swarm ec2 delete-snapshot --ids -"
+)
+
+
+def _help_of(exc: Exception) -> str:
+    """The options of the command a usage error is about ("" if unknown)."""
+    ctx = getattr(exc, "ctx", None)
+    command = getattr(ctx, "command", None)
+    params = getattr(command, "params", None) or ()
+    return " ".join(opt for p in params for opt in getattr(p, "opts", ()))
+
+
 class SwarmGroup(TyperGroup):
     """The top command: every command's end, mapped to an exit code here and only here.
 
@@ -150,10 +164,12 @@ class SwarmGroup(TyperGroup):
             return 1
         except TyperException as exc:  # click's usage errors, as typer carries them
             getattr(exc, "show", lambda: None)()
+            format_message = getattr(exc, "format_message", None)
+            message = str(format_message() if format_message else exc)
+            if "unexpected extra argument" in message and "--ids" in _help_of(exc):
+                typer.echo(IDS_HINT, err=True)
             if wants_json:
-                format_message = getattr(exc, "format_message", None)
-                message = format_message() if format_message else str(exc)
-                _json.error = _json.error or str(message)
+                _json.error = _json.error or message
             return int(getattr(exc, "exit_code", 1))
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
