@@ -78,12 +78,17 @@ def run_in_sandbox(
     return report
 
 
-def bound_seconds(config: SandboxConfig, instances: int, batch_size: int) -> float:
-    """The fastest the buckets allow: what any client, however clever, must wait."""
-    calls = -(-instances // batch_size)
-    by_requests = max(0.0, calls - config.requests.burst) / config.requests.rate
-    by_resources = max(0.0, instances - config.resources.burst) / config.resources.rate
-    return max(by_requests, by_resources)
+def bound_seconds(
+    config: SandboxConfig, ids: int, batch_size: int, api: str = "TerminateInstances"
+) -> float:
+    """The fastest ``api``'s buckets allow ``ids`` IDs in calls of ``batch_size``: what any
+    client, however clever, must wait."""
+    calls_bucket, ids_bucket = config.action_limits()[api]
+    calls = -(-ids // batch_size)
+    by_calls = max(0.0, calls - calls_bucket.burst) / calls_bucket.rate
+    if ids_bucket is None:  # calls that spend no per-ID tokens
+        return by_calls
+    return max(by_calls, max(0.0, ids - ids_bucket.burst) / ids_bucket.rate)
 
 
 # How often a load long enough to notice says how far it has got.
@@ -160,9 +165,9 @@ def rehearse(
         job = replace(job, groups=groups)
     ids = [i for group in job.groups.values() for i in group]
     config = PRESETS["ec2"]
-    bound = max(
-        bound_seconds(config, len(group), job.options.batch_size) for group in job.groups.values()
-    )
+    batch = min(job.options.batch_size, job.action.limits.per_call)
+    api = job.action.api if job.action.name in RESOURCE_OPERATIONS else "TerminateInstances"
+    bound = max(bound_seconds(config, len(group), batch, api) for group in job.groups.values())
     operation = RESOURCE_OPERATIONS.get(job.action.name)
     console.print("rehearsal: no ledger is written")
     if operation is None:
@@ -175,10 +180,6 @@ def rehearse(
         loaded = f"{plural(operation.resource)} (none in use)"
         calls = config.action_limits()[operation.api][0]
         limits = f"{operation.api}: {calls.burst:g} calls burst, {calls.rate:g}/s"
-        bound = max(
-            max(0.0, -(-len(group) // operation.spec.limits.per_call) - calls.burst) / calls.rate
-            for group in job.groups.values()
-        )
     console.print(
         f"[bold]rehearsal[/]: {len(ids):,} IDs are loaded as {loaded} into a local fake "
         f"EC2 with EC2's default limits ({limits}, per account and region). Nothing leaves "
@@ -275,7 +276,9 @@ def run_demo(
         spec = ACTIONS["terminate"] if operation is None else operation.spec
         job = Job(spec, groups, options, "demo")
         report = run_in_sandbox(box, job, console)
-    bound = bound_seconds(config, count + missing, options.batch_size)
+    bound = bound_seconds(
+        config, count + missing, min(options.batch_size, job.action.limits.per_call), spec.api
+    )
     report.extra["demo"] = {
         "instances" if operation is None else plural(operation.resource): count * len(names),
         "regions": list(names),
