@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from test_cli import swarm, write_ids
 from test_faults import lines, wait_until
 
 from swarm_cli.actions import ACTIONS
 from swarm_cli.actions.operations import OPERATIONS
-from swarm_cli.cli.pairs import in_doubt
+from swarm_cli.cli.pairs import succeeded
 from swarm_cli.ledger import fold, read_records
 from swarm_cli.outcome import Kind
 from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig, fake_ids
@@ -447,3 +448,10 @@ def test_a_resume_with_other_tags_is_not_taken_as_done_by_the_ledger(
     # client is not counted)
     tags = sandbox.client().describe_tags(Filters=[{"Name": "resource-id", "Values": made}])
     assert {(t["ResourceId"], t["Key"]) for t in tags["Tags"]} == {(i, "cost") for i in made}
+
+
+def in_doubt(ledger: str, action: str) -> set[str]:
+    """What --resume takes as maybe sent by the run it resumes."""
+    pending: set[str] = set()
+    succeeded(ledger, action, Console(stderr=True), pending)
+    return pending

@@ -92,7 +92,6 @@ from .options import (
 from .pairs import (  # the benchmarks read load_targets and plan_groups from here too
     Instance,
     apply_shard,
-    in_doubt,
     load_targets,
     plan_groups,
     reconcile_resume,
@@ -198,7 +197,10 @@ def _run_action(
         except LedgerError as exc:
             raise UsageError(str(exc)) from exc
     resumed = 0
-    done = succeeded(flags.ledger, spec.name, err) if flags.resume else None
+    # Sent by the run this one resumes, maybe: a call in flight at a kill can land after
+    # the look-up below, and its repeat here then finds the resource gone.
+    doubtful: set[str] = set()
+    done = succeeded(flags.ledger, spec.name, err, doubtful) if flags.resume else None
     if done is not None and operation is not None and operation.tags:
         # The ledger says which IDs a run tagged, not with which tags: their tags are read.
         err.print(
@@ -286,10 +288,6 @@ def _run_action(
         confirm(spec, to_send, endpoint, flags, reach, found, err)
     job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
     stage.sending = True
-
-    # Sent by the run this one resumes, maybe: a call in flight at a kill can land after
-    # the look-up above, and its repeat here then finds the resource gone.
-    doubtful = in_doubt(flags.ledger, spec.name) if operation is not None and flags.resume else ()
 
     def action(pair: Pair) -> Callable[[Sequence[str]], Mapping[str, Any]]:
         if operation is not None:

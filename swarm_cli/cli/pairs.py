@@ -254,8 +254,12 @@ def select_groups(
     return groups
 
 
-def succeeded(ledger: str, action: str, err: Console) -> set[str] | None:
-    """IDs the ledger holds as done for ``action``: what a resume skips.
+def succeeded(
+    ledger: str, action: str, err: Console, pending: set[str] | None = None
+) -> set[str] | None:
+    """IDs the ledger holds as done for ``action``: what a resume skips; and into
+    ``pending``, when given, those whose last record is pending (an earlier run may have
+    sent them: in flight at a kill, or never answered).
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -272,19 +276,11 @@ def succeeded(ledger: str, action: str, err: Console) -> set[str] | None:
         warn(err, describe_damage(damaged))
     if not state:
         return None
+    if pending is not None:
+        pending.update(
+            r.id for (act, _), r in state.items() if act == action and r.status == "pending"
+        )
     return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
-
-
-def in_doubt(ledger: str, action: str) -> set[str]:
-    """IDs whose last record for ``action`` is pending: an earlier run may have sent them
-    (in flight at a kill, or never answered)."""
-    if not os.path.lexists(ledger):
-        return set()
-    try:
-        state = fold(read_records(ledger))
-    except LedgerError:
-        return set()  # succeeded() has refused it already
-    return {r.id for (act, _), r in state.items() if act == action and r.status == "pending"}
 
 
 def reconcile_resume(
