@@ -6,13 +6,18 @@ the batch the less that bucket limits; but a batch needs all its instance
 tokens at once, so too big a batch waits for the instance bucket to refill
 and wastes the calls it could have made meanwhile.
 
-``auto`` sizes calls to carry about ``seconds`` (half a second) of the IDs the
-pair has been getting through since throttles showed its limit: once the
-instance bucket is the limit, calls leave about twice a second, well under any
-call bucket EC2 documents (2 to 5 calls a second for instance actions), which
-is left to the account's other clients. Before any throttle the size stays at
-what the action's documented rates give, unless the window is already as wide
-as it may be, when only bigger calls can go faster.
+``auto`` starts at half a second of the action's documented instance rate and
+never goes below it: calls smaller than that spend the call bucket faster for the
+same IDs, and where the call bucket is the tighter one (what the account's other
+clients leave of it), smaller calls get fewer IDs through, which would size the
+next calls smaller still. Before any throttle it doubles each time the window
+doubles, so that both buckets' bursts are spent in as few round trips as they
+allow. Once throttles show the limit, it moves toward ``seconds`` (half a second)
+of the IDs getting through, so that calls leave about twice a second, well under
+any call bucket EC2 documents (2 to 5 calls a second for instance actions); it
+grows only while calls of its size mostly get through, and halves when most of
+them are throttled: a call may need more instance tokens than the bucket holds
+for it, and a size that proved too big is not tried again.
 
 What the API allows (IDs per call, the documented instance rate) is handed in by
 the action that the run is built for (:class:`CallLimits`): batching knows no cloud.
@@ -29,6 +34,9 @@ AUTO_SECONDS = 0.5
 AUTO_MOST = 1000  # the most IDs per call when no limits are handed in
 AUTO_EVERY = 1.0  # seconds between changes of size
 WITHOUT_INSTANCE_BUCKET = 10  # an action whose calls do not spend instance tokens
+MIN_ANSWERS = 4  # answers to calls of a size before it changes, once throttled
+TOO_BIG_SHARE = 0.5  # more of those throttled: the size is too big
+GROW_SHARE = 0.2  # this share or more throttled: the size does not grow
 
 
 class CallLimits(Protocol):
@@ -53,7 +61,7 @@ def initial_size(limits: CallLimits, seconds: float = AUTO_SECONDS) -> int:
 
 
 class AutoBatch:
-    """The batch size of one pair, from what its window has measured."""
+    """The batch size of one pair, from what its window has measured (see the module)."""
 
     def __init__(
         self,
@@ -69,23 +77,52 @@ class AutoBatch:
         if not 1 <= initial <= most:
             raise ValueError(f"the initial batch size must be between 1 and {most}")
         self.size = initial
+        self.least = initial
         self.most = most
         self.seconds = seconds
         self._next = -math.inf
+        self._changed_at = -math.inf
+        self._opened_at: float | None = None  # the window when the size last grew with it
+        self._answers = 0  # calls sent since the size last changed, answered
+        self._throttles = 0  # of which throttled
 
     def __repr__(self) -> str:
         return f"AutoBatch(size={self.size})"
 
+    def on_answer(self, sent_at: float, throttled: bool) -> None:
+        """A call sent at ``sent_at`` was answered: throttled, or not."""
+        if sent_at >= self._changed_at:
+            self._answers += 1
+            self._throttles += throttled
+
     def update(self, window: Control, now: float) -> int:
-        """The size for the next call: it changes at most once per AUTO_EVERY, by half or double."""
-        if now < self._next:
+        """The size for the next call."""
+        if not window.throttled:
+            cwnd = float(window.cwnd)
+            if self._opened_at is None or cwnd < self._opened_at:
+                self._opened_at = max(cwnd, 2.0)
+            elif cwnd >= 2 * self._opened_at:
+                self._opened_at = cwnd
+                return self._resize(self.size * 2, now)
+            if now >= self._next and window.cwnd >= window.profile.max_window:
+                return self._resize(self.size * 2, now)
             return self.size
-        if window.throttled:
-            target = math.floor(window.delivery(now) * self.seconds)
-        elif window.cwnd >= window.profile.max_window:
-            target = self.size * 2
-        else:
+        if now < self._next or self._answers < MIN_ANSWERS:
             return self.size
+        share = self._throttles / self._answers
+        if share > TOO_BIG_SHARE:
+            self.most = max(self.least, self.size // 2)
+            return self._resize(self.size // 2, now)
+        target = math.floor(window.delivery(now) * self.seconds)
+        if target > self.size and share >= GROW_SHARE:
+            return self.size
+        return self._resize(max(self.size // 2, target), now)
+
+    def _resize(self, size: int, now: float) -> int:
+        size = max(self.least, min(self.most, self.size * 2, size))
+        if size != self.size:
+            self.size = size
+            self._changed_at = now
+            self._answers = self._throttles = 0
         self._next = now + AUTO_EVERY
-        self.size = max(1, min(self.most, self.size * 2, max(self.size // 2, target)))
         return self.size

@@ -443,7 +443,10 @@ class Engine:
         self, call: _Call, outcomes: list[Outcome], now: float, in_flight: int
     ) -> None:
         w = self.window
-        if any(o.kind is Kind.THROTTLED for o in outcomes):
+        throttled = any(o.kind is Kind.THROTTLED for o in outcomes)
+        if isinstance(self.batching, AutoBatch):
+            self.batching.on_answer(call.sent_at, throttled)
+        if throttled:
             self._feed_window(w.on_throttle, call.ticket, now)
         elif all(o.answered for o in outcomes):
             pace = w.pace

@@ -9,7 +9,7 @@ from test_cli import swarm, terminate_json, write_ids
 from swarm_cli.actions import ACTIONS
 from swarm_cli.batching import AUTO_MOST, AutoBatch, initial_size
 from swarm_cli.sandbox import Sandbox
-from swarm_cli.window import RATE, Window
+from swarm_cli.window import PROFILES, RATE, Window, new_controller
 
 
 def test_initial_size_is_half_a_second_of_the_documented_instance_rate() -> None:
@@ -18,12 +18,28 @@ def test_initial_size_is_half_a_second_of_the_documented_instance_rate() -> None
     assert initial_size(ACTIONS["reboot"].limits) == 10  # no instance bucket
 
 
-def feed(w: Window, batch: AutoBatch, ids_per_second: float, start: float, end: float) -> list[int]:
-    """Answers carrying ``ids_per_second`` from ``start`` to ``end``; the sizes on the way."""
+def feed(
+    w: Window,
+    batch: AutoBatch,
+    ids_per_second: float,
+    start: float,
+    end: float,
+    throttle_every: int = 0,
+) -> list[int]:
+    """Answers carrying ``ids_per_second`` from ``start`` to ``end`` (every
+    ``throttle_every``-th call throttled); the sizes on the way."""
     sizes, now, step = [], start, 0.05
-    while now < end:
+    for k in itertools.count(1):
         now += step
-        w.on_success(w.on_send(now), 0.04, now, 1, size=round(ids_per_second * step))
+        if now >= end:
+            break
+        ticket = w.on_send(now)
+        throttle = throttle_every > 0 and k % throttle_every == 0
+        if throttle:
+            w.on_throttle(ticket, now)
+        else:
+            w.on_success(ticket, 0.04, now, 1, size=round(ids_per_second * step))
+        batch.on_answer(now, throttle)
         size = batch.update(w, now)
         if not sizes or sizes[-1] != size:
             sizes.append(size)
@@ -40,11 +56,45 @@ def test_carries_half_a_second_of_what_gets_through_moving_by_half_or_double() -
     w = throttled()
     batch = AutoBatch(10)
     *growing, settled = feed(w, batch, 200, 0.0, 6.0)
-    assert growing == [20, 40, 80] and 95 <= settled <= 105  # 200 IDs/s: about 100 per call
+    assert growing == [10, 20, 40, 80] and 95 <= settled <= 105  # 200 IDs/s: about 100 per call
     shrinking = feed(w, batch, 20, 6.0, 12.0)
     settled = shrinking[-1]
     assert all(a // 2 <= b < a for a, b in itertools.pairwise(shrinking))
     assert 9 <= settled <= 11  # then 20 IDs/s: about 10 per call
+
+
+def test_never_smaller_than_it_starts_where_calls_are_what_is_scarce() -> None:
+    """2 IDs a second get through: half a second of that is 1, but calls of 1 would
+    spend the call bucket ten times faster for the same IDs."""
+    assert feed(throttled(), AutoBatch(10), 2, 0.0, 10.0) == [10]
+
+
+def test_halves_when_most_calls_of_its_size_are_throttled_and_stays_under_it() -> None:
+    w, batch = throttled(), AutoBatch(10)
+    assert feed(w, batch, 200, 0.0, 1.5)[-1] == 40
+    assert feed(w, batch, 200, 1.5, 2.5, throttle_every=1) == [40, 20]
+    assert batch.most == 20
+    assert feed(w, batch, 400, 2.5, 10.0) == [20]  # 40 proved too big: not tried again
+
+
+def test_does_not_grow_while_many_calls_are_throttled() -> None:
+    # A third of the calls throttled: what gets through would ask for 100 per call.
+    assert feed(throttled(), AutoBatch(10), 200, 0.0, 5.0, throttle_every=3) == [10]
+
+
+def test_grows_with_the_window_before_any_throttle() -> None:
+    w = new_controller(PROFILES["adaptive"])
+    batch = AutoBatch(10)
+    seen: dict[int, set[int]] = {}
+    for k in range(31):
+        now = k * 0.05
+        w.on_success(w.on_send(now, batch.size), 0.04, now, 1, size=batch.size)
+        batch.on_answer(now, False)
+        size = batch.update(w, now)
+        seen.setdefault(size, set()).add(int(w.cwnd))
+    assert w.phase == "startup" and not w.throttled
+    # The size doubles each time the window has doubled from the initial window of 10.
+    assert seen == {10: set(range(10, 20)), 20: set(range(20, 40)), 40: {40}}
 
 
 def test_keeps_its_size_until_throttles_show_the_limit() -> None:
@@ -64,8 +114,7 @@ def test_grows_when_the_window_is_as_wide_as_it_may_be() -> None:
     assert [batch.update(w, 1.0 + k) for k in range(3)] == [20, 30, 30]
 
 
-def test_never_below_one_nor_above_the_most() -> None:
-    assert feed(throttled(), AutoBatch(2), 0.5, 0.0, 3.0)[-1] == 1
+def test_never_above_the_most() -> None:
     assert feed(throttled(), AutoBatch(500), 10_000, 0.0, 3.0)[-1] == AUTO_MOST
 
 
