@@ -57,9 +57,10 @@ BatchSize = Annotated[
         "--batch-size",
         metavar="N|auto",
         callback=_batch_size,
-        help="Instance IDs per call (EC2 takes up to 1000). auto: start from the action's "
-        "documented instance rate, then carry about half a second of what gets through, so "
-        "calls leave about twice a second and the call bucket stays free for other clients.",
+        help="Instance IDs per call (EC2 takes up to 1000). auto: start from half a second of "
+        "the action's documented instance rate and never go below it; then carry about half "
+        "a second of what gets through, so calls leave about twice a second and the call "
+        "bucket stays free for other clients.",
     ),
 ]
 
