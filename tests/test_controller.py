@@ -26,6 +26,24 @@ def test_estimator_counts_the_refill_between_two_throttles() -> None:
     assert e.solid(now=10.0)
 
 
+def test_estimator_counts_calls_not_ids_before_a_span_is_solid() -> None:
+    """Two calls of ten IDs are two samples of the refill, not twenty: the span that
+    ends at the last throttle reaches back until it holds enough calls."""
+    e = DeliveryEstimator(few=4)
+    e.on_answer(0.0, 10, False, 0.1)
+    for k in range(8):  # eight calls of ten IDs in four seconds
+        e.on_answer(0.25 + 0.5 * k, 10, True, 0.1)
+    e.on_answer(4.0, 10, False, 0.1)
+    e.on_answer(4.3, 10, True, 0.1)
+    e.on_answer(4.6, 10, True, 0.1)  # two calls, 20 IDs, in 0.7 s
+    e.on_answer(4.7, 10, False, 0.1)
+    assert e.solid(now=10.0)
+    # From the first throttle to the last (each met the bucket half-way): 100 IDs in 4.7 s,
+    # not the last two calls' 20 IDs in 0.7 s.
+    assert e.rate(now=10.0, rtt=0.1) == pytest.approx(100 / 4.7)
+    assert e.upper(now=10.0, rtt=0.1, size=10) == pytest.approx(110 / 4.7)
+
+
 def test_estimator_has_nothing_to_say_before_a_throttle() -> None:
     e = DeliveryEstimator()
     e.on_answer(0.0, 5, True, 0.1)

@@ -32,7 +32,7 @@ class DeliveryEstimator:
         self._slowest = 0.0  # the longest recent answer: calls sent since may be unanswered
         # One answer's handling asks for the span several times (rate, upper, solid): it
         # is worked out once per answer and moment.
-        self._spans: dict[bool, tuple[float, tuple[float, int, float] | None]] = {}
+        self._spans: dict[bool, tuple[float, tuple[float, int, float, int] | None]] = {}
 
     @property
     def started(self) -> bool:
@@ -68,20 +68,27 @@ class DeliveryEstimator:
                 del self._throttled_at[: KEEP_THROTTLES // 4]
 
     def _ok_between(self, a: float, b: float) -> int:
+        """IDs in the successful calls that met the bucket between ``a`` and ``b``."""
         i = bisect.bisect_right(self._ok_at, a)
         j = bisect.bisect_left(self._ok_at, b)
         return sum(self._ok_ids[i:j])
 
-    def _span(self, now: float, extend: bool = False) -> tuple[float, int, float] | None:
+    def _calls_between(self, a: float, b: float) -> int:
+        """Successful calls that met the bucket between ``a`` and ``b``: what says how
+        much a span has seen (a call of many IDs is still one sample of the refill)."""
+        return bisect.bisect_left(self._ok_at, b) - bisect.bisect_right(self._ok_at, a)
+
+    def _span(self, now: float, extend: bool = False) -> tuple[float, int, float, int] | None:
         known = self._spans.get(extend)
         if known is None or known[0] != now:
             known = self._spans[extend] = (now, self._work_out_span(now, extend))
         return known[1]
 
-    def _work_out_span(self, now: float, extend: bool) -> tuple[float, int, float] | None:
-        """(start, IDs succeeded since, seconds since) of the span to trust: between two
-        throttles when enough successes lie between them (the bucket was empty at both
-        ends, and every token in between went to a success), else from the earliest
+    def _work_out_span(self, now: float, extend: bool) -> tuple[float, int, float, int] | None:
+        """(start, IDs succeeded since, seconds since, calls that did) of the span to
+        trust: between two throttles when enough successful calls lie between them (the
+        bucket was empty at both ends, and every token in between went to a success),
+        else from the earliest
         throttle on, or with ``extend``, up to what has settled."""
         # Calls that met the bucket since the slowest answer's time ago may still be on
         # their way: a span ending there would count only the fast ones.
@@ -92,23 +99,23 @@ class DeliveryEstimator:
         last = thr[-1]
         start = thr[0]
         for t in reversed(thr[:-1]):
-            if self._ok_between(t, last) >= self.few:
+            if self._calls_between(t, last) >= self.few:
                 start = t
                 break
-        between = self._ok_between(start, last)
-        if between >= self.few and not extend:
+        calls = self._calls_between(start, last)
+        if calls >= self.few and not extend:
             # Past the last throttle the bucket may have filled again: that says nothing
             # of the refill.
-            return start, between, last - start
+            return start, self._ok_between(start, last), last - start, calls
         # With few successes, those past the last throttle up to what has settled count
         # too: a slow refill's estimate sinks while none comes.
         end = max(min(self._last_sent, settled), last)
-        return start, self._ok_between(start, end), end - start
+        return start, self._ok_between(start, end), end - start, self._calls_between(start, end)
 
     def solid(self, now: float) -> bool:
         """Whether the span holds enough successes to stand for the refill."""
         got = self._span(now)
-        return got is not None and got[1] >= self.few
+        return got is not None and got[3] >= self.few
 
     def ready(self, now: float, rtt: float) -> bool:
         """Whether answers to calls sent since the bucket ran dry cover a round trip yet."""
@@ -125,7 +132,7 @@ class DeliveryEstimator:
         got = self._span(now)
         return math.inf if got is None else (got[1] + size) / self._seconds(got, rtt)
 
-    def _seconds(self, span: tuple[float, int, float], rtt: float) -> float:
+    def _seconds(self, span: tuple[float, int, float, int], rtt: float) -> float:
         # Enough successes time the refill over however short a span; with few, a span
         # under a round trip says little, and the round trip stands for it.
-        return max(span[2], 1e-3) if span[1] >= self.few else max(span[2], rtt, 1e-3)
+        return max(span[2], 1e-3) if span[3] >= self.few else max(span[2], rtt, 1e-3)
