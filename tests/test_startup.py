@@ -8,7 +8,8 @@ import sys
 
 # Modules no terminate, stop, start or reboot needs before its first call: the fake EC2
 # and its server, the live view's machinery (a terminal may not be there), the report
-# writers, the dry run, selections, --wait and the failure budget.
+# writers, the dry run, selections, --wait and the failure budget; pydantic, which Typer
+# uses to check option values (test_quick_params: a run's own options never need it).
 DEFERRED = (
     "moto",
     "flask",
@@ -25,6 +26,8 @@ DEFERRED = (
     "rich.live",
     "rich.table",
     "yaml",
+    "pydantic",
+    "typer._adapters",
 )
 
 

@@ -30,6 +30,7 @@ from ..errors import (
 )
 from ..ledger import LedgerError, LedgerWriteError
 from ..text import literal
+from . import quick_params
 
 EXIT_MEANINGS = {
     0: "all done",
@@ -138,7 +139,15 @@ class SwarmGroup(TyperGroup):
     With --output json, refusals, usage errors and failures that end before a
     command prints its own object print ``{"exit_code", "meaning", "error"}``
     instead of nothing.
+
+    Its values, like its commands', are checked without pydantic where Typer's result
+    is had directly (``quick_params``).
     """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Here rather than at construction: Typer adds options (completion) afterwards.
+        quick_params.install([*self.params, self.get_help_option(ctx)])
+        return super().parse_args(ctx, args)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("standalone_mode", True):  # a caller that maps the end itself

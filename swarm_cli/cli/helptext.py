@@ -12,6 +12,8 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
+from . import quick_params
+
 try:  # Typer carries its own click from 0.2x on; before, it used click itself
     from typer import _click as click
 except ImportError:  # pragma: no cover
@@ -116,7 +118,14 @@ def _argument_name(param: click.Parameter) -> str:
 
 
 class SwarmCommand(TyperCommand):
-    """Typer's command, with arguments shown by name in usage lines and in the help."""
+    """Typer's command, with arguments shown by name in usage lines and in the help, and
+    its values checked without pydantic where Typer's result is had directly (see
+    ``quick_params``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Here rather than at construction: Typer adds options (completion) afterwards.
+        quick_params.install([*self.params, self.get_help_option(ctx)])
+        return super().parse_args(ctx, args)
 
     def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
