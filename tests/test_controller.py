@@ -451,3 +451,27 @@ def test_a_slower_pace_that_throttled_few_is_asked_again_before_it_ends_the_star
     assert c.phase == "paced", "one in sixteen does not decide it yet"
     _after(c, now, 16, every=4)
     assert c.phase == "startup"
+
+
+def test_throttles_to_calls_sent_in_startup_do_not_lower_the_rate_a_queue_set() -> None:
+    """Startup ends because answers slowed to several times the fastest (a queue at the
+    endpoint); calls sent at the startup's pace and throttled afterwards say nothing of
+    the rate it then set: each one alone would otherwise cut it to a call per round trip."""
+    c = Controller(ControllerProfile())
+    c.on_success(c.on_send(0.0), 0.1, 0.1, 0)  # the canary
+    now, early = 0.1, []
+    while c.phase == "startup":
+        tickets = [c.on_send(now) for _ in range(int(c.cwnd))]
+        early.extend(tickets[: len(tickets) // 2])
+        latency = 0.1 if now < 0.5 else 0.5  # answers slow down: a queue builds
+        for t in tickets[len(tickets) // 2 :]:
+            now += 0.01
+            c.on_success(t, latency, now, len(tickets))
+            if c.phase != "startup":
+                break
+    assert c.rate is not None
+    rate = c.rate
+    for t in early[:8]:  # throttles to calls sent in startup, now answered
+        now += 0.05
+        c.on_throttle(t, now)
+    assert c.rate >= rate / 2, f"{c.rate} after {rate}"

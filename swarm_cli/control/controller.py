@@ -195,6 +195,8 @@ class Controller:
                 # at the most it delivered (BBR's full pipe), or at what is in flight now.
                 self.stage = "paced"
                 self._next_probe = now + self._probe_interval()
+                # Answers to calls sent at the startup's pace say nothing of this one.
+                self._recover = self._sent
                 carried = max(in_flight, 1) * size / self._srtt()
                 self._set_rate(max(self.rounds.best, carried) if self.rounds.best else carried)
             else:
