@@ -145,8 +145,7 @@ class SwarmGroup(TyperGroup):
     """
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        # Here rather than at construction: Typer adds options (completion) afterwards.
-        quick_params.install([*self.params, self.get_help_option(ctx)])
+        quick_params.install_for(self, ctx)
         return super().parse_args(ctx, args)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:

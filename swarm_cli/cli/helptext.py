@@ -123,8 +123,7 @@ class SwarmCommand(TyperCommand):
     ``quick_params``)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        # Here rather than at construction: Typer adds options (completion) afterwards.
-        quick_params.install([*self.params, self.get_help_option(ctx)])
+        quick_params.install_for(self, ctx)
         return super().parse_args(ctx, args)
 
     def collect_usage_pieces(self, ctx: click.Context) -> list[str]:

@@ -102,3 +102,10 @@ def install(params: list[Any]) -> None:
             annotation=descriptor.annotation,
             descriptor=descriptor,
         )
+
+
+def install_for(command: Any, ctx: Any) -> None:
+    """``install`` for a click command's parameters and its help option, as it parses.
+
+    Called then rather than at construction: Typer adds options (completion) afterwards."""
+    install([*command.params, command.get_help_option(ctx)])
