@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -114,3 +115,32 @@ def test_a_run_command_line_never_imports_pydantic() -> None:
         timeout=60,
     )
     assert json.loads(done.stdout) == [32, False]
+
+
+def test_the_installed_typer_has_the_shape_it_stands_in_for() -> None:
+    from typer._coercion import RuntimeParam
+
+    assert quick_params.fits(RuntimeParam)
+
+
+def test_a_typer_of_another_shape_keeps_its_own_coercion() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Moved:
+        parameter_info: Any
+        annotation: Any
+
+        def _coerce_value(self, value: Any, ctx: Any) -> Any:
+            return value
+
+    @dataclasses.dataclass(frozen=True)
+    class Grown:
+        parameter_info: Any
+        annotation: Any
+        default: Any
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            return value
+
+    assert not quick_params.fits(Moved)
+    assert not quick_params.fits(Grown)
+    assert not quick_params.fits(object)

@@ -9,12 +9,15 @@ checks with its own functions anyway, the same result is had directly; anything 
 (an error to report, a parser, a date, a list) goes to Typer's own adapter, built then,
 so every message and every value stays Typer's.
 
-``install(command)`` does it for one command's parameters; with a Typer that has no such
-coercion (before 0.2x) it does nothing.
+``install(command)`` does it for one command's parameters. With a Typer that has no such
+coercion (before 0.2x), or whose coercion has another shape than this module knows
+(``fits``), it does nothing, and Typer checks every value as it would anyway.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -23,7 +26,7 @@ from typing import Any
 try:
     from typer._coercion import RuntimeParam, build_runtime_param
     from typer._param_types import coerce_cli_choice, coerce_cli_path, routes_to_path
-except ImportError:  # pragma: no cover - an older Typer coerces through click alone
+except Exception:  # pragma: no cover - an older Typer coerces through click alone
     RuntimeParam = None  # type: ignore[assignment,misc]
 
 _SAME_TYPE = (str, bool, int, float)
@@ -34,11 +37,35 @@ _PLAIN = {
 }
 
 
+# The shape of Typer's coercion this module stands in for: the fields of RuntimeParam
+# and how RuntimeParam.coerce calls _coerce_value.
+_FIELDS = ("parameter_info", "annotation")
+_COERCE_VALUE = ("self", "value", "param", "ctx")
+
+
+def fits(runtime_param: Any) -> bool:
+    """True if Typer's ``RuntimeParam`` has the shape this module was written against;
+    with any other Typer, every value goes to Typer's own coercion."""
+    try:
+        fields = tuple(f.name for f in dataclasses.fields(runtime_param))
+        called = tuple(inspect.signature(runtime_param._coerce_value).parameters)
+    except Exception:
+        return False
+    return fields == _FIELDS and called == _COERCE_VALUE
+
+
+class _Unsure(Exception):
+    """The quick path cannot tell: Typer's own coercion decides."""
+
+
 def _within(number: Any, info: Any) -> bool:
     """True if a number passes the option's bounds as it is (no clamping to do)."""
     low, high = info.min, info.max
     return (low is None or number >= low) and (high is None or number <= high)
 
+
+if RuntimeParam is not None and not fits(RuntimeParam):
+    RuntimeParam = None  # type: ignore[assignment,misc]
 
 if RuntimeParam is not None:
 
@@ -57,6 +84,13 @@ if RuntimeParam is not None:
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             # RuntimeParam.coerce has already answered None and refused a lone string
             # for a many-valued parameter.
+            try:
+                return self._quick(value, param, ctx)
+            except (_Unsure, AttributeError, TypeError):  # a Typer that moved on, too
+                return self.real()._coerce_value(value, param=param, ctx=ctx)
+
+        def _quick(self, value: Any, param: Any, ctx: Any) -> Any:
+            """The value as Typer would give it, or ``_Unsure``: Typer's adapter decides."""
             info = self.parameter_info
             annotation = self.annotation
             if info.parser is None and self.descriptor.file_annotation is None:
@@ -85,7 +119,7 @@ if RuntimeParam is not None:
                         )
                     except Exception:
                         pass
-            return self.real()._coerce_value(value, param=param, ctx=ctx)
+            raise _Unsure
 
 
 def install(params: list[Any]) -> None:
@@ -97,11 +131,15 @@ def install(params: list[Any]) -> None:
         descriptor = getattr(param, "type_descriptor", None)
         if descriptor is None or getattr(param, "_runtime_param", True) is not None:
             continue
-        param._runtime_param = QuickRuntimeParam(
-            parameter_info=descriptor.parameter_info,
-            annotation=descriptor.annotation,
-            descriptor=descriptor,
-        )
+        try:
+            quick = QuickRuntimeParam(
+                parameter_info=descriptor.parameter_info,
+                annotation=descriptor.annotation,
+                descriptor=descriptor,
+            )
+        except Exception:  # pragma: no cover - a Typer that moved on: its own coercion
+            return
+        param._runtime_param = quick
 
 
 def install_for(command: Any, ctx: Any) -> None:
