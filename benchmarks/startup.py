@@ -6,6 +6,9 @@ Prints a table (median of ``--rounds`` runs, each against a fresh sandbox):
   a subprocess; the time from just before the launch to the arrival of its first
   TerminateInstances at the sandbox (``Sandbox.first_call_at``), with the live view
   (stdin, stdout and stderr on a pseudo-terminal) and with plain progress (no terminal);
+* the same for a bare boto3 script (import boto3, make the EC2 client, call): what any
+  Python tool pays before its first call on this machine; and swarm's plain first call
+  less the bare script's, the two launched one after the other in each round;
 * ``swarm --help`` and ``swarm terminate --help``, wall time;
 * reading and checking a list of 100,000 IDs in-process, as the command line does
   before anything is sent (read, validate, group by account and region);
@@ -151,6 +154,37 @@ def run_cli(box: Sandbox, ids: list[str], tty: bool, tree: Path | None = None) -
     )
 
 
+# The least any Python tool pays before its first call: import boto3, make the client, call.
+BARE = """
+import sys
+import boto3
+boto3.client("ec2", endpoint_url=sys.argv[1]).terminate_instances(InstanceIds=[sys.argv[2]])
+"""
+
+
+def bare_first_call() -> float:
+    """Launch to first TerminateInstances of a bare boto3 script: the floor."""
+    with Sandbox(OPEN) as box:
+        ids = fake_ids(1)
+        box.load_ids(ids)
+        launched = time.time()
+        subprocess.run(
+            [sys.executable, "-c", BARE, box.endpoint, ids[0]],
+            env={**CHILD_ENV, **environment(box)},
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        first = box.first_call_at
+    if first is None:
+        raise SystemExit("the bare boto3 script made no call")
+    return first - launched
+
+
+def over_bare(count: int, tree: Path | None) -> float:
+    """swarm's first call (plain) less a bare boto3 script's, launched one after the other."""
+    return first_call(count, False, tree).first_call - bare_first_call()
+
+
 def first_call(count: int, tty: bool, tree: Path | None) -> Run:
     with Sandbox(OPEN) as box:
         ids = fake_ids(count)
@@ -249,6 +283,8 @@ def main() -> None:
     rows: list[tuple[str, str, Measure]] = [
         (f"first call, {n} IDs, live view", "s", lambda t: first_call(n, True, t).first_call),
         (f"first call, {n} IDs, plain", "s", lambda t: first_call(n, False, t).first_call),
+        ("first call, a bare boto3 script", "s", lambda t: bare_first_call()),
+        ("  plain less the bare script", "s", lambda t: over_bare(n, t)),
         ("swarm --help", "s", lambda t: wall(["--help"], t)),
         ("swarm terminate --help", "s", lambda t: wall(["terminate", "--help"], t)),
         (
