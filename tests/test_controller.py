@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -474,4 +476,79 @@ def test_throttles_to_calls_sent_in_startup_do_not_lower_the_rate_a_queue_set() 
     for t in early[:8]:  # throttles to calls sent in startup, now answered
         now += 0.05
         c.on_throttle(t, now)
+    # At most what the successes between those throttles measured: far above a call per
+    # round trip (10/s).
+    assert c.rate >= rate / 4, f"{c.rate} after {rate}"
+
+
+def test_a_throttle_after_a_startup_a_queue_ended_halves_the_rate_until_measured() -> None:
+    """Startup ends because answers slowed (a queue at the endpoint), before any throttle;
+    then calls sent at the rate it set meet an empty bucket. Nothing measured the refill
+    yet: the estimate from throttles with no success between them is a call per round
+    trip, and taking it would cut the rate a hundredfold. Halve per round instead, as
+    after a first throttle in startup, until answers cover a round trip."""
+    c = Controller(ControllerProfile())
+    c.on_success(c.on_send(0.0), 0.1, 0.1, 0)  # the canary
+    now = 0.1
+    while c.phase == "startup":
+        tickets = [c.on_send(now) for _ in range(int(c.cwnd))]
+        latency = 0.1 if now < 0.5 else 0.5  # answers slow down: a queue builds
+        for t in tickets:
+            now += 0.002
+            c.on_success(t, latency, now, len(tickets))
+            if c.phase != "startup":
+                break
+    assert c.rate is not None and not c.throttled
+    rate = c.rate
+    now = max(now, c.send_at())
+    late = [c.on_send(now + 0.001 * k) for k in range(20)]  # sent at that rate
+    now += 0.5
+    for t in late[:5]:  # the bucket ran dry under them
+        now += 0.001
+        c.on_throttle(t, now)
     assert c.rate >= rate / 2, f"{c.rate} after {rate}"
+
+
+def _drive(
+    c: Controller,
+    now: float,
+    until: float,
+    latency: float,
+    through: Callable[[float], bool] = lambda sent: True,
+) -> float:
+    """Calls sent whenever the window and the pace allow, each answered ``latency``
+    later: a success if ``through(sent at)``, else a throttle. Returns the time reached."""
+    answers: list[tuple[float, int, float]] = []
+    while now < until:
+        if len(answers) < c.limit and c.send_at() <= now:
+            heapq.heappush(answers, (now + latency, c.on_send(now), now))
+            continue
+        room = c.send_at() if len(answers) < c.limit else math.inf
+        now = max(now, min(room, answers[0][0] if answers else math.inf))
+        while answers and answers[0][0] <= now:
+            at, ticket, sent = heapq.heappop(answers)
+            if through(sent):
+                c.on_success(ticket, at - sent, at, len(answers))
+            else:
+                c.on_throttle(ticket, at)
+    return now
+
+
+def test_a_throttle_at_a_rate_a_lagging_endpoint_set_is_a_decrease_not_a_probes_step_back() -> None:
+    """Probes doubled the rate; then answers slowed to six times the fastest and the rate
+    fell to what the endpoint answered. The next throttle meets that rate: it is lowered
+    as any measured rate is (to no less than 0.7 of it), not divided by the last probe's
+    step (2), which was taken from a rate long gone."""
+    c = Controller(ControllerProfile())
+    c.on_success(c.on_send(0.0), 0.1, 0.1, in_flight=1)
+    c.on_throttle(c.on_send(0.1), 0.2)  # paced from here
+    now = _drive(c, 0.2, 2.0, 0.1)
+    probed = c.rate
+    assert probed is not None and probed > 200  # the probes found room: steps of up to 2x
+    now = _drive(c, now, 3.0, 0.6)  # the endpoint lags: answers take 0.6 s
+    lagging = c.rate
+    assert lagging is not None and lagging < probed / 2
+    mark = now
+    _drive(c, now, now + 1.0, 0.6, through=lambda sent: sent < mark)  # the bucket runs dry
+    assert c.rate is not None
+    assert c.rate >= ControllerProfile().most_decrease * lagging - 1e-9, (c.rate, lagging)

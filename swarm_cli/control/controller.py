@@ -195,8 +195,11 @@ class Controller:
                 # at the most it delivered (BBR's full pipe), or at what is in flight now.
                 self.stage = "paced"
                 self._next_probe = now + self._probe_interval()
-                # Answers to calls sent at the startup's pace say nothing of this one.
+                # Answers to calls sent at the startup's pace say nothing of this one, and
+                # nothing has measured the refill: a throttle to come halves the rate per
+                # round until answers cover a round trip, as after a first throttle.
                 self._recover = self._sent
+                self._until_ready = True
                 carried = max(in_flight, 1) * size / self._srtt()
                 self._set_rate(max(self.rounds.best, carried) if self.rounds.best else carried)
             else:
@@ -430,6 +433,9 @@ class Controller:
             delivered = self.noise.correct(self._delivered_since_probe / seconds)
             behind = delivered < KEEP_UP * self.rate
         if calm and behind:
+            # A rate the endpoint's answers set, not a probe's: a throttle at it is met
+            # by a decrease, not by a step back from it, and probes start small again.
+            self._probed, self._streak = False, 0
             self._set_rate(min(self.rate, delivered * self.profile.probe_gain))
         elif calm and self.pacer.binds and not self._queued():
             if self._probed:
