@@ -29,19 +29,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from botocore.config import Config
-from botocore.exceptions import (
-    ClientError,
-    NoCredentialsError,
-    ParamValidationError,
-    PartialCredentialsError,
-)
-
-from .ec2 import THROTTLE_CODES, THROTTLE_STATUSES
 from .targets import ACCOUNT_ID, REGION
 
 if TYPE_CHECKING:
     import boto3
+    from botocore.config import Config
 
 ROLE_ARN = re.compile(r"arn:(aws[a-z-]*):iam::([^:]*):role/(.+)")
 # STS's own limits, checked here so that the error can name the file and line.
@@ -172,6 +164,8 @@ def assume(
         from .ec2 import new_session
 
         session = new_session(region=region)
+    from botocore.config import Config
+
     # Our own throttle retries below; botocore's would also retry what is not one.
     config = Config(
         retries={"mode": "standard", "total_max_attempts": 1},
@@ -283,6 +277,15 @@ _sleep: Callable[[float], None] = time.sleep
 
 
 def _sts_call(account: Account, doing: str, call: Callable[[], _T]) -> _T:
+    from botocore.exceptions import (
+        ClientError,
+        NoCredentialsError,
+        ParamValidationError,
+        PartialCredentialsError,
+    )
+
+    from .ec2 import THROTTLE_CODES, THROTTLE_STATUSES
+
     for attempt in range(1, STS_ATTEMPTS + 1):
         try:
             return call()

@@ -12,9 +12,6 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TextIO, TypeVar
 
-from botocore.config import Config
-
-from .ec2 import classify_exception, redact_url
 from .errors import EXIT_CREDENTIALS, EXIT_REFUSED, EXIT_USAGE, SwarmError
 from .outcome import Kind
 from .targets import ACCOUNT_ID
@@ -64,6 +61,10 @@ def check_account(
     """
     if not ACCOUNT_ID.fullmatch(expected):
         raise RailError(f"--expect-account {expected!r}: expected 12 digits", EXIT_USAGE)
+    from botocore.config import Config
+
+    from .ec2 import classify_exception
+
     try:
         if hasattr(session_or_client, "get_caller_identity"):
             sts = session_or_client
@@ -189,6 +190,8 @@ def confirmation_text(
     count; ``sample`` is (instance ID, Name tag) pairs, of which the first
     ``SAMPLE_SIZE`` are shown.
     """
+    from .ec2 import redact_url
+
     noun = resource if count == 1 else f"{resource}s"
     if account is None:
         who = "not checked (pass --expect-account to check it)"

@@ -71,3 +71,23 @@ def test_the_collector_pauses_for_the_imports_of_the_command_line_only() -> None
     # Next to no pass over the objects the imports made (boto3, botocore, typer, rich):
     # without the pause there are about a hundred, ten of them over the older ones too.
     assert after[0] - before[0] <= 5 and after[1:] == before[1:], (before, after)
+
+
+def test_help_and_usage_errors_never_import_boto3() -> None:
+    """``swarm --help``, a command's help and a wrong option answer at once: boto3 and
+    botocore (a third of a second) wait until a command acts."""
+    code = (
+        "import json, sys\n"
+        "from swarm_cli.cli import main\n"
+        "for argv in (['--help'], ['terminate', '--help'], ['terminate', '--no-such']):\n"
+        "    sys.argv = ['swarm', *argv]\n"
+        "    try:\n"
+        "        main()\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('boto'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
