@@ -552,3 +552,28 @@ def test_a_throttle_at_a_rate_a_lagging_endpoint_set_is_a_decrease_not_a_probes_
     _drive(c, now, now + 1.0, 0.6, through=lambda sent: sent < mark)  # the bucket runs dry
     assert c.rate is not None
     assert c.rate >= ControllerProfile().most_decrease * lagging - 1e-9, (c.rate, lagging)
+
+
+def test_a_stall_of_the_client_itself_is_not_an_endpoint_falling_behind() -> None:
+    """On a starved machine the whole process stops for a second and a half: nothing is
+    sent, and the one call in flight is answered late. Few answers in that interval, and
+    a slow one, but the window never filled: the endpoint was not what held them back,
+    and the pace stays where it was."""
+    c = Controller(ControllerProfile())
+    c.on_success(c.on_send(0.0), 0.1, 0.1, in_flight=1)
+    c.on_throttle(c.on_send(0.1), 0.2)  # paced from here
+    now = 0.2
+    for _ in range(40):  # one call at a time, each answered in 0.07 s
+        now = max(now, c.send_at())
+        c.on_success(c.on_send(now), 0.07, now + 0.07, in_flight=1)
+        now += 0.07
+    rate = c.rate
+    assert rate is not None
+    ticket = c.on_send(now)
+    now += 1.6  # the process stalls: nothing leaves, the answer is read late
+    c.on_success(ticket, 1.6, now, in_flight=1)
+    for _ in range(6):
+        now = max(now, c.send_at())
+        c.on_success(c.on_send(now), 0.07, now + 0.07, in_flight=1)
+        now += 0.07
+    assert c.rate >= ControllerProfile().most_decrease * rate, (c.rate, rate)

@@ -108,6 +108,7 @@ class Controller:
         self._throttles_since_probe = 0
         self._answers_since_probe = 0
         self._delivered_since_probe = 0  # IDs that succeeded since the last probe
+        self._filled_since_probe = False  # the calls in flight reached the cap since then
         self._probe_from: float | None = None  # when that count started
         self._until_ready = False  # paced at a guess until the estimate covers a round trip
         self._probed = False  # the rate was raised by a probe since the last decrease
@@ -165,6 +166,8 @@ class Controller:
         self._size = size
         at = 0.0 if now is None else now
         self._in_flight[self._sent] = (at, size)
+        if len(self._in_flight) >= self.limit:
+            self._filled_since_probe = True
         if self.rate is not None:
             self.pacer.on_send(at, size, self.rate)
         elif self.stage == "startup":
@@ -349,6 +352,7 @@ class Controller:
         self.rounds = DeliveryRounds()
         self._probe_from = None
         self._held, self._noisy, self._random = None, False, 0.0
+        self._filled_since_probe = False
         self._recent.clear()
 
     # Parts.
@@ -426,7 +430,10 @@ class Controller:
         # What the endpoint answered over the interval, counting the noise's throttles
         # as answered: far under the pace, with few throttles, it serves no more (a queue
         # builds where it answers slower, and probing would only lengthen it).
+        # Only where the cap held calls back: with room to spare, few answers are what
+        # was sent (a client starved of CPU stalls its sends and reads answers late).
         slowed = self.srtt is not None and self.srtt > SLOWED * self._rtt()
+        slowed = slowed and self._filled_since_probe
         behind = False
         if slowed and self._probe_from is not None:  # the first interval has no start
             seconds = max(now - self._probe_from, 1e-3)
@@ -450,6 +457,7 @@ class Controller:
         self._next_probe = now + interval
         self._throttles_since_probe = self._answers_since_probe = 0
         self._delivered_since_probe, self._probe_from = 0, now
+        self._filled_since_probe = len(self._in_flight) >= self.limit
 
     def _probe_interval(self) -> float:
         base = max(self.profile.probe_interval, self.profile.probe_rounds * self._rtt())
