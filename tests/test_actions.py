@@ -38,11 +38,11 @@ def states(box: Sandbox, ids: Sequence[str], region: str = "us-east-1") -> set[s
         ("terminate", "running", "terminated"),
     ],
 )
-def test_each_action_moves_300_instances_to_its_state_and_waits_for_it(
+def test_each_action_moves_120_instances_to_its_state_and_waits_for_it(
     tmp_path: Path, action: str, before: str, after: str
 ) -> None:
     with Sandbox(OPEN) as box:
-        ids = box.launch(300)
+        ids = box.launch(120)
         if before == "stopped":
             box.client().stop_instances(InstanceIds=ids)
         assert states(box, ids) == {before}
@@ -57,10 +57,10 @@ def test_each_action_moves_300_instances_to_its_state_and_waits_for_it(
             "--wait",
         )
         assert states(box, ids) == {after}
-        assert box.counters.accepted_by_action.get(f"{action.capitalize()}Instances") == 300
+        assert box.counters.accepted_by_action.get(f"{action.capitalize()}Instances") == 120
     assert code == 0, report
-    assert report["action"] == action and report["counts"]["succeeded"] == 300
-    assert report["wait"]["reached"] == 300
+    assert report["action"] == action and report["counts"]["succeeded"] == 120
+    assert report["wait"]["reached"] == 120
     reached = [r for r in read_records(str(ledger)) if r.code == "Reached"]
     assert {r.id for r in reached} == set(ids) and all(r.action == action for r in reached)
 
