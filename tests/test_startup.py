@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 # Modules no terminate, stop, start or reboot needs before its first call: the fake EC2
 # and its server, the live view's machinery (a terminal may not be there), the report
@@ -31,12 +32,16 @@ DEFERRED = (
 )
 
 
-def imported_after(statement: str) -> set[str]:
-    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+def last_json(code: str) -> Any:
+    """What a fresh interpreter running ``code`` printed last, read as JSON."""
     done = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
     )
-    return set(json.loads(done.stdout))
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def imported_after(statement: str) -> set[str]:
+    return set(last_json(f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"))
 
 
 def test_the_command_line_defers_what_an_action_run_does_not_need() -> None:
@@ -63,13 +68,10 @@ def test_the_collector_pauses_for_the_imports_of_the_command_line_only() -> None
         "after = [s['collections'] for s in gc.get_stats()]\n"
         "print(json.dumps([gc.isenabled(), before, after]))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
-    )
-    enabled, before, after = json.loads(done.stdout)
+    enabled, before, after = last_json(code)
     assert enabled  # as it was before the import
-    # Next to no pass over the objects the imports made (boto3, botocore, typer, rich):
-    # without the pause there are about a hundred, ten of them over the older ones too.
+    # Next to no pass over the objects the imports made (typer, rich, swarm's modules):
+    # without the pause there are some forty, a few of them over the older ones too.
     assert after[0] - before[0] <= 5 and after[1:] == before[1:], (before, after)
 
 
@@ -87,7 +89,4 @@ def test_help_and_usage_errors_never_import_boto3() -> None:
         "        pass\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('boto'))))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
-    )
-    assert json.loads(done.stdout.splitlines()[-1]) == []
+    assert last_json(code) == []

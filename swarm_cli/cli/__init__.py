@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import gc
 
-# Importing the commands makes tens of thousands of objects (boto3, botocore, typer,
-# rich), next to none of them garbage: the collector's passes over them would cost the first
-# call a tenth of its start. Paused for the imports only; main() keeps it off (see there).
+# Importing the commands makes tens of thousands of objects (typer, rich, swarm's own
+# modules; boto3 and botocore come when a command acts, with main() keeping the collector
+# off), next to none of them garbage: the collector's passes over them would cost the
+# first call part of its start. Paused for the imports only; main() keeps it off (see there).
 _collecting = gc.isenabled()
 gc.disable()
 try:
