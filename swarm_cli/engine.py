@@ -58,6 +58,9 @@ Backoff = Callable[[int], float]
 # The dispatcher never sleeps longer than this, so a stop asked for by a signal
 # handler (which must not take locks) is seen within it.
 POLL = 0.05
+# A wait that ended this much later than asked: the process itself stood still (starved of
+# CPU, stopped), and the threads reading answers stood still with it.
+STOOD_STILL = 0.5
 
 
 class Timeouts(Protocol):
@@ -161,6 +164,7 @@ class Engine:
         # (deadline, ticket) of calls sent: the dispatcher looks at the earliest only.
         # Entries of calls already over are dropped when they reach the top.
         self._deadlines: list[tuple[float, int]] = []
+        self._wake_at: float | None = None  # when the dispatcher's wait was to end
         self._closed = False
         self._result = RunResult()
         # Set without a lock (a signal handler may set them); read by the dispatcher.
@@ -260,6 +264,7 @@ class Engine:
             self._emit(Stopping, outcome=self._stop_cause)
             return None, False
         now = self.clock()
+        self._stood_still(now)
         self._expire(now)
         if now >= self.outage.give_up_at():
             self._give_up(now)
@@ -282,7 +287,8 @@ class Engine:
             wake.append(self._delayed[0][0])
         if self._queue and now < ready_at:
             wake.append(ready_at)
-        self.runtime.wait(self._cond, max(0.0, min(wake) - now))
+        self._wake_at = min(wake)
+        self.runtime.wait(self._cond, max(0.0, self._wake_at - now))
         return None, True
 
     def _send(self, now: float) -> _Call:
@@ -327,11 +333,13 @@ class Engine:
                 if not self._calls or len(self._signals) != signals:
                     break
                 now = self.clock()
+                self._stood_still(now)
                 self._expire(now)
                 if now >= deadline:
                     break
                 if not self._raised():
-                    self.runtime.wait(self._cond, min(POLL, deadline - now))
+                    self._wake_at = now + min(POLL, deadline - now)
+                    self.runtime.wait(self._cond, self._wake_at - now)
 
     def _close(self) -> None:
         """Resolve every open intent ``pending``, with the reason the run stopped."""
@@ -385,6 +393,19 @@ class Engine:
                 return  # given up on already: its intents were requeued or recorded
             self._finish(call, outcomes, self.clock())
             self._cond.notify_all()
+
+    def _stood_still(self, now: float) -> None:
+        """A wait that ended far later than asked: the whole process stood still, and the
+        answers that came meanwhile are unread. The calls in flight get that time back
+        before they count as unanswered: a deadline measures the endpoint, not this
+        machine."""
+        wake, self._wake_at = self._wake_at, None
+        if wake is None or now - wake < STOOD_STILL:
+            return
+        late = now - wake
+        self._deadlines = [(at + late, ticket) for at, ticket in self._deadlines]  # still a heap
+        for call in self._calls.values():
+            call.deadline += late
 
     def _expire(self, now: float) -> None:
         """Give up on calls past their deadline: their intents count as unanswered."""

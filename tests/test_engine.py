@@ -497,3 +497,43 @@ def test_intents_not_there_yet_are_asked_again_without_charging_attempts() -> No
     )
     assert result.counts["succeeded"] == 3
     assert asked == dict.fromkeys(ids(3), 5)
+
+
+class StandsStill(VirtualRuntime):
+    """A virtual clock on which the whole process stands still once, for ``seconds``, at
+    ``at``: a wait asked to end then ends that much later, and nothing else ran meanwhile
+    (answers that came are read after it, as on a machine starved of CPU)."""
+
+    def __init__(self, latency: float, at: float, seconds: float) -> None:
+        super().__init__(lambda: latency)
+        self.stall_at, self.seconds = at, seconds
+
+    def wait(self, cond: threading.Condition, timeout: float) -> None:
+        if self.seconds and self.now + timeout >= self.stall_at:
+            self.now = max(self.now + timeout, self.stall_at) + self.seconds
+            self.seconds = 0.0
+            return
+        super().wait(cond, timeout)
+
+
+def test_a_call_answered_while_the_client_stood_still_is_not_timed_out() -> None:
+    # A call takes 0.5 s and may take 1 s; the process stands still for 3 s from 0.1 s,
+    # with the answer waiting to be read. Counting the stall against the endpoint would
+    # give up on a call that answered, and charge the window a time-out.
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    runtime = StandsStill(latency=0.5, at=0.1, seconds=3.0)
+    result = Engine(
+        action,
+        Window(RATE),
+        timeouts=FixedTimeout(1.0),
+        backoff=lambda n: 0.0,
+        subscribers=[events.append],
+        runtime=runtime,
+    ).run(ids(1))
+    assert result.counts == {"succeeded": 1, "failed": 0, "missing": 0, "pending": 0}
+    assert [e for e in events if e.type == "timed_out"] == []
+    assert [e.ids for e in events if e.type == "sent"] == [("i-00000000",)]
+    assert runtime.now > 3.0  # the stall did happen
