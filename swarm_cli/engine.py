@@ -58,8 +58,8 @@ Backoff = Callable[[int], float]
 # The dispatcher never sleeps longer than this, so a stop asked for by a signal
 # handler (which must not take locks) is seen within it.
 POLL = 0.05
-# A wait that ended this much later than asked: the process itself stood still (starved of
-# CPU, stopped), and the threads reading answers stood still with it.
+# The dispatcher back this much later than it meant to be: the process itself stood still
+# (starved of CPU, stopped), and the threads reading answers stood still with it.
 STOOD_STILL = 0.5
 
 
@@ -164,7 +164,7 @@ class Engine:
         # (deadline, ticket) of calls sent: the dispatcher looks at the earliest only.
         # Entries of calls already over are dropped when they reach the top.
         self._deadlines: list[tuple[float, int]] = []
-        self._wake_at: float | None = None  # when the dispatcher's wait was to end
+        self._wake_at: float | None = None  # when the dispatcher meant to be back
         self._closed = False
         self._result = RunResult()
         # Set without a lock (a signal handler may set them); read by the dispatcher.
@@ -265,6 +265,7 @@ class Engine:
             return None, False
         now = self.clock()
         self._stood_still(now)
+        self._wake_at = now  # back at once, unless it waits below
         self._expire(now)
         if now >= self.outage.give_up_at():
             self._give_up(now)
@@ -395,10 +396,10 @@ class Engine:
             self._cond.notify_all()
 
     def _stood_still(self, now: float) -> None:
-        """A wait that ended far later than asked: the whole process stood still, and the
-        answers that came meanwhile are unread. The calls in flight get that time back
-        before they count as unanswered: a deadline measures the endpoint, not this
-        machine."""
+        """The dispatcher back far later than it meant to be (from a wait, or from
+        sending): the whole process stood still, and the answers that came meanwhile are
+        unread. The calls in flight get that time back before they count as unanswered:
+        a deadline measures the endpoint, not this machine."""
         wake, self._wake_at = self._wake_at, None
         if wake is None or now - wake < STOOD_STILL:
             return
