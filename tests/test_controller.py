@@ -107,6 +107,27 @@ def test_noise_floor_learns_throttles_that_do_not_answer_to_a_decrease() -> None
     assert n.quiet()
 
 
+def test_noise_floor_a_judgment_in_between_keeps_the_strike() -> None:
+    # Random throttles at a fifth of calls, judged over sixteen answers each: one
+    # decrease's answers held the share (4 of 16), the next's came out low by chance
+    # (2 of 16: neither held nor plainly fell), the third's held again. That is two
+    # decreases that did not help, not a streak broken.
+    n = NoiseFloor()
+    for k in range(64):
+        n.on_answer(k, throttled=k % 5 == 0)
+    backs = []
+    start = 64
+    for attempt, throttled in enumerate((4, 2, 4)):
+        n.decreased(rate_before=100.0 - attempt, ticket=start)
+        back = None
+        for j in range(AFTER):
+            back = n.on_answer(start + 1 + j, throttled=j % (AFTER // throttled) == 0) or back
+        backs.append(back)
+        start += AFTER + 1
+    assert backs == [None, None, 98.0]
+    assert 0.2 <= n.floor <= 0.3
+
+
 def test_noise_floor_keeps_a_decrease_that_worked() -> None:
     n = NoiseFloor()
     for k in range(64):

@@ -16,6 +16,7 @@ WEIGHT = 1 / 16  # of each answer in the running throttle share
 AFTER = 16  # answers after a decrease before it is judged
 LOUD = 0.1  # a share under this is what pacing just above the refill costs anyway
 HELD = 0.7  # a share that kept this much of itself did not answer to the decrease
+FELL = 0.5  # ... and one that fell under this much of itself did
 STRIKES = 2  # decreases in a row that did not help
 MOST = 0.5  # more than this share of throttles is a limit, whatever else it is
 # Throttles up to this share above the noise are quiet: one throttle among a dozen
@@ -51,9 +52,11 @@ class NoiseFloor:
             return None
         self._pending = None
         after = d.throttled / d.answers
-        if not (d.share_before >= LOUD and after >= LOUD and after >= HELD * d.share_before):
-            self._strikes = 0
+        if d.share_before < LOUD or after < FELL * d.share_before:
+            self._strikes = 0  # few throttles before, or the decrease plainly helped
             return None
+        if after < LOUD or after < HELD * d.share_before:
+            return None  # between: sixteen answers say neither
         # Twice in a row, so that one decrease that fell short of the limit is not noise.
         self._strikes += 1
         if self._strikes < STRIKES:
