@@ -7,6 +7,7 @@ import itertools
 import math
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -598,3 +599,31 @@ def test_a_stall_of_the_client_itself_is_not_an_endpoint_falling_behind() -> Non
         c.on_success(c.on_send(now), 0.07, now + 0.07, in_flight=1)
         now += 0.07
     assert c.rate >= ControllerProfile().most_decrease * rate, (c.rate, rate)
+
+
+def test_throttles_too_frequent_for_a_round_trip_span_still_end_the_wait_for_one() -> None:
+    """After the bucket ran dry the rate is a guess until answers between two throttles
+    cover a round trip. With one call in five throttled at random, 200 calls a second
+    and 1 s answers, no span with enough successes lasts a round trip (twenty calls
+    take a tenth of a second): the guess would stay for the whole run, cut once per
+    round. Three round trips of answers since it ran dry stand for one."""
+    c = Controller(replace(ControllerProfile(), check_answers=0))
+    c.on_success(c.on_send(0.0), 1.0, 1.0, in_flight=1)
+    sends = [1.0 + k / 200 for k in range(1200)]  # 200 a second for six seconds
+    events = sorted(
+        [(t, 0, k) for k, t in enumerate(sends)] + [(t + 1.0, 1, k) for k, t in enumerate(sends)]
+    )
+    tickets: dict[int, int] = {}
+    waiting = []
+    for at, answer, k in events:
+        if not answer:
+            tickets[k] = c.on_send(at)
+        elif k % 5 == 4:
+            c.on_throttle(tickets[k], at)
+        else:
+            c.on_success(tickets[k], 1.0, at, in_flight=200)
+        if answer and k % 5 == 4:
+            waiting.append((at, c._until_ready))
+    first = waiting[0][0]
+    assert all(w for at, w in waiting if at < first + 2.5)  # a guess for a while
+    assert not any(w for at, w in waiting if at > first + 3.5)

@@ -40,6 +40,7 @@ CHECK_FEWEST = 4  # answers that judge whether a throttle in startup was the buc
 HELD = 0.5  # ... and the share of them a slower pace keeps when they are random
 RANDOM = 0.15  # ... and the least share of throttles that says they are
 SLOW_GAP = 4.0  # gaps this many round trips long are a slow refill's
+READY_ROUNDS = 3.0  # round trips since the bucket ran dry that cover one whatever the span
 SLOWED = 2.0  # answers this many times slower than the fastest: the endpoint may be behind
 
 
@@ -111,6 +112,7 @@ class Controller:
         self._filled_since_probe = False  # the calls in flight reached the cap since then
         self._probe_from: float | None = None  # when that count started
         self._until_ready = False  # paced at a guess until the estimate covers a round trip
+        self._dry_at = 0.0  # ... from when the bucket ran dry
         self._probed = False  # the rate was raised by a probe since the last decrease
         self._backoff = 0  # probes found the limit this many times more than they found room
         self._step = 1.0  # what the last probe multiplied the rate by
@@ -202,7 +204,7 @@ class Controller:
                 # nothing has measured the refill: a throttle to come halves the rate per
                 # round until answers cover a round trip, as after a first throttle.
                 self._recover = self._sent
-                self._until_ready = True
+                self._until_ready, self._dry_at = True, math.inf  # not dry yet
                 carried = max(in_flight, 1) * size / self._srtt()
                 self._set_rate(max(self.rounds.best, carried) if self.rounds.best else carried)
             else:
@@ -210,7 +212,7 @@ class Controller:
         else:
             if back is not None:
                 self._set_rate(back)
-            elif self._until_ready and self.estimator.ready(now, self._srtt()):
+            elif self._until_ready and self._ready(now, self._srtt()):
                 self._until_ready = False
                 rtt = self._srtt()
                 self._set_rate(self.noise.correct(self.estimator.upper(now, rtt, size)))
@@ -259,7 +261,7 @@ class Controller:
             # Nothing sent since has been answered yet: half what was sending, until it is.
             self._set_rate(sending * size / 2)
             self._recover = self._sent
-            self._until_ready = True
+            self._until_ready, self._dry_at = True, now
             self._next_probe = now + self._probe_interval()
         elif back is not None:
             self._set_rate(back)
@@ -267,10 +269,11 @@ class Controller:
             self._answers_since_probe += 1
             if not self.noise.quiet():
                 self._throttles_since_probe += 1
-            if self._until_ready and self.estimator.ready(now, rtt):
+            if self._until_ready and self._ready(now, rtt):
                 self._until_ready = False
                 self._set_rate(upper)
             elif self._until_ready:
+                self._dry_at = min(self._dry_at, now)
                 # No answer yet covers a round trip of calls sent since the bucket ran dry:
                 # half what may leave, once per round of calls sent since the last halving
                 # (a startup that overshot has a window's worth of throttles on the way, and
@@ -458,6 +461,14 @@ class Controller:
         self._throttles_since_probe = self._answers_since_probe = 0
         self._delivered_since_probe, self._probe_from = 0, now
         self._filled_since_probe = len(self._in_flight) >= self.limit
+
+    def _ready(self, now: float, rtt: float) -> bool:
+        """Whether answers since the bucket ran dry cover a round trip: in the span
+        between two throttles, or (where throttles come so often that such a span is
+        always short: a share of them random) over several round trips since."""
+        if self.estimator.ready(now, rtt):
+            return True
+        return now - self._dry_at >= READY_ROUNDS * rtt and self.estimator.solid(now)
 
     def _probe_interval(self) -> float:
         base = max(self.profile.probe_interval, self.profile.probe_rounds * self._rtt())
