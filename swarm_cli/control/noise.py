@@ -17,7 +17,7 @@ AFTER = 16  # answers after a decrease before it is judged
 LOUD = 0.1  # a share under this is what pacing just above the refill costs anyway
 HELD = 0.7  # a share that kept this much of itself did not answer to the decrease
 FELL = 0.5  # ... and one that fell under this much of itself did
-STRIKES = 2  # decreases in a row that did not help
+STRIKES = 2  # decreases that did not help, with none between that plainly did
 MOST = 0.5  # more than this share of throttles is a limit, whatever else it is
 # Throttles up to this share above the noise are quiet: one throttle among a dozen
 # answers (calls arriving bunched at a small bucket) lowers nothing; two do.
@@ -57,7 +57,7 @@ class NoiseFloor:
             return None
         if after < LOUD or after < HELD * d.share_before:
             return None  # between: sixteen answers say neither
-        # Twice in a row, so that one decrease that fell short of the limit is not noise.
+        # Twice, so that one decrease that fell short of the limit is not noise.
         self._strikes += 1
         if self._strikes < STRIKES:
             return None
