@@ -398,8 +398,9 @@ class Engine:
     def _stood_still(self, now: float) -> None:
         """The dispatcher back far later than it meant to be (from a wait, or from
         sending): the whole process stood still, and the answers that came meanwhile are
-        unread. The calls in flight get that time back before they count as unanswered:
-        a deadline measures the endpoint, not this machine."""
+        unread. The calls in flight get that time back before they count as unanswered,
+        and an outage before it is given up on: a deadline measures the endpoint, not
+        this machine."""
         wake, self._wake_at = self._wake_at, None
         if wake is None or now - wake < STOOD_STILL:
             return
@@ -407,6 +408,7 @@ class Engine:
         self._deadlines = [(at + late, ticket) for at, ticket in self._deadlines]  # still a heap
         for call in self._calls.values():
             call.deadline += late
+        self.outage.stood_still(late)
 
     def _expire(self, now: float) -> None:
         """Give up on calls past their deadline: their intents count as unanswered."""

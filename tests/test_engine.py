@@ -537,3 +537,30 @@ def test_a_call_answered_while_the_client_stood_still_is_not_timed_out() -> None
     assert [e for e in events if e.type == "timed_out"] == []
     assert [e.ids for e in events if e.type == "sent"] == [("i-00000000",)]
     assert runtime.now > 3.0  # the stall did happen
+
+
+def test_an_outage_is_not_given_up_for_the_time_the_client_stood_still() -> None:
+    # The endpoint answers nothing until 3 s, and may do so for 5 s; the process stands
+    # still from 1 s to 11 s. That stand-still is not the endpoint's: once back, the run
+    # probes, finds the endpoint answering, and finishes.
+    runtime = StandsStill(latency=0.01, at=1.0, seconds=10.0)
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        if runtime.now < 3.0:
+            return dict.fromkeys(batch, UNREACHABLE)
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        Window(RATE.bounded(max_window=8)),
+        max_attempts=2,
+        backoff=lambda n: 0.0,
+        outage=Outage(max_outage=5.0, first_gap=0.1, max_gap=0.2),
+        subscribers=[events.append],
+        runtime=runtime,
+    ).run(ids(20))
+    assert result.counts["succeeded"] == 20
+    types = [e.type for e in events]
+    assert "outage" in types and "recovered" in types
+    assert runtime.now > 11.0  # the stand-still did happen
