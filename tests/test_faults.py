@@ -301,6 +301,31 @@ def test_throttles_without_a_body_shrink_the_window_and_fail_nothing(
     assert report["throttled_calls"] > 0 and report["window"]["decreases"] > 0
 
 
+def test_a_fifth_of_calls_throttled_at_random_neither_stalls_nor_loses_the_run(
+    tmp_path: Path,
+) -> None:
+    # A generous bucket that also answers a fifth of calls with an empty 503 at random:
+    # slowing down does not reduce those, and a run that took them for the limit would
+    # cut its pace for each (once, swarm's stalled for minutes on this).
+    config = SandboxConfig(
+        BucketSpec(100, 100),
+        BucketSpec(100_000, 100_000),
+        latency=0.02,
+        throttle_share=0.2,
+        empty_throttle_status=503,
+    )
+    with Sandbox(config) as box:
+        ids = box.launch(100)
+        code, report = terminate_json(
+            box, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--batch-size", "1"
+        )
+        assert running(box, ids) == set()
+    assert code == 0
+    assert report["counts"]["succeeded"] == 100 and report["retries"] == 0
+    # About a fifth of all calls: the random ones were met, and answered by sending again.
+    assert 0.1 * report["calls"] <= report["throttled_calls"] <= 0.35 * report["calls"]
+
+
 def credential_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int) -> None:
     """A profile whose credentials come from a process that works ``good`` times, then fails.
 

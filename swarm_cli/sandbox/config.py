@@ -44,6 +44,9 @@ class SandboxConfig:
     latency: float = 0.0
     jitter: float = 0.0
     error_rate: float = 0.0
+    # A share of the instance actions' calls throttled at random, whatever the buckets
+    # hold and without spending their tokens (an API busy with others' calls).
+    throttle_share: float = 0.0
     seed: int = 0
     region: str = "us-east-1"
     # Answer an empty bucket with this status and no body (as some proxies and

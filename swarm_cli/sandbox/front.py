@@ -257,6 +257,10 @@ class Ec2Front:
                 self._buckets[key] = buckets
             calls, per_instance = buckets
             mutating = action in MUTATING
+            share = self.config.throttle_share
+            if mutating and share and self._rng.random() < share:
+                self._throttled(key, mutating)
+                return "requests"
             calls.refill(now)
             if per_instance is not None:
                 per_instance.refill(now)
