@@ -249,7 +249,9 @@ def run_demo(
     console.print(
         f"[bold]swarm demo[/]: a local fake EC2 (moto behind EC2-style token buckets: "
         f"{r.burst:g} calls burst, refilling {r.rate:g}/s; latency {config.latency * 1000:.0f} ms; "
-        f"{config.error_rate:.0%} server errors; {where}). No AWS account is used; nothing "
+        f"{config.error_rate:.0%} server errors; "
+        + (f"{config.throttle_share:.0%} throttled at random; " if config.throttle_share else "")
+        + f"{where}). No AWS account is used; nothing "
         "leaves this machine."
     )
     names = (config.region, *(n for n in DEMO_REGIONS if n != config.region))[:regions]

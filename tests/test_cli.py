@@ -282,6 +282,34 @@ def test_demo_terminates_every_instance(tmp_path: Path) -> None:
     assert len(ledger_by_id(tmp_path / "demo.jsonl")) == 40
 
 
+def test_demo_with_calls_throttled_at_random_still_terminates_every_instance(
+    tmp_path: Path,
+) -> None:
+    code, out, err = swarm(
+        "demo",
+        "--count",
+        "30",
+        "--rate",
+        "200",
+        "--error-rate",
+        "0",
+        "--throttle-share",
+        "0.3",
+        "--progress",
+        "none",
+        "--output",
+        "json",
+        "--ledger",
+        str(tmp_path / "demo.jsonl"),
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["sandbox"]["terminated"] == 30
+    assert report["counts"]["succeeded"] == 30
+    assert report["throttled_calls"] > 0  # the random ones: the bucket alone never runs dry
+    assert "30% throttled at random" in err
+
+
 def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
     env_file, ids_file = tmp_path / "sandbox.env", tmp_path / "ids.txt"
     proc = subprocess.Popen(

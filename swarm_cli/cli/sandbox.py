@@ -94,6 +94,17 @@ ErrorRateOpt = Annotated[
         help="Share of calls answered HTTP 500 InternalError.",
     ),
 ]
+ThrottleShareOpt = Annotated[
+    float,
+    typer.Option(
+        "--throttle-share",
+        metavar="SHARE",
+        min=0,
+        max=1,
+        help="Share of instance calls throttled at random, whatever the buckets hold (an API "
+        "busy with other clients' calls).",
+    ),
+]
 ProtectedOpt = Annotated[
     int,
     typer.Option(
@@ -153,6 +164,7 @@ def _sandbox_config(
     latency: float | None,
     error_rate: float,
     seed: int,
+    throttle_share: float = 0.0,
 ) -> SandboxConfig:
     from ..sandbox import PRESETS, BucketSpec
 
@@ -168,6 +180,7 @@ def _sandbox_config(
         resources=bucket(base.resources, resource_burst, resource_rate),
         latency=latency,
         error_rate=error_rate,
+        throttle_share=throttle_share,
         seed=seed,
     )
 
@@ -201,6 +214,7 @@ def demo(
     resource_burst: ResourceBurstOpt = None,
     latency: LatencyOpt = None,
     error_rate: ErrorRateOpt = 0.02,
+    throttle_share: ThrottleShareOpt = 0.0,
     protected: ProtectedOpt = 0,
     missing: MissingOpt = 0,
     seed: SeedOpt = 0,
@@ -256,6 +270,7 @@ def demo(
         latency=latency,
         error_rate=error_rate,
         seed=seed,
+        throttle_share=throttle_share,
     )
     ledger_path = ledger or os.path.join(
         tempfile.gettempdir(), f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
@@ -352,6 +367,7 @@ def sandbox_cmd(
     resource_burst: ResourceBurstOpt = None,
     latency: LatencyOpt = None,
     error_rate: ErrorRateOpt = 0.0,
+    throttle_share: ThrottleShareOpt = 0.0,
     protected: ProtectedOpt = 0,
     missing: MissingOpt = 0,
     seed: SeedOpt = 0,
@@ -387,6 +403,7 @@ def sandbox_cmd(
         latency=latency,
         error_rate=error_rate,
         seed=seed,
+        throttle_share=throttle_share,
     )
     box = Sandbox(config, port=port)
     try:
@@ -453,6 +470,11 @@ def sandbox_cmd(
             f"  limits: {r.burst:g} calls burst, {r.rate:g}/s; {res.burst:g} instances "
             f"burst, {res.rate:g}/s; latency {config.latency * 1000:.0f} ms; "
             f"errors {config.error_rate:.0%}"
+            + (
+                f"; {config.throttle_share:.0%} throttled at random"
+                if config.throttle_share
+                else ""
+            )
         )
         err.print(
             f"  {len(ids)} running instance(s)"
