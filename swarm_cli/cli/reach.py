@@ -79,6 +79,9 @@ def session_region(profile: str | None) -> str | None:
     return str(region) if region else None
 
 
+READ_TIMEOUT = 30.0  # seconds botocore waits on a socket, the longest measured call time-out
+
+
 class Reach:
     """How to reach each pair: one client per pair, with that account's credentials.
 
@@ -135,6 +138,8 @@ class Reach:
                     profile=f.profile if pair.account is None else None,
                     endpoint_url=f.endpoint_url,
                     max_pool=self.max_pool,
+                    # A --call-timeout past botocore's read time-out would never be met.
+                    timeout=max(READ_TIMEOUT, f.options.call_timeout or 0.0),
                     credentials=known_credentials.session_kwargs() if known_credentials else None,
                     renewing=known_credentials.source if known_credentials else None,
                 )
