@@ -49,11 +49,9 @@ class Outage:
 
     def stood_still(self, seconds: float) -> None:
         """The process itself stood still this long: the endpoint was not watched, so
-        that time does not count towards giving up (nor delays the next probe)."""
+        that time does not count towards giving up (a probe due meanwhile goes at once)."""
         if self.since is not None:
             self.since += seconds
-        if self.down:
-            self._probe_at += seconds
 
     def probe_at(self) -> float:
         """Earliest time the next call may leave (minus infinity unless down)."""
