@@ -260,13 +260,14 @@ def test_rehearsal_runs_exactly_the_listed_ids(tmp_path: Path) -> None:
     assert not (tmp_path / "l.jsonl").exists()
 
 
-def test_demo_terminates_every_instance(tmp_path: Path) -> None:
+def demo_json(tmp_path: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """``swarm demo`` with a JSON report and a ledger in ``tmp_path``, refilling 200/s;
+    it must exit 0. Returns the report and what it printed on stderr."""
     code, out, err = swarm(
         "demo",
-        "--count",
-        "40",
         "--rate",
         "200",
+        *args,
         "--progress",
         "none",
         "--output",
@@ -275,7 +276,11 @@ def test_demo_terminates_every_instance(tmp_path: Path) -> None:
         str(tmp_path / "demo.jsonl"),
     )
     assert code == 0, err
-    report = json.loads(out)
+    return json.loads(out), err
+
+
+def test_demo_terminates_every_instance(tmp_path: Path) -> None:
+    report, err = demo_json(tmp_path, "--count", "40")
     assert report["sandbox"]["terminated"] == 40
     assert report["sandbox"]["still_running"] == 0
     assert "local fake EC2" in err
@@ -285,25 +290,9 @@ def test_demo_terminates_every_instance(tmp_path: Path) -> None:
 def test_demo_with_calls_throttled_at_random_still_terminates_every_instance(
     tmp_path: Path,
 ) -> None:
-    code, out, err = swarm(
-        "demo",
-        "--count",
-        "30",
-        "--rate",
-        "200",
-        "--error-rate",
-        "0",
-        "--throttle-share",
-        "0.3",
-        "--progress",
-        "none",
-        "--output",
-        "json",
-        "--ledger",
-        str(tmp_path / "demo.jsonl"),
+    report, err = demo_json(
+        tmp_path, "--count", "30", "--error-rate", "0", "--throttle-share", "0.3"
     )
-    assert code == 0, err
-    report = json.loads(out)
     assert report["sandbox"]["terminated"] == 30
     assert report["counts"]["succeeded"] == 30
     assert report["throttled_calls"] > 0  # the random ones: the bucket alone never runs dry
