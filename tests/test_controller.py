@@ -458,6 +458,22 @@ def test_after_a_throttle_at_a_slow_refill_the_next_call_goes_sooner() -> None:
     assert whole.send_at() - then == pytest.approx(whole.pace, rel=0.05)
 
 
+def test_a_rate_left_low_by_others_climbs_when_they_stop() -> None:
+    """At a slow refill (what other clients leave of a bucket) answers are rare; when the
+    others stop and every call goes through, probes keep to their clock rather than wait
+    for answers that come once every few seconds."""
+    c, now = _slow_refill(ControllerProfile())
+    assert c.rate is not None and c.rate < 0.3, c.rate
+    low, start = c.rate, now
+    while c.rate < 8 * low and now < start + 120:
+        now = max(now, c.send_at())
+        t = c.on_send(now)
+        c.on_success(t, 0.02, now + 0.02, in_flight=0)
+        now += 0.02
+    # Four answers per probe: 72 s to climb eightfold; two clean ones: 39 s.
+    assert now - start < 50, (c.rate, now - start)
+
+
 def test_a_slower_pace_that_throttled_few_is_asked_again_before_it_ends_the_startup() -> None:
     """One throttle in sixteen at half the pace leaves doubt (a random share comes in
     runs): sixteen more answers judge, and one in four of them throttled."""

@@ -33,6 +33,7 @@ Phase = Literal["canary", "startup", "paced"]
 MIN_RTT_SPAN = 10.0  # seconds a lowest latency stays the reference
 CALM_SHARE = 0.05
 PROBE_ANSWERS = 4
+CLEAN_ANSWERS = 2  # ... or this many with no throttle among them (beyond the noise)
 MAX_BACKOFF = 4  # probe intervals grow to at most 2**this times the shortest
 KEEP_UP = 0.8  # answers under this share of the pace, with few throttles: the endpoint is behind
 QUEUED = 3.0  # answers this many times slower than the fastest: a queue at the endpoint
@@ -427,8 +428,12 @@ class Controller:
         # Calm: throttles in this interval no more than the noise makes, and a few in a
         # hundred (a small bucket behind calls of uneven latency throttles some anyway).
         allowed = (self.noise.floor + CALM_SHARE) * self._answers_since_probe
-        if self._answers_since_probe < PROBE_ANSWERS:
-            return  # the interval goes on until enough answers say how calm it was
+        answers = self._answers_since_probe
+        if answers < PROBE_ANSWERS and (self._throttles_since_probe or answers < CLEAN_ANSWERS):
+            # The interval goes on until enough answers say how calm it was. Where calls
+            # have become rare (what others leave of a bucket, then they stop), a few with
+            # no throttle at all will do: the probes keep to a clock, not to the answers.
+            return
         calm = self._throttles_since_probe <= allowed
         # What the endpoint answered over the interval, counting the noise's throttles
         # as answered: far under the pace, with few throttles, it serves no more (a queue
