@@ -40,12 +40,15 @@ def act(box: Sandbox, action: str, ids_file: str, ledger: Path, *extra: str) -> 
     return code, err
 
 
-def stop_killed_midway(box: Sandbox, ids_file: str, ledger: Path, done: int) -> None:
-    """A ``swarm stop`` killed with -9 once ``done`` outcomes are in the ledger."""
+def stop_killed_midway(
+    box: Sandbox, ids_file: str, ledger: Path, done: int, action: str = "stop"
+) -> None:
+    """A ``swarm stop`` (or ``action``) killed with -9 once ``done`` outcomes are in the
+    ledger."""
     before = lines(ledger)
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "swarm_cli", "stop", "--ids", ids_file, "--yes"),
+            *(sys.executable, "-m", "swarm_cli", action, "--ids", ids_file, "--yes"),
             *("--ledger", str(ledger), "--endpoint-url", box.endpoint, "--progress", "none"),
             *("--batch-size", "1", "--max-window", "1"),
         ],
@@ -123,6 +126,30 @@ def test_a_resume_sends_only_what_describe_instances_shows_is_not_done(
     assert already == set(listed) - left and len(already) >= 2
     code, out, err = swarm("ledger", "failed", "--action", "stop", str(ledger))
     assert (code, out) == (0, ""), err
+
+
+@pytest.mark.slow
+def test_a_stop_resumed_after_a_start_killed_midway_looks_again(tmp_path: Path) -> None:
+    """stop, then start killed midway, then stop --resume: the first stop's successes
+    are older than the start, so they no longer say the instances are stopped."""
+    with Sandbox(SLOW) as box:
+        ids = box.launch(20)
+        ids_file = write_ids(tmp_path / "ids.txt", ids)
+        ledger = tmp_path / "l.jsonl"
+        assert act(box, "stop", ids_file, ledger)[0] == 0
+        stop_killed_midway(box, ids_file, ledger, done=8, action="start")
+        started = running(box, ids)
+        assert 0 < len(started) < 20
+        code, out, err = swarm("ledger", "failed", "--action", "stop", str(ledger))
+        assert started <= set(out.split()), err
+        before = stops_sent(box)
+        code, err = act(box, "stop", ids_file, ledger, "--resume")
+        assert code == 0, err
+        assert "older than a start" in err and "nothing to do" not in err
+        assert running(box, ids) == set()
+        assert stops_sent(box) - before == len(started), err  # the others were looked up
+        code, out, err = swarm("ledger", "failed", "--action", "stop", str(ledger))
+        assert (code, out) == (0, ""), err
 
 
 def test_a_resumed_reboot_resends_what_is_not_known_done(sandbox: Sandbox, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from ..ledger import (
     fold_files,
     merge_files,
     permanent,
+    undone,
 )
 from ..targets import Target, Targets, TargetsError, read_ids
 from ..text import literal
@@ -215,7 +216,9 @@ def _fold_ledgers(
     state = _reading(read)
     for path in empty or ():
         _no_records(path)
-    return state
+    # A stop's success older than a start of the same instance (or the other way round)
+    # is not known to hold: listed as pending, not counted done.
+    return undone(state)
 
 
 def _no_records(path: str) -> None:

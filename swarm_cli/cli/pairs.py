@@ -24,7 +24,9 @@ from ..ledger import (
     describe_damage,
     fold,
     read_records,
+    undone,
 )
+from ..ledger.merge import UNDOES, UNDONE_CODE
 from ..outcome import Outcome
 from ..report import Pair
 from ..run import (
@@ -276,6 +278,15 @@ def succeeded(
         warn(err, describe_damage(damaged))
     if not state:
         return None
+    state = undone(state)
+    turned = sum(1 for (act, _), r in state.items() if act == action and r.code == UNDONE_CODE)
+    if turned:
+        others = " or ".join(sorted(UNDOES.get(action, ())))
+        err.print(
+            f"resume: {turned} {action} success(es) in {literal(ledger)} are older than a "
+            f"{others} of the same instance: not known {action} now, they are looked up",
+            markup=False,
+        )
     if pending is not None:
         pending.update(
             r.id for (act, _), r in state.items() if act == action and r.status == "pending"

@@ -8,7 +8,7 @@ lines), ``blocks`` (write-ahead blocks cut short), ``merge`` (fold and merge),
 
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, LedgerVersionError, LedgerWriteError
-from .merge import fold, fold_files, merge_files, succeeded_ids
+from .merge import fold, fold_files, merge_files, succeeded_ids, undone
 from .paths import check_ledger_path, same_file
 from .reader import MAX_LINE_BYTES, Damaged, describe_damage, open_ledger, read_records
 from .record import (
@@ -52,5 +52,6 @@ __all__ = [
     "read_records",
     "same_file",
     "succeeded_ids",
+    "undone",
     "utc_now",
 ]

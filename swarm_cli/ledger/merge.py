@@ -7,7 +7,8 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, _reason
@@ -15,6 +16,14 @@ from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
 from .record import Record
 from .writer import _CHUNK_BYTES
+
+# Actions that undo each other's end state: after a run of one, the other's success
+# says nothing of where the instance is now.
+UNDOES: Mapping[str, frozenset[str]] = {
+    "stop": frozenset({"start"}),
+    "start": frozenset({"stop"}),
+}
+UNDONE_CODE = "UndoneSince"
 
 
 def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
@@ -35,6 +44,34 @@ def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
         if current is None or _beats(record, current):
             state[key] = record
     return state
+
+
+def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Record]:
+    """``state`` with each success that a later run's record of an action undoing it
+    (a start after a stop, a stop after a start; in flight, failed or done) leaves
+    unknown turned ``pending``: the instance may have left that state since. Resume
+    then looks it up and ``ledger failed`` lists it, instead of trusting the older
+    success."""
+    out = dict(state)
+    for (action, instance), record in state.items():
+        if record.status != "succeeded":
+            continue
+        for other in UNDOES.get(action, ()):
+            later = state.get((other, instance))
+            if later is not None and _run_key(later) > _run_key(record):
+                out[(action, instance)] = replace(
+                    record,
+                    status="pending",
+                    code=UNDONE_CODE,
+                    message=f"{other} since (run {later.run}, {later.status})",
+                )
+                break
+    return out
+
+
+def _run_key(record: Record) -> tuple[str, str, str, int]:
+    """When a record's run started, then the run, then the record within it."""
+    return (record.started or record.ts, record.run, record.ts, record.seq)
 
 
 def _beats(record: Record, current: Record) -> bool:
@@ -177,6 +214,6 @@ def succeeded_ids(path: str, action: str) -> set[str]:
     """IDs a ledger already holds as done for ``action``: what a resume skips."""
     return {
         record.id
-        for (act, _), record in fold(read_records(path)).items()
+        for (act, _), record in undone(fold(read_records(path))).items()
         if act == action and record.status == "succeeded"
     }
