@@ -319,8 +319,10 @@ def classify_exception(err: Exception) -> Outcome:
     if isinstance(err, UNREACHABLE_ERRORS):
         return Outcome(Kind.UNREACHABLE, code, _describe(err))
     # An answer nobody could read (a 200 that is not XML, a truncated body): worth another
-    # try, and the engine bounds the attempts.
-    if isinstance(err, ResponseParserError | BotoCoreError):
+    # try, and the engine bounds the attempts; the call may have happened all the same.
+    if isinstance(err, ResponseParserError):
+        return Outcome(Kind.TRANSIENT, code, _describe(err), unread=True)
+    if isinstance(err, BotoCoreError):
         return Outcome(Kind.TRANSIENT, code, _describe(err))
     raise err
 

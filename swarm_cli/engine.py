@@ -526,7 +526,7 @@ class Engine:
             heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
         else:  # transient, or unreachable before an outage is declared
             intent.errors += 1
-            if kind is Kind.UNREACHABLE:
+            if kind is Kind.UNREACHABLE or outcome.unread:
                 intent.unanswered = outcome
             if intent.errors >= self.max_attempts:
                 if intent.unanswered is not None:

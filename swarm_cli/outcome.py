@@ -28,6 +28,10 @@ class Outcome:
     # With REQUEUE: travel next in calls of at most this many IDs (1 sends it alone),
     # so that a batch holding several bad IDs is bisected instead of resent whole.
     batch_limit: int | None = None
+    # The call left and what came back could not be read (a 200 with an empty or
+    # truncated body): it may have happened, so once its attempts are spent the intent
+    # is not known done, never failed.
+    unread: bool = False
 
     @property
     def answered(self) -> bool:

@@ -301,6 +301,29 @@ def test_throttles_without_a_body_shrink_the_window_and_fail_nothing(
     assert report["throttled_calls"] > 0 and report["window"]["decreases"] > 0
 
 
+def test_answers_nobody_can_read_leave_the_intents_unknown_not_failed(tmp_path: Path) -> None:
+    """A 200 with an empty body (a proxy that cut the answer off): the call may have
+    happened, so the intents end pending, listed for a resume, which finds them done."""
+    with Sandbox(SandboxConfig(BucketSpec(100, 100), BucketSpec(100_000, 100_000))) as box:
+        ids = box.launch(12)
+        ids_file = write_ids(tmp_path / "ids.txt", ids)
+        ledger = tmp_path / "l.jsonl"
+        box.unreadable_answers("TerminateInstances")
+        code, report = terminate_json(box, ids_file, ledger, "--max-attempts", "2")
+        assert running(box, ids) == set()  # they did happen
+        assert report["counts"]["failed"] == 0, report["counts"]
+        assert report["counts"]["pending"] == 12 and code != 0
+        state = fold(read_records(str(ledger)))
+        assert {r.code for r in state.values()} == {"ResponseParserError"}
+        assert failed_list(ledger) == set(ids)
+        box.unreadable_answers("TerminateInstances", on=False)
+        sent = box.calls_by("TerminateInstances")
+        code, report = terminate_json(box, ids_file, ledger, "--resume")
+        assert code == 0 and report["counts"]["succeeded"] == 12, report
+        assert box.calls_by("TerminateInstances") == sent  # DescribeInstances said so
+        assert failed_list(ledger) == set()
+
+
 def test_a_fifth_of_calls_throttled_at_random_neither_stalls_nor_loses_the_run(
     tmp_path: Path,
 ) -> None:

@@ -146,6 +146,8 @@ class Ec2Front:
         self._failing: dict[str, _Fault] = {}
         # Instance IDs DescribeInstances leaves out of its answers (omit_from_describe).
         self._omitted: frozenset[str] = frozenset()
+        # API actions whose calls take effect but are answered 200 with an empty body.
+        self._unreadable: frozenset[str] = frozenset()
 
     def fail_action(
         self,
@@ -172,6 +174,12 @@ class Ec2Front:
         just absent from the answer (as an eventually consistent read can be)."""
         with self._lock:
             self._omitted = frozenset(ids)
+
+    def unreadable_answers(self, action: str, on: bool = True) -> None:
+        """Calls of ``action`` take effect, and their answer is a 200 with an empty body
+        (a proxy that cut it off): the client cannot tell what happened."""
+        with self._lock:
+            self._unreadable = self._unreadable | {action} if on else self._unreadable - {action}
 
     def hang(
         self, on: bool = True, *, every_call: bool = False, after_effect: bool = False
@@ -423,6 +431,11 @@ class Ec2Front:
                         self._done[(action, i)] = self._done.get((action, i), 0) + 1
             if not self._hold(mutating, after_effect=True):
                 return self._going_away(start_response)
+            with self._lock:
+                unreadable = action in self._unreadable
+            if unreadable:
+                start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", "0")])
+                return [b""]
             for args in started:
                 start_response(*args)
             return answer
