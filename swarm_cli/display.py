@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import threading
 import time
 from bisect import bisect_right
@@ -762,11 +763,11 @@ def render_summary(report: Report, console: Console) -> None:
         if stuck:
             say(f"  failed permanently (protected, wrong state): {stuck}; a retry fails again")
         if c["failed"] + c["pending"] > stuck:
+            # The same ledger, so that the record stays in one file; --yes, for the IDs
+            # are those this run was already allowed to act on.
+            ledger = literal(shlex.quote(report.ledger))
+            which = "" if report.action == "terminate" else f" --action {report.action}"
             say(
-                f"  retry the rest: swarm {command_of(report.action)} --ids "
-                f"<(swarm ledger failed --retryable --action {report.action} "
-                f"{literal(report.ledger)})"
-                if report.action != "terminate"
-                else f"  retry the rest: swarm terminate --ids "
-                f"<(swarm ledger failed --retryable {literal(report.ledger)})"
+                f"  retry the rest: swarm {command_of(report.action)} --yes --ledger {ledger} "
+                f"--ids <(swarm ledger failed --retryable{which} {ledger})"
             )

@@ -435,7 +435,11 @@ def test_summary_names_failures_and_the_retry_command() -> None:
     assert "i-00000003  failed  OperationNotPermitted  protected" in text
     # The protected one is not retried forever; the unanswered one is.
     assert "failed permanently (protected, wrong state): 1; a retry fails again" in text
-    assert "swarm terminate --ids <(swarm ledger failed --retryable l.jsonl)" in text
+    # Copied as is into a CI step: the same ledger, and no prompt.
+    retry = (
+        "swarm terminate --yes --ledger l.jsonl --ids <(swarm ledger failed --retryable l.jsonl)"
+    )
+    assert retry in text
 
 
 def test_summary_of_several_pairs_has_a_row_each() -> None:

@@ -513,7 +513,7 @@ def test_output_json_is_printed_even_when_there_is_nothing_to_do(
     assert terminate_json(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger)[0] == 0
     code, report = terminate_json(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--resume")
     assert code == 0
-    assert report["total"] == 0 and report["exit_code"] == 0
+    assert report["total"] == 0 and report["exit_code"] == 0 and report["meaning"] == "all done"
 
 
 def test_the_environment_cannot_turn_botocore_retries_back_on(

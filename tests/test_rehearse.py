@@ -3,7 +3,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
+from test_cli import swarm
 
 from swarm_cli.actions import ACTIONS
 from swarm_cli.display import render_summary
@@ -66,3 +68,15 @@ def test_load_reporter_prints_at_most_every_interval_over_all_pairs() -> None:
         "loading 3,000 IDs into the fake EC2: 2,000 done",
         "loaded 3,000 IDs as running instances in 3.2s; the rehearsal starts",
     ]
+
+
+def test_a_rehearsal_needs_no_region(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing leaves the machine: without --region or AWS_REGION it still runs."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    ids = tmp_path / "ids.txt"
+    ids.write_text("".join(f"{i}\n" for i in fake_ids(3)))
+    code, _out, err = swarm("terminate", "--ids", str(ids), "--sandbox", "--progress", "none")
+    assert code == 0, err
+    assert "no AWS region" not in err

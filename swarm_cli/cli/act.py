@@ -45,7 +45,7 @@ from ..run import Job, RunOptions
 from ..text import literal, plural
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
-from .exits import emit_json
+from .exits import emit_json, exit_meaning
 from .follow_up import follow_up, reconcile_undo, run_plan, save_report, step_summary
 from .guards import (
     check_outputs,
@@ -100,6 +100,7 @@ from .pairs import (  # the benchmarks read load_targets and plan_groups from he
 )
 from .reach import Reach, expect_account, expect_account_of, load_account_map, session_region
 
+REHEARSAL_REGION = "us-east-1"  # --sandbox without --region or AWS_REGION
 EXIT_CODES = (
     "Exit codes: 0 all done · 1 some failed or pending (see the ledger) · 2 bad usage or "
     "input · 3 not confirmed · 4 credentials or permission · 74 the ledger could not be "
@@ -178,6 +179,8 @@ def _run_action(
     check_outputs(flags)
     accounts = load_account_map(flags.accounts, flags.role_arn)
     region = flags.region or session_region(flags.profile)
+    if region is None and flags.sandbox:
+        region = REHEARSAL_REGION  # nothing leaves the machine: any region will do
     reach = Reach(flags, accounts, flags.options.window.max_window)
     if flags.expect_account and not flags.sandbox:  # a rehearsal checks it in the sandbox
         expect_account(flags, region, err)
@@ -243,7 +246,7 @@ def _run_action(
         if flags.output is Output.json:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)
-            emit_json(report.to_dict())
+            emit_json({**report.to_dict(), "meaning": exit_meaning(report.exit_code)})
         return 0
     if flags.sandbox:
         require_sandbox()
