@@ -6,6 +6,10 @@ set -euo pipefail
 work=$(mktemp -d)
 trap 'kill "$sandbox_pid" 2>/dev/null || true; wait "$sandbox_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
+# The ledger is the record of the run: set SWARM_LEDGER to keep it (a job artifact);
+# by default it goes with the rest of this step's scratch folder.
+ledger=${SWARM_LEDGER:-$work/ledger.jsonl}
+
 swarm sandbox --port 0 --count 120 --protected 2 \
   --ids-out "$work/ids.txt" --env-out "$work/sandbox.env" >/dev/null &
 sandbox_pid=$!
@@ -16,7 +20,7 @@ for _ in $(seq 300); do [ -f "$work/sandbox.env" ] && break; sleep 0.2; done
 # A runner that cancels the job signals this script, not its children: forward the
 # signal so swarm stops in order (calls in flight finish, the rest is recorded pending)
 # before the runner's SIGKILL. A step that does nothing after swarm can simply `exec` it.
-swarm terminate --ids "$work/ids.txt" --yes --ledger "$work/ledger.jsonl" \
+swarm terminate --ids "$work/ids.txt" --yes --ledger "$ledger" \
   --output json >"$work/report.json" &
 swarm_pid=$!
 trap 'kill -TERM "$swarm_pid" 2>/dev/null || true' TERM INT HUP
@@ -34,6 +38,6 @@ python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["counts"], 
 # The ledger names what is left; a later step (or a fixed input) retries exactly those.
 # The two protected instances failed for good (a retry fails again): --retryable leaves
 # them out, and says so on stderr.
-swarm ledger failed --retryable "$work/ledger.jsonl" >"$work/left.txt"
+swarm ledger failed --retryable "$ledger" >"$work/left.txt"
 echo "left to retry: $(wc -l <"$work/left.txt")"
 [ "$status" -eq 1 ] && [ "$(wc -l <"$work/left.txt")" -eq 0 ]
