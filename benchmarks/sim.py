@@ -2,12 +2,13 @@
 
     python benchmarks/sim.py --burst B --rate R --latency L [--jitter J] --n N [--seed S]
         [--batch K|auto] [--res-burst RB --res-rate RR] [--max-window W] [--noise P]
-        [--profile NAME] [--headroom F] --json
+        [--shut A B] [--profile NAME] [--headroom F] --json
 
 Each call's latency is uniform in L*[1-J, 1+J]; the bucket(s) are checked when a call is
 half-way (sent + latency/2) and the answer, success or throttle, arrives at sent +
 latency. ``--res-*`` adds EC2's second bucket, one token per ID. ``--noise P`` answers a
-share P of calls with a throttle whatever the buckets hold (an empty 503). Defaults are
+share P of calls with a throttle whatever the buckets hold (an empty 503); ``--shut A B``
+throttles every call between A and B seconds (others holding the bucket for a while). Defaults are
 ``swarm terminate``'s, but batch 1.
 
 The last line printed is one JSON object: {"wall_s", "bound_s", "calls", "throttled",
@@ -74,6 +75,7 @@ class Regime:
     res_rate: float | None = None
     max_window: int = 500
     noise: float = 0.0
+    shut: tuple[float, float] | None = None  # every call throttled from, until (seconds)
 
     def buckets(self) -> list[tuple[Bucket, bool]]:
         """(bucket, counts IDs) pairs: the request bucket, then the resource one if any."""
@@ -89,6 +91,11 @@ class Regime:
         for bucket, per_id in self.buckets():
             need = self.n if per_id else calls
             worst = max(worst, max(0.0, need - bucket.burst) / bucket.rate + self.latency)
+        if self.shut is not None and self.shut[0] < worst:
+            # Nothing gets by while shut, but the request bucket fills meanwhile.
+            bucket = self.buckets()[0][0]
+            held = self.shut[1] - self.shut[0]
+            worst += held - min(bucket.burst, bucket.rate * held) / bucket.rate
         return worst
 
 
@@ -114,6 +121,7 @@ class Api:
     def __init__(self, regime: Regime, runtime: VirtualRuntime, rng: random.Random) -> None:
         self.buckets = regime.buckets()
         self.noise = regime.noise
+        self.shut = regime.shut
         self.runtime = runtime
         self.rng = rng
         self.calls = 0
@@ -122,6 +130,9 @@ class Api:
     def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
         self.calls += 1
         now = self.runtime.clock()
+        if self.shut is not None and self.shut[0] <= now < self.shut[1]:
+            self.throttled += 1
+            return dict.fromkeys(ids, THROTTLED)
         if self.noise and self.rng.random() < self.noise:
             self.throttled += 1
             return dict.fromkeys(ids, NOISE)
@@ -197,6 +208,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--res-rate", type=float)
     ap.add_argument("--max-window", type=int, default=500)
     ap.add_argument("--noise", type=float, default=0.0, help="share of calls throttled at random")
+    ap.add_argument(
+        "--shut",
+        type=float,
+        nargs=2,
+        metavar=("FROM", "UNTIL"),
+        help="every call throttled between these times (others hold the bucket)",
+    )
     ap.add_argument("--profile", default="adaptive", choices=sorted(PROFILES))
     ap.add_argument("--headroom", type=float, default=0.0)
     ap.add_argument("--log", action="store_true", help="the controller's changes on stderr")
@@ -213,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         a.res_rate,
         a.max_window,
         a.noise,
+        None if a.shut is None else (a.shut[0], a.shut[1]),
     )
     r = simulate(regime, seed=a.seed, profile=a.profile, headroom=a.headroom, log=a.log)
     if not a.json:

@@ -139,6 +139,40 @@ def test_noise_floor_keeps_a_decrease_that_worked() -> None:
     assert n.floor == 0.0
 
 
+def test_noise_floor_takes_a_stretch_that_throttles_every_call_for_a_shut_out() -> None:
+    """Others hold the bucket for a while: decreases do not reduce the throttles, but
+    nothing at all gets by, which is no random share (once, the floor rose to a half and
+    the run sent twice what got through for the rest of its life)."""
+    n = NoiseFloor()
+    for k in range(64):
+        n.on_answer(k, throttled=k % 10 == 0)
+    start = 64
+    for attempt in range(3):
+        n.decreased(rate_before=100.0 / 2**attempt, ticket=start)
+        for k in range(start + 1, start + 1 + AFTER):
+            assert n.on_answer(k, throttled=True) is None
+        start += AFTER + 1
+    assert n.floor == 0.0 and n.shut_out
+
+
+def test_the_first_success_after_nothing_but_throttles_opens_the_first_window() -> None:
+    """The run began while others held the bucket: its canary and every call after it
+    throttled, the pace sinking. The first call that gets by is the canary's success,
+    late: the window opens to ten as after one, not a probe at a time from the pace the
+    throttles left (that took a minute to find a bucket of 100 a second)."""
+    c = Controller(ControllerProfile())
+    now = 0.0
+    for _ in range(30):
+        now = max(now, c.send_at())
+        c.on_throttle(c.on_send(now), now + 0.02)
+        now += 0.02
+    assert c.phase == "paced" and c.rate is not None and c.rate < 1.0, c.rate
+    now = max(now, c.send_at())
+    c.on_success(c.on_send(now), 0.02, now + 0.02, in_flight=0)
+    assert c.phase == "startup"
+    assert c.limit == 10
+
+
 def test_canary_goes_alone_then_the_window_opens_to_ten() -> None:
     c = Controller(ControllerProfile())
     assert c.limit == 1 and c.phase == "canary"
@@ -172,6 +206,36 @@ def test_headroom_caps_the_rate_below_what_got_through() -> None:
     c.rate = 0.0
     c._set_rate(100.0)
     assert c.rate == pytest.approx(40.0)
+
+
+def _against_bucket(c: Controller, now: float, until: float, rate: float) -> float:
+    """Calls at the controller's pace against a bucket of ``rate`` a second (burst 1),
+    answered after 20 ms, until ``until``; returns the time."""
+    tokens, at = 1.0, now
+    while now < until:
+        now = max(now, c.send_at())
+        t = c.on_send(now)
+        tokens, at = min(1.0, tokens + (now + 0.01 - at) * rate), now + 0.01
+        if tokens >= 1:
+            tokens -= 1
+            c.on_success(t, 0.02, now + 0.02, in_flight=0)
+        else:
+            c.on_throttle(t, now + 0.02)
+        now += 0.001
+    return now
+
+
+def test_probes_far_below_where_they_found_the_limit_come_at_the_shortest_interval() -> None:
+    """Probes that keep finding the limit come less often. Others then take the whole
+    bucket for a few seconds, and the rate falls far below it: those probes say nothing
+    of this rate, and when the others let go, probes come at their shortest interval."""
+    c = Controller(ControllerProfile())
+    now = _against_bucket(c, 0.0, 30.0, 100.0)
+    shortest = max(c.profile.probe_interval, c.profile.probe_rounds * c._rtt())
+    assert c._probe_interval() >= 4 * shortest, "probes met the limit often"
+    _against_bucket(c, now, now + 2.0, 0.0)
+    assert c.rate is not None and c.rate < 40.0, c.rate
+    assert c._probe_interval() == pytest.approx(shortest)
 
 
 def test_bad_headroom_is_refused() -> None:

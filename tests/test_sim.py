@@ -42,6 +42,20 @@ def test_random_throttles_do_not_stall_the_run() -> None:
     assert r.ratio <= 1.5
 
 
+@pytest.mark.parametrize("shut", [(0.0, 10.0), (3.0, 13.0)])
+def test_a_stretch_that_throttles_every_call_is_left_as_soon_as_it_ends(
+    shut: tuple[float, float],
+) -> None:
+    """Others hold a bucket of 100 a second for ten seconds, from the start or midway:
+    once they let go, the run is back at the refill within a few round trips (it took a
+    minute climbing a probe at a time from the pace the throttles left, or went on
+    throttling half its calls, taken for noise)."""
+    r = simulate(Regime(100, 100, 0.02, 2000, shut=shut), seed=0)
+    assert r.done == 2000
+    assert r.ratio <= 1.15, r
+    assert r.throttled <= 0.3 * r.calls, r
+
+
 def test_two_buckets_with_auto_batches_finish() -> None:
     r = simulate(Regime(20, 5, 0.05, 2000, batch=None, res_burst=200, res_rate=20), seed=0)
     assert r.done == 2000

@@ -15,6 +15,9 @@ here sleeps, locks or reads a clock.
 - paced: calls leave at the upper estimate of what the refill pays for; every probe
   interval without throttles (beyond the noise) the rate grows by ``probe_gain``; at a
   slow refill the call after a throttle goes ``retry_share`` of a gap later.
+- shut out: when every call throttles whatever the pace (others hold the whole bucket
+  for a while), the first calm answers after it start the startup again from its first
+  window, as the run's first success does after a canary that throttled.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ HELD = 0.5  # ... and the share of them a slower pace keeps when they are random
 RANDOM = 0.15  # ... and the least share of throttles that says they are
 SLOW_GAP = 4.0  # gaps this many round trips long are a slow refill's
 READY_ROUNDS = 3.0  # round trips since the bucket ran dry that cover one whatever the span
+STALE_BACKOFF = 0.5  # under this share of the rate a probe last found the limit at, probe often
 SLOWED = 2.0  # answers this many times slower than the fastest: the endpoint may be behind
 
 
@@ -112,6 +116,8 @@ class Controller:
         self._delivered_since_probe = 0  # IDs that succeeded since the last probe
         self._filled_since_probe = False  # the calls in flight reached the cap since then
         self._probe_from: float | None = None  # when that count started
+        self._limit_at = 0.0  # the rate at which a probe last found the limit
+        self._succeeded = False  # any call has succeeded
         self._until_ready = False  # paced at a guess until the estimate covers a round trip
         self._dry_at = 0.0  # ... from when the bucket ran dry
         self._probed = False  # the rate was raised by a probe since the last decrease
@@ -189,6 +195,15 @@ class Controller:
             return True
         if self.stage == "startup" and self._noisy:
             self._remember(False)
+        first, self._succeeded = not self._succeeded, True
+        if first and self.stage == "paced":
+            # The run's first success, after nothing but throttles (a storm, or others
+            # holding the bucket since before it began): the canary's success, late. What
+            # the throttles taught says nothing of what gets by now: the startup, from
+            # its first window.
+            self._start_over()
+            self._after_shut_out()
+            return True
         if self.stage == "canary":
             self.stage = "startup"
             self.cwnd = float(self._clamp(self.profile.initial))
@@ -294,6 +309,7 @@ class Controller:
                 # span's estimate may hold a stretch when the bucket sat full, and read low.)
                 self._probed = False
                 self._backoff = min(self._backoff + 1, MAX_BACKOFF)
+                self._limit_at = self.rate
                 self._streak = 0
                 self._recover = self._sent
                 self._set_rate(self.rate / self._step)
@@ -351,8 +367,9 @@ class Controller:
         self._in_flight.clear()
         self._recover = self._sent
         self._next_probe = math.inf
-        self._until_ready = self._probed = False
+        self._until_ready = self._probed = self._succeeded = False
         self._backoff = self._streak = 0
+        self._limit_at = 0.0
         self.rounds = DeliveryRounds()
         self._probe_from = None
         self._held, self._noisy, self._random = None, False, 0.0
@@ -404,21 +421,35 @@ class Controller:
             return False
         # That throttle was not the bucket's: what it taught is forgotten, and from now on
         # only a share of throttles ends the startup.
-        self.stage = "startup"
-        self.rate = None
-        self.found = 0.0
-        self.cwnd = float(self._clamp(held))
-        self.estimator.reset()
+        self._start_over(held)
         self._noisy = True
         self._random = share
         # A decrease that did not reduce the throttles: the noise floor's own evidence.
         self.noise.learn(min(before, after))
+        return True
+
+    def _start_over(self, window: float | None = None) -> None:
+        """Back to the startup, from ``window`` (its first one by default), with what was
+        measured of the bucket forgotten."""
+        self.stage = "startup"
+        self.rate = None
+        self.found = 0.0
+        self.cwnd = float(self._clamp(self.profile.initial if window is None else window))
+        self.estimator.reset()
         self._recent.clear()
         self._until_ready = self._probed = False
         self._backoff = self._streak = 0
         self._next_probe = math.inf
         self.pacer.retime(self.profile.startup_gain * self.cwnd / self._rtt())
-        return True
+
+    def _after_shut_out(self) -> None:
+        """What a startup after a stretch that shut every call out starts from: nothing
+        of the rounds or probes before it, and no answer to a call sent before it."""
+        self.noise.shut_out = False
+        self.rounds = DeliveryRounds()
+        self._recover = self._sent
+        self._throttles_since_probe = self._answers_since_probe = 0
+        self._delivered_since_probe, self._probe_from = 0, None
 
     def _probe(self, now: float) -> None:
         assert self.rate is not None
@@ -452,6 +483,14 @@ class Controller:
             # by a decrease, not by a step back from it, and probes start small again.
             self._probed, self._streak = False, 0
             self._set_rate(min(self.rate, delivered * self.profile.probe_gain))
+        elif calm and self.noise.shut_out:
+            # Calls get by again after a stretch that shut them out: what was measured
+            # before says nothing of what gets by now. The startup again, from its first
+            # window, finds it in a few round trips (probes from the rate the stretch
+            # left would take minutes).
+            self._start_over()
+            self._after_shut_out()
+            return
         elif calm and self.pacer.binds and not self._queued():
             if self._probed:
                 self._backoff = max(0, self._backoff - 1)  # the last probe found room
@@ -477,6 +516,10 @@ class Controller:
 
     def _probe_interval(self) -> float:
         base = max(self.profile.probe_interval, self.profile.probe_rounds * self._rtt())
+        if self.rate is not None and self.rate < STALE_BACKOFF * self._limit_at:
+            # Far below where probes kept finding the limit (others took the bucket for a
+            # while, then left it): the probes that found it say nothing of this rate.
+            self._backoff = 0
         return base * float(2**self._backoff)
 
     def _set_rate(self, rate: float) -> None:

@@ -18,6 +18,7 @@ LOUD = 0.1  # a share under this is what pacing just above the refill costs anyw
 HELD = 0.7  # a share that kept this much of itself did not answer to the decrease
 FELL = 0.5  # ... and one that fell under this much of itself did
 STRIKES = 2  # decreases that did not help, with none between that plainly did
+SHUT = 0.9  # a share of throttles this high after a decrease: the endpoint let nothing by
 MOST = 0.5  # more than this share of throttles is a limit, whatever else it is
 # Throttles up to this share above the noise are quiet: one throttle among a dozen
 # answers (calls arriving bunched at a small bucket) lowers nothing; two do.
@@ -39,6 +40,9 @@ class NoiseFloor:
         self.floor = 0.0  # share of throttles that do not answer to the pace
         self._pending: _Decrease | None = None
         self._strikes = 0
+        # A decrease left next to every call throttled: the endpoint shut calls out (a
+        # storm, or others holding the bucket), whatever the pace. Read by the controller.
+        self.shut_out = False
 
     def on_answer(self, ticket: int, throttled: bool) -> float | None:
         """Count one answer. Returns a rate to go back to when a decrease proved useless."""
@@ -57,6 +61,10 @@ class NoiseFloor:
             return None
         if after < LOUD or after < HELD * d.share_before:
             return None  # between: sixteen answers say neither
+        if after >= SHUT:
+            self._strikes = 0  # next to every call throttled: shut out, not noise
+            self.shut_out = True
+            return None
         # Twice, so that one decrease that fell short of the limit is not noise.
         self._strikes += 1
         if self._strikes < STRIKES:
