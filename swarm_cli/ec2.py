@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -227,6 +227,17 @@ def new_session(
     return boto3.session.Session(
         botocore_session=core, profile_name=profile, region_name=region, **credentials
     )
+
+
+def unknown_regions(regions: Iterable[str]) -> list[str]:
+    """The regions botocore does not know for EC2 in any partition, sorted."""
+    session = new_session()
+    known = {
+        r
+        for partition in session.get_available_partitions()
+        for r in session.get_available_regions("ec2", partition_name=partition)
+    }
+    return sorted(set(regions) - known)
 
 
 def make_client(

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from .actions import ACTIONS
 from .actions.operations import RESOURCE_OPERATIONS, Operation
-from .ec2 import BatchCall, InstanceCall, classify_exception, make_client
+from .ec2 import BatchCall, InstanceCall, classify_exception, make_client, unknown_regions
 from .errors import UsageError
 from .report import Pair, Report
 from .run import Job, RunOptions
@@ -163,6 +163,12 @@ def rehearse(
             into = Pair(pair.account or expect_account, pair.region)
             groups.setdefault(into, []).extend(group)
         job = replace(job, groups=groups)
+    strangers = unknown_regions(pair.region for pair in job.groups)
+    if strangers:
+        raise UsageError(
+            f"--sandbox: the fake EC2 has botocore's regions, not {', '.join(strangers)}; "
+            "nothing was sent"
+        )
     ids = [i for group in job.groups.values() for i in group]
     config = PRESETS["ec2"]
     batch = min(job.options.batch_size, job.action.limits.per_call)

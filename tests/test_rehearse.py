@@ -80,3 +80,14 @@ def test_a_rehearsal_needs_no_region(tmp_path: Path, monkeypatch: pytest.MonkeyP
     code, _out, err = swarm("terminate", "--ids", str(ids), "--sandbox", "--progress", "none")
     assert code == 0, err
     assert "no AWS region" not in err
+
+
+def test_a_rehearsal_in_a_region_no_one_knows_is_a_usage_error(tmp_path: Path) -> None:
+    """A typo'd region has no fake EC2 to load: exit 2 with the region named, no traceback."""
+    ids = tmp_path / "ids.txt"
+    ids.write_text("".join(f"{i}\n" for i in fake_ids(2)))
+    code, _out, err = swarm(
+        "terminate", "--ids", str(ids), "--sandbox", "--region", "us-eats-1", "--progress", "none"
+    )
+    assert code == 2, err
+    assert "us-eats-1" in err and "nothing was sent" in err

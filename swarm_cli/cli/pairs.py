@@ -112,15 +112,9 @@ def plan_groups(
 
 def warn_unknown_regions(regions: set[str], err: Console) -> None:
     """A region botocore does not know is more likely a typo than a new region."""
-    from ..ec2 import new_session
+    from ..ec2 import unknown_regions
 
-    session = new_session()
-    known = {
-        r
-        for partition in session.get_available_partitions()
-        for r in session.get_available_regions("ec2", partition_name=partition)
-    }
-    for region in sorted(regions - known):
+    for region in unknown_regions(regions):
         warn(err, f"region {region} is not one botocore knows: a typo?")
 
 
