@@ -5,6 +5,7 @@
 # merge job's gates. Needs swarm with its sandbox extra (`pip install '.[sandbox]'` from
 # this repository).
 set -euo pipefail
+command -v swarm >/dev/null || { echo "swarm is not on PATH (activate its venv: . .venv/bin/activate)" >&2; exit 127; }
 work=$(mktemp -d)
 trap 'kill "$sandbox_pid" 2>/dev/null || true; wait "$sandbox_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 step="$(cd "$(dirname "$0")/.." && pwd)/action/run.sh"
@@ -13,7 +14,11 @@ step="$(cd "$(dirname "$0")/.." && pwd)/action/run.sh"
 swarm sandbox --port 0 --count 40 --regions 3 --accounts 2 \
   --ids-out "$work/ids.csv" --accounts-out "$work/accounts.yml" --env-out "$work/sandbox.env" >/dev/null &
 sandbox_pid=$!
-for _ in $(seq 300); do [ -f "$work/sandbox.env" ] && break; sleep 0.2; done
+for _ in $(seq 300); do
+  [ -f "$work/sandbox.env" ] && break
+  kill -0 "$sandbox_pid" 2>/dev/null || { echo "swarm sandbox exited before it was ready" >&2; exit 1; }
+  sleep 0.2
+done
 # shellcheck disable=SC1091
 . "$work/sandbox.env"
 cd "$work"

@@ -3,6 +3,7 @@
 # Against real AWS, drop the sandbox lines and let the job's credentials and
 # AWS_REGION do the rest: `swarm terminate --ids ids.txt --yes --output json`.
 set -euo pipefail
+command -v swarm >/dev/null || { echo "swarm is not on PATH (activate its venv: . .venv/bin/activate)" >&2; exit 127; }
 work=$(mktemp -d)
 trap 'kill "$sandbox_pid" 2>/dev/null || true; wait "$sandbox_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -13,7 +14,11 @@ ledger=${SWARM_LEDGER:-$work/ledger.jsonl}
 swarm sandbox --port 0 --count 120 --protected 2 \
   --ids-out "$work/ids.txt" --env-out "$work/sandbox.env" >/dev/null &
 sandbox_pid=$!
-for _ in $(seq 300); do [ -f "$work/sandbox.env" ] && break; sleep 0.2; done
+for _ in $(seq 300); do
+  [ -f "$work/sandbox.env" ] && break
+  kill -0 "$sandbox_pid" 2>/dev/null || { echo "swarm sandbox exited before it was ready" >&2; exit 1; }
+  sleep 0.2
+done
 # shellcheck disable=SC1091
 . "$work/sandbox.env"
 

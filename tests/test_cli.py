@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -359,6 +360,29 @@ def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert "sandbox stopped" in err
+    assert not env_file.exists()  # its endpoint is gone: a later wait must not find it
+
+
+def test_a_sandbox_that_cannot_listen_says_why_and_leaves_no_stale_env_file(
+    tmp_path: Path,
+) -> None:
+    env_file = tmp_path / "sandbox.env"
+    env_file.write_text("export AWS_ENDPOINT_URL=http://127.0.0.1:9\n")  # an earlier run's
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _out, err = swarm("sandbox", "--port", str(port), "--env-out", str(env_file))
+    assert code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "--port 0" in err
+    assert not env_file.exists()
+
+
+def test_sandbox_accounts_out_without_accounts_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "accounts.yml"
+    code, _out, err = swarm("sandbox", "--port", "0", "--regions", "2", "--accounts-out", str(out))
+    assert code == 2 and "--accounts N" in err
+    assert not out.exists()
 
 
 def test_ctrl_c_finishes_calls_in_flight_and_records_the_rest_pending(tmp_path: Path) -> None:

@@ -328,7 +328,8 @@ def sandbox_cmd(
         typer.Option(
             "--env-out",
             metavar="FILE",
-            help="Write the environment to export here, once the sandbox is ready.",
+            help="Write the environment to export here once the sandbox is ready (a file "
+            "left from before is removed at start); removed again when it stops.",
         ),
     ] = None,
     regions: Annotated[
@@ -405,11 +406,20 @@ def sandbox_cmd(
         seed=seed,
         throttle_share=throttle_share,
     )
+    if accounts_out is not None and not accounts:
+        raise UsageError(
+            "--accounts-out writes the accounts that --accounts N adds (each reached "
+            "through a role); without them there is none to write"
+        )
+    if env_out is not None:
+        # A file left by an earlier sandbox would tell a waiting step it is ready now.
+        env_out.unlink(missing_ok=True)
     box = Sandbox(config, port=port)
     try:
         box.start()
     except OSError as exc:
-        raise UsageError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
+        hint = "; --port 0 picks a free port" if port else ""
+        raise UsageError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}{hint}") from exc
     # SIGINT too: a shell starts background jobs with it ignored, and then Ctrl-C's
     # "kill -INT" would do nothing.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -491,6 +501,8 @@ def sandbox_cmd(
         err.print("sandbox stopped")
     finally:
         box.stop()
+        if env_out is not None:
+            env_out.unlink(missing_ok=True)  # its endpoint is gone
 
 
 def sandbox_places(region: str, regions: int, accounts: int) -> list[tuple[str | None, str]]:
