@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,3 +65,23 @@ def test_metavars_say_what_goes_there() -> None:
     _, out, _ = swarm("ledger", "merge", "--help")
     assert "Usage: swarm ledger merge [OPTIONS] LEDGER..." in out
     assert re.search(r"^  LEDGER\.\.\.  ", out, re.M)
+
+
+def _paragraph(out: str, start: str) -> str:
+    text = " ".join(line.strip() for line in out.split("Options:", 1)[0].splitlines())
+    return text[text.index(start) :]
+
+
+def test_the_exit_codes_in_help_are_the_readmes_and_plan_has_its_own() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    table = readme.split("### Exit codes", 1)[1].split("\n## ", 1)[0]
+    codes = re.findall(r"^\| (\d+(?:\+N)?) \|", table, re.M)
+    assert {"0", "1", "2", "3", "4", "74", "130", "128+N"} == set(codes)
+    _, out, _ = swarm("terminate", "--help")
+    listed = _paragraph(out, "Exit codes:")
+    assert all(f" {code} " in listed for code in codes), listed
+    assert "rail" in listed  # 3 is a rail's refusal as well as no confirmation
+    assert "starts at 1" not in out and "goes alone" in out  # the controller as it is
+    _, plan, _ = swarm("plan", "terminate", "--help")
+    assert "in the ledger as pending" not in plan and "Writes no ledger" in _paragraph(plan, "")
+    assert " 74 " not in _paragraph(plan, "Exit codes:")

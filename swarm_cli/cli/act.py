@@ -102,9 +102,16 @@ from .reach import Reach, expect_account, expect_account_of, load_account_map, s
 
 REHEARSAL_REGION = "us-east-1"  # --sandbox without --region or AWS_REGION
 EXIT_CODES = (
-    "Exit codes: 0 all done · 1 some failed or pending (see the ledger) · 2 bad usage or "
-    "input · 3 not confirmed · 4 credentials or permission · 74 the ledger could not be "
-    "written · 130 interrupted (Ctrl-C) · 128+N stopped by signal N (143 SIGTERM, 129 SIGHUP)."
+    "Exit codes: 0 all done · 1 some failed, missing or pending (see the ledger), or the run "
+    "ended on an unexpected error · 2 bad usage or input (nothing sent) · 3 refused by a "
+    "rail (--expect-account, --max-count, --protect-tag unable to read tags) or not "
+    "confirmed · 4 credentials or permission · 74 the ledger could not be written · 130 "
+    "interrupted (Ctrl-C) · 128+N stopped by signal N (143 SIGTERM, 129 SIGHUP)."
+)
+PLAN_EXIT_CODES = (
+    "Exit codes: 0 every one would be acted on, or is already done · 1 some would fail or "
+    "could not be read · 2 bad usage or input · 3 refused by a rail · 4 credentials or "
+    "permission · 130 interrupted (Ctrl-C)."
 )
 
 
@@ -748,20 +755,30 @@ def register(
         )
 
     # One line per paragraph: rich keeps a docstring's line breaks.
-    command.__doc__ = "\n\n".join(
-        [
-            summary,
-            "Calls in flight follow a congestion window: it starts at 1, doubles per round "
-            "trip up to 16, then grows while answers come quickly. Once throttles have shown "
-            "the account's limit, calls leave paced a little under the rate measured, probing "
-            "upward gently every half second.",
-            "Before the first call, every instance is in the ledger as pending; SIGINT, "
-            "SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in flight, and "
-            "record the rest. Retry what is left with: swarm "
+    if plan:
+        body = [
+            f"Looks every {spec.resource} up, asks each one's protection (unless "
+            "--no-check-protection), checks the permission with one DryRun call per account "
+            f"and region, and predicts each {spec.resource}'s outcome and how long the real "
+            "run would take at EC2's documented limits. Writes no ledger; --plan-out writes "
+            "the IDs that would be acted on, ready for --ids.",
+            PLAN_EXIT_CODES,
+        ]
+    else:
+        body = [
+            "The first call goes alone; after its success up to 10 calls may be in flight, "
+            "sent spread over the round trip, doubling each round trip until EC2 first "
+            "throttles. From then on calls leave paced at the rate measured between "
+            "throttles, probing upward every two round trips; throttles that slowing down "
+            "does not reduce are taken as noise, not as the limit. --headroom leaves a share "
+            "of the rate to the account's other clients.",
+            f"Before the first call, every {spec.resource} is in the ledger as pending; "
+            "SIGINT, SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in "
+            "flight, and record the rest. Retry what is left with: swarm "
             f"{path} --ids <(swarm ledger failed --action {spec.name} LEDGER)",
             EXIT_CODES,
         ]
-    )
+    command.__doc__ = "\n\n".join([summary, *body])
     into.command(name or spec.name)(command)
 
 
