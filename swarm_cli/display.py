@@ -767,7 +767,8 @@ def render_summary(report: Report, console: Console) -> None:
             # are those this run was already allowed to act on.
             ledger = literal(shlex.quote(report.ledger))
             which = "" if report.action == "terminate" else f" --action {report.action}"
+            given = "".join(f" {literal(shlex.quote(arg))}" for arg in report.retry_args)
             say(
-                f"  retry the rest: swarm {command_of(report.action)} --yes --ledger {ledger} "
-                f"--ids <(swarm ledger failed --retryable{which} {ledger})"
+                f"  retry the rest: swarm {command_of(report.action)}{given} --yes --ledger "
+                f"{ledger} --ids <(swarm ledger failed --retryable{which} {ledger})"
             )

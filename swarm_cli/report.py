@@ -133,6 +133,8 @@ class Report:
     # added to the run later (--wait's reached states); not printed.
     ledger_started: str | None = field(default=None, repr=False)
     ledger_seq: int = field(default=0, repr=False)
+    # The options a retry of what is left repeats (cli.common.retry_args); not printed.
+    retry_args: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def total(self) -> int:

@@ -8,11 +8,13 @@ failures are told from what a retry can fix.
 from __future__ import annotations
 
 import json
+import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from test_cli import swarm, write_ids
 
-from swarm_cli.sandbox import Sandbox
+from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
 
 IDS = [f"i-0000000{n}" for n in range(1, 7)]
 
@@ -88,3 +90,31 @@ def test_the_summary_tells_permanent_failures_from_what_a_retry_can_fix(
     assert "retry the rest" not in summary  # nothing a retry can fix
     code, out, err = swarm("ledger", "failed", "--retryable", str(ledger))
     assert (code, out) == (0, "") and "1 failed permanently (1 Protected)" in err
+
+
+def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path) -> None:
+    """The printed retry repeats --region, --endpoint-url and the rails, not the ID source."""
+    config = SandboxConfig(BucketSpec(100, 100), BucketSpec(1000, 1000), error_rate=1.0)
+    with Sandbox(config) as box:
+        ids = box.launch(4, region="eu-west-1")
+        ledger = tmp_path / "l.jsonl"
+        code, summary, err = swarm(
+            *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes"),
+            *("--endpoint-url", box.endpoint, "--region", "eu-west-1", "--ledger", str(ledger)),
+            *("--protect-tag", "keep=yes", "--max-attempts", "1", "--progress", "none"),
+        )
+        assert code == 1, err
+        (line,) = [x for x in summary.splitlines() if "retry the rest:" in x]
+        command = shlex.split(line.split("retry the rest:", 1)[1].split("--ids <(", 1)[0])
+        assert command[:2] == ["swarm", "terminate"]
+        given = dict(zip(command[2::2], command[3::2], strict=False))
+        assert given["--region"] == "eu-west-1" and given["--endpoint-url"] == box.endpoint
+        assert given["--protect-tag"] == "keep=yes"
+        assert "--max-attempts" not in command and "ids.txt" not in line
+        # Run it as printed, the process substitution as the shell would.
+        _, left, _ = swarm("ledger", "failed", "--retryable", str(ledger))
+        assert left.split() == ids
+        box._front().config = replace(config, error_rate=0.0)
+        code, _, err = swarm(*command[1:], "--ids", "-", "--progress", "none", stdin=left)
+        assert code == 0, err
+        assert box.states(ids, region="eu-west-1") == {i: "terminated" for i in ids}

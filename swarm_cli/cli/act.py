@@ -315,10 +315,40 @@ def _run_action(
         if report.exit_code in (0, EXIT_FAILED):  # a rail that could not see refused them
             report.exit_code = EXIT_REFUSED
     follow_up(spec, flags, job, report, reach, err)
+    report.retry_args = retry_args(spec, flags)
     step_summary(report, err)
     if flags.report:
         save_report(report, flags.report, err)
     return finish(report, flags.output, out, err, quiet=flags.quiet)
+
+
+def retry_args(spec: ActionSpec, flags: Flags) -> tuple[str, ...]:
+    """The options a retry of what is left repeats: where the run acted, its rails, the
+    action's own flags and the share it left to others; not how its IDs were named (the
+    ledger names them) nor what one run writes. An endpoint URL is shown redacted."""
+    from ..ec2 import redact_url
+
+    tags = [
+        f"{t['Key']}={t['Value']}" if "Value" in t else t["Key"]
+        for t in flags.params.get("Tags", ())
+    ]
+    valued = [
+        ("--region", flags.region),
+        ("--profile", flags.profile),
+        ("--endpoint-url", redact_url(flags.endpoint_url)),
+        ("--accounts", flags.accounts),
+        ("--role-arn", flags.role_arn),
+        ("--expect-account", flags.expect_account),
+        *(("--protect-tag", t) for t in flags.protect_tags),
+        ("--max-count", flags.max_count),
+        *(("--tag", t) for t in tags),
+        ("--headroom", flags.options.headroom or None),
+    ]
+    args = [part for name, value in valued if value is not None for part in (name, str(value))]
+    args += [f"--{name}" for name, api in spec.flags.items() if flags.params.get(api)]
+    args += ["--missing-ok"] if flags.options.missing_ok else []
+    args += ["--wait", "--wait-timeout", f"{flags.wait_timeout:g}"] if flags.wait else []
+    return tuple(args)
 
 
 def _refuse_instance_options(operation: Operation, flags: Flags) -> None:
