@@ -112,6 +112,12 @@ class Targets:
         """The instance IDs in order (regions and accounts left out)."""
         return [target.id for target in self.items]
 
+    def bad_count(self) -> str:
+        """How many lines are invalid, and how many entries on them when more: for errors."""
+        lines = len({bad.line for bad in self.bad})
+        more = f" ({len(self.bad)} invalid entries)" if len(self.bad) > lines else ""
+        return f"{lines} invalid line(s){more}"
+
 
 class TargetsError(ValueError):
     """The input cannot be used; nothing has been sent."""

@@ -100,6 +100,25 @@ def test_bad_input_lines_follow_their_error(tmp_path: Path) -> None:
     assert lines[1].startswith("  line 1: ")
 
 
+def test_bad_ids_on_one_line_count_as_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "ids.txt"
+    path.write_text("i-bad1 i-bad2 i-bad3\ni-0123456789abcdef0\n")
+    code, _, err = swarm("terminate", "--ids", str(path))
+    lines = err.splitlines()
+    assert code == 2
+    assert lines[0] == f"error: 1 invalid line(s) (3 invalid entries) in {path}; nothing was sent:"
+    assert [line.split(":")[0] for line in lines[1:]] == ["  line 1"] * 3
+
+
+def test_neither_ids_nor_a_selection_and_both_are_told_apart(tmp_path: Path) -> None:
+    code, _, neither = swarm("terminate", "--region", "us-east-1")
+    assert code == 2 and "not both" not in neither and "--ids FILE, or --filter" in neither
+    code, _, both = swarm(
+        "terminate", "--ids", ids_file(tmp_path), "--filter", "tag:env=ci", "--region", "us-east-1"
+    )
+    assert code == 2 and "not both" in both
+
+
 def test_a_ledger_error_from_below_is_2(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -176,10 +176,14 @@ def _run_action(
     if flags.rollback and not spec.reversible:
         raise UsageError(f"{spec.name} cannot be undone: --rollback is for stop and start")
     selecting = bool(flags.filters or flags.older_than)
-    if bool(flags.ids) == selecting:
+    if flags.ids and selecting:
         raise UsageError(
-            f"say which {spec.resource}s: --ids FILE, or --filter NAME=VALUE (with --older-than, "
-            "--exclude-ids), not both"
+            f"say which {spec.resource}s by --ids FILE or by --filter and --older-than, not both"
+        )
+    if not flags.ids and not selecting:
+        raise UsageError(
+            f"say which {spec.resource}s: --ids FILE, or --filter NAME=VALUE or --older-than AGE "
+            "(with --exclude-ids FILE)"
         )
     if selecting and flags.sandbox:
         raise UsageError("--sandbox rehearses an ID list: pass --ids (swarm list prints one)")
@@ -562,8 +566,8 @@ def register(
                 "--ids",
                 metavar="FILE",
                 help=f"{spec.resource.capitalize()} IDs: one or more per line (# comments "
-                "allowed), or a CSV/TSV with id[,region][,account] columns, or JSON lines; - "
-                "reads stdin.",
+                "allowed), or a CSV/TSV whose header names instance_id (or id) and optionally "
+                "region and account, or JSON lines with those fields; - reads stdin.",
                 show_default=False,
             ),
         ] = None,

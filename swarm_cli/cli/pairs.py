@@ -60,9 +60,7 @@ def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:
         details = [f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}" for bad in shown]
         if len(targets.bad) > len(shown):
             details.append(f"  … and {len(targets.bad) - len(shown)} more")
-        raise UsageError(
-            f"{len(targets.bad)} invalid line(s) in {ids}; nothing was sent:", details=details
-        )
+        raise UsageError(f"{targets.bad_count()} in {ids}; nothing was sent:", details=details)
     if targets.duplicates:
         dup = len(targets.duplicates)
         extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
@@ -244,7 +242,9 @@ def select_groups(
         extra += ", not in use"
     count = sum(len(v) for v in groups.values())
     err.print(
-        f"selected {count} {noun}(s) in {len(pairs)} pair(s) by {shown or 'no filter'}{extra}",
+        f"selected {count} {noun}(s) in {len(pairs)} pair(s)"
+        + (f" by {shown}" if shown else "")
+        + extra,
         markup=False,
     )
     return groups
