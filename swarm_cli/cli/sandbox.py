@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import tempfile
@@ -413,7 +414,10 @@ def sandbox_cmd(
         )
     if env_out is not None:
         # A file left by an earlier sandbox would tell a waiting step it is ready now.
-        env_out.unlink(missing_ok=True)
+        try:
+            env_out.unlink(missing_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--env-out {literal(env_out)}: {exc.strerror or exc}") from exc
     box = Sandbox(config, port=port)
     try:
         box.start()
@@ -502,7 +506,8 @@ def sandbox_cmd(
     finally:
         box.stop()
         if env_out is not None:
-            env_out.unlink(missing_ok=True)  # its endpoint is gone
+            with contextlib.suppress(OSError):
+                env_out.unlink(missing_ok=True)  # its endpoint is gone
 
 
 def sandbox_places(region: str, regions: int, accounts: int) -> list[tuple[str | None, str]]:
