@@ -46,13 +46,21 @@ def consoles() -> tuple[Console, Console]:
 def version_text() -> str:
     import platform
 
-    import boto3
-    import botocore
-
     return (
-        f"swarm {__version__} (boto3 {boto3.__version__}, botocore {botocore.__version__}, "
+        f"swarm {__version__} (boto3 {_version_of('boto3')}, botocore {_version_of('botocore')}, "
         f"Python {platform.python_version()})"
     )
+
+
+def _version_of(name: str) -> str:
+    """An installed package's version, from its metadata: importing boto3 to ask it would
+    double the time --version takes."""
+    from importlib import import_module, metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:  # not installed as a distribution: ask the module
+        return str(import_module(name).__version__)
 
 
 def _version(ctx: typer.Context, value: bool) -> None:
