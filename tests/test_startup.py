@@ -7,6 +7,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 # Modules no terminate, stop, start or reboot needs before its first call: the fake EC2
 # and its server, the live view's machinery (a terminal may not be there), the report
 # writers, the dry run, selections, --wait and the failure budget; pydantic, which Typer
@@ -90,3 +92,39 @@ def test_help_and_usage_errors_never_import_boto3() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('boto'))))"
     )
     assert last_json(code) == []
+
+
+def test_a_command_line_builds_only_the_command_it_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Typer builds every command's options before parsing: a run builds its own only.
+    Anything that needs the others (help, an unknown name, completion) gets them all."""
+    from typer.main import get_command
+
+    from swarm_cli.cli import app, command_app
+
+    monkeypatch.delenv("_SWARM_COMPLETE", raising=False)
+    built = get_command(command_app(["terminate", "--ids", "ids.txt"]))
+    assert list(built.commands) == ["terminate"]  # type: ignore[attr-defined]
+    assert list(get_command(command_app(["ec2", "delete-snapshot"])).commands) == ["ec2"]  # type: ignore[attr-defined]
+    assert list(get_command(command_app(["sandbox"])).commands) == ["sandbox"]  # type: ignore[attr-defined]
+    for argv in ([], ["--help"], ["--version"], ["nosuch"], ["-v", "terminate"]):
+        assert command_app(argv) is app, argv
+    monkeypatch.setenv("_SWARM_COMPLETE", "complete_bash")
+    assert command_app(["terminate"]) is app
+    monkeypatch.delenv("_SWARM_COMPLETE")
+    # Each of the whole app's commands is found by its name alone.
+    names = set(get_command(app).commands)  # type: ignore[attr-defined]
+    assert {"terminate", "plan", "ec2", "ledger", "sandbox", "version"} <= names
+    for name in names:
+        assert list(get_command(command_app([name])).commands) == [name]  # type: ignore[attr-defined]
+
+
+def test_an_unknown_command_still_lists_the_way_to_help() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "swarm_cli", "termnate", "--ids", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "No such command 'termnate'" in done.stderr

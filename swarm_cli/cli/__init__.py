@@ -3,7 +3,15 @@ command ends (its exit code, its error on stderr) is decided in ``exits``."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import typer
+    from typer.models import CommandInfo
 
 # Importing the commands makes tens of thousands of objects (typer, rich, swarm's own
 # modules; boto3 and botocore come when a command acts, with main() keeping the collector
@@ -28,4 +36,30 @@ def main() -> None:
     # garbage: collecting it over and over costs the first call a sixth of a second. A run
     # turns collection back on as it starts (run.run), with all that frozen.
     gc.disable()
-    app()
+    command_app(sys.argv[1:])()
+
+
+def command_app(argv: list[str]) -> typer.Typer:
+    """The app with only the command or group ``argv`` names first, else the whole app.
+
+    Typer builds every command's options before it parses anything, a tenth of a second
+    for all of swarm's; a run needs only its own. The whole app for anything else: no
+    command, an option first (--help, --version), a name that is not a command (its error
+    lists them), shell completion.
+    """
+    if not argv or argv[0].startswith("-") or any(k.endswith("_COMPLETE") for k in os.environ):
+        return app
+    name = argv[0]
+    commands = [c for c in app.registered_commands if _name(c) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    only = copy.copy(app)
+    only.registered_commands, only.registered_groups = commands, groups
+    return only
+
+
+def _name(command: CommandInfo) -> str | None:
+    if command.name:
+        return command.name
+    return command.callback.__name__.replace("_", "-") if command.callback else None
