@@ -106,7 +106,10 @@ def test_a_command_line_builds_only_the_command_it_names(
     monkeypatch.delenv("_SWARM_COMPLETE", raising=False)
     built = get_command(command_app(["terminate", "--ids", "ids.txt"]))
     assert list(built.commands) == ["terminate"]  # type: ignore[attr-defined]
-    assert list(get_command(command_app(["ec2", "delete-snapshot"])).commands) == ["ec2"]  # type: ignore[attr-defined]
+    ec2 = get_command(command_app(["ec2", "delete-snapshot", "--ids", "-"])).commands["ec2"]  # type: ignore[attr-defined]
+    assert list(ec2.commands) == ["delete-snapshot"]
+    plan = get_command(command_app(["plan", "--help"])).commands["plan"]  # type: ignore[attr-defined]
+    assert "terminate" in plan.commands and "stop" in plan.commands  # the group's help lists all
     assert list(get_command(command_app(["sandbox"])).commands) == ["sandbox"]  # type: ignore[attr-defined]
     for argv in ([], ["--help"], ["--version"], ["nosuch"], ["-v", "terminate"]):
         assert command_app(argv) is app, argv

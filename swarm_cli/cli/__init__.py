@@ -40,21 +40,36 @@ def main() -> None:
 
 
 def command_app(argv: list[str]) -> typer.Typer:
-    """The app with only the command or group ``argv`` names first, else the whole app.
+    """The app with only the command ``argv`` names (``terminate``, ``ec2 delete-snapshot``),
+    else the whole app.
 
     Typer builds every command's options before it parses anything, a tenth of a second
     for all of swarm's; a run needs only its own. The whole app for anything else: no
     command, an option first (--help, --version), a name that is not a command (its error
     lists them), shell completion.
     """
-    if not argv or argv[0].startswith("-") or any(k.endswith("_COMPLETE") for k in os.environ):
+    if any(k.endswith("_COMPLETE") for k in os.environ):
         return app
+    return _only(app, argv) or app
+
+
+def _only(group: typer.Typer, argv: list[str]) -> typer.Typer | None:
+    """A copy of ``group`` holding only what ``argv`` names; None if it names nothing."""
+    if not argv or argv[0].startswith("-"):
+        return None
     name = argv[0]
-    commands = [c for c in app.registered_commands if _name(c) == name]
-    groups = [g for g in app.registered_groups if g.name == name]
+    commands = [c for c in group.registered_commands if _name(c) == name]
+    groups = []
+    for info in group.registered_groups:
+        if info.name == name:
+            inner = _only(info.typer_instance, argv[1:]) if info.typer_instance else None
+            if inner is not None:
+                info = copy.copy(info)
+                info.typer_instance = inner
+            groups.append(info)
     if not commands and not groups:
-        return app
-    only = copy.copy(app)
+        return None
+    only = copy.copy(group)
     only.registered_commands, only.registered_groups = commands, groups
     return only
 
