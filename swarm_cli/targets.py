@@ -376,7 +376,22 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
     reader = csv.reader(feed(), delimiter=delimiter)
     start = 0
     needed = max(columns.values()) + 1
-    for row in reader:
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:
+            # A quoted field left open runs to the end of the file, and a field
+            # larger than the csv module's limit cannot be read: what follows
+            # cannot be trusted either, so the rest of the file is not read.
+            number = consumed[start][0]
+            builder.bad(
+                number,
+                consumed[start][1],
+                f"not a CSV record ({err}); the file from this line on was not read",
+            )
+            return
         number = consumed[start][0]
         text = "\n".join(text for _, text in consumed[start : reader.line_num])
         start = reader.line_num

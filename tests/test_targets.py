@@ -281,3 +281,20 @@ def test_the_cli_quotes_a_huge_bad_line_cut_short(tmp_path: Path) -> None:
     line = next(x for x in result.stderr.splitlines() if x.startswith("  line 1:"))
     assert len(line) < 300
     assert f"({len(huge):,} characters)" in line
+
+
+def test_a_field_past_the_csv_limit_is_an_invalid_line_not_a_crash() -> None:
+    # A quoted field left open swallows the file until it passes the csv module's
+    # field limit: the line it starts on is invalid and nothing after it is trusted.
+    lines = [
+        "instance_id,note",
+        "i-abcdef01,ok",
+        'i-abcdef02,"' + "x" * 1000,
+        *(["x" * 1000] * 200),
+        "i-abcdef03,ok",
+    ]
+    targets = parse_targets(lines)
+    assert targets.items == [Target("i-abcdef01")]
+    assert [b.line for b in targets.bad] == [3]
+    assert "field limit" in targets.bad[0].reason
+    assert "not read" in targets.bad[0].reason
