@@ -762,7 +762,14 @@ def render_summary(report: Report, console: Console) -> None:
         )
         if stuck:
             say(f"  failed permanently (protected, wrong state): {stuck}; a retry fails again")
-        if c["failed"] + c["pending"] > stuck:
+        if not report.intents_recorded:
+            # `ledger failed` lists only the intents on disk; the rest would be lost.
+            say(
+                "  nothing was sent, and the ledger holds only some of the intents: once it "
+                "can be written, run the same command again (same --ids)",
+                style="bold red",
+            )
+        elif c["failed"] + c["pending"] > stuck:
             # The same ledger, so that the record stays in one file; --yes, for the IDs
             # are those this run was already allowed to act on.
             ledger = literal(shlex.quote(report.ledger))

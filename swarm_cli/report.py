@@ -135,6 +135,8 @@ class Report:
     ledger_seq: int = field(default=0, repr=False)
     # The options a retry of what is left repeats (cli.common.retry_args); not printed.
     retry_args: tuple[str, ...] = field(default=(), repr=False)
+    # False when the write-ahead block was cut short: the ledger lacks some intents.
+    intents_recorded: bool = field(default=True, repr=False)
 
     @property
     def total(self) -> int:

@@ -451,6 +451,7 @@ def run(
     writer: LedgerWriter | None = None
     ledger_error: str | None = None
     unrecorded: list[dict[str, object]] = []
+    intents_recorded = True
     started = time.monotonic()
     trace = _open_trace(sinks.trace, started, watcher)
     if trace is not None:
@@ -478,6 +479,7 @@ def run(
                     )
             except LedgerError as err:
                 ledger_error = str(err)
+                intents_recorded = False
             else:
                 for lane in lanes:
                     lane.engine.subscribers.append(LedgerSubscriber(writer, lane.pair))
@@ -536,6 +538,7 @@ def run(
         ledger=sinks.ledger if sinks.ledger and not o.dry_run else None,
         ledger_error=ledger_error,
         unrecorded=len(unrecorded),
+        intents_recorded=intents_recorded,
         budget_spent=Reason.of(budget.spent) if budget else None,
         elapsed_seconds=time.monotonic() - started,
         done={lane.pair: lane.done for lane in lanes},

@@ -177,6 +177,25 @@ def test_a_device_as_ledger_is_refused_and_a_full_disk_stops_before_anything_is_
     assert "cannot write the ledger" in err and "nothing was sent" in err
     assert json.loads(out)["counts"]["pending"] == 5
     assert sandbox.counters.accepted + sandbox.counters.throttled == 0
+    # Room for part of the block: `ledger failed` would list only those intents, so
+    # the summary must not offer its list as "the rest".
+    many = write_ids(tmp_path / "many.txt", [f"i-{n:017x}" for n in range(1, 301)])
+    proc = start(
+        sandbox,
+        many,
+        tmp_path / "part.jsonl",
+        "--output",
+        "text",
+        preexec=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)),
+    )
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 74, err
+    code, listed, warned = swarm("ledger", "failed", str(tmp_path / "part.jsonl"))
+    assert code == 1 and 0 < len(listed.split()) < 300
+    assert "stopped while recording its intents" in warned
+    assert "retry the rest" not in out + err
+    assert "run the same command again" in out
+    assert sandbox.counters.accepted + sandbox.counters.throttled == 0
 
 
 @pytest.mark.slow
