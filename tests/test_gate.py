@@ -66,6 +66,34 @@ def test_a_list_all_done_passes_the_gate(tmp_path: Path) -> None:
     assert "0 of 2 ID(s)" in err
 
 
+def test_with_the_list_a_ledger_cut_short_does_not_fail_the_gate_by_itself(
+    tmp_path: Path,
+) -> None:
+    from swarm_cli.ledger import LedgerWriter
+
+    ids = write_ids(tmp_path / "ids.txt", IDS)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    writer = LedgerWriter(str(first), "r1", "stop", None)
+    writer.write_ahead(IDS)
+    writer.close()
+    # The first run was stopped while writing its intents: half of them are on disk.
+    lines = first.read_bytes().splitlines(keepends=True)
+    first.write_bytes(b"".join(lines[:3]))
+    # Without the list, what is printed may not be the whole: exit 1.
+    code, out, err = swarm("ledger", "failed", str(first))
+    assert code == 1 and out.split() == IDS[:3]
+    assert "stopped while recording its intents" in err
+    # With it, the IDs no ledger holds are listed: the gate says exactly what is left.
+    code, out, err = swarm("ledger", "failed", "--ids", ids, str(first))
+    assert code == 1 and out.split() == IDS
+    # A later run from the whole list did them all.
+    later = (record(i, "succeeded").replace("2026-01-01", "2099-01-01") for i in IDS)
+    second.write_text("".join(later))
+    code, out, err = swarm("ledger", "failed", "--ids", ids, str(first), str(second))
+    assert (code, out) == (0, ""), err
+    assert "0 of 6 ID(s)" in err
+
+
 def test_a_bad_list_is_refused(tmp_path: Path) -> None:
     _, one, _ = shards(tmp_path)
     bad = tmp_path / "bad.txt"
