@@ -929,6 +929,36 @@ def test_a_block_with_a_hole_but_its_last_record_is_whole() -> None:
     assert watch.cut_short() == []
 
 
+def test_a_merge_keeps_the_evidence_of_a_block_cut_short(tmp_path: Path) -> None:
+    # A run stopped after 3 of its 5 intents; a later run did those 3. Merged, the
+    # ledger must still say the first run's list was not all recorded.
+    ids = [f"i-{n:08x}" for n in range(5)]
+    cut = tmp_path / "cut.jsonl"
+    writer = LedgerWriter(str(cut), "r1", "terminate", None)
+    writer.write_ahead(ids)
+    writer.close()
+    cut.write_bytes(b"".join(cut.read_bytes().splitlines(keepends=True)[:3]))
+    later = tmp_path / "later.jsonl"
+    writer = LedgerWriter(str(later), "r2", "terminate", None)
+    writer.write_ahead(ids[:3])
+    for instance in ids[:3]:
+        writer.write(instance, "succeeded")
+    writer.close()
+    merged = tmp_path / "merged.jsonl"
+    found: list[CutShort] = []
+    assert merge_files([str(cut), str(later)], str(merged), cut_short=found) == 3
+    assert found == [CutShort("r1", 3, 5)]
+    again: list[CutShort] = []
+    state = fold_files([str(merged)], cut_short=again)
+    assert again == found
+    assert state == fold_files([str(cut), str(later)])
+    assert {r.status for r in state.values()} == {"succeeded"}
+    # Merging the merged ledger keeps it, and adds no line.
+    assert merge_files([str(merged)], str(merged), cut_short=again) == 3
+    assert len(merged.read_bytes().splitlines()) == 6
+    assert again == found * 2
+
+
 def test_a_block_seen_twice_counts_once_and_old_records_still_check(tmp_path: Path) -> None:
     # Records of the previous format: `intents` but no `block`, one block per run.
     old = [Record(TIMES[0], "old", n, "stop", f"i-{n}", "pending", intents=4) for n in (1, 2, 3)]

@@ -254,7 +254,9 @@ def ledger_merge(
     """Merge ledgers (e.g. one per shard) into one: for each intent, its winning record.
 
     Merging is order-free: any order, any grouping, and merging twice give the same
-    ledger. The output is replaced atomically, so it may be one of the inputs.
+    ledger. The output is replaced atomically, so it may be one of the inputs. A run
+    stopped while recording its intents keeps those it recorded, so that the merged
+    ledger still says its list was not all recorded.
     """
     empty: list[str] = []
     count = _reading(

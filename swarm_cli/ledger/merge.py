@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import secrets
 import stat
@@ -127,8 +128,8 @@ def merge_files(
     folding ``paths`` gives. ``out`` is replaced atomically (a file beside it,
     synced, then renamed over it), so it may be one of ``paths``, and a
     failure leaves it as it was. Runs whose write-ahead is incomplete in
-    ``paths`` go to ``cut_short``: the merged ledger may no longer show it,
-    since it keeps one record per intent.
+    ``paths`` go to ``cut_short``, and their intents' ``pending`` records are
+    kept too, after the rest, so that the merged ledger still shows it.
 
     Raises :class:`LedgerError` when an input cannot be read or ``out``
     cannot be written, and :class:`LedgerVersionError` at a record of a newer
@@ -152,11 +153,37 @@ def merge_files(
                 best[key] = (record, raw)
         if not count and empty is not None:
             empty.append(path)
-    lines = (best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best))
-    _replace(out, lines)
+    cut = watch.cut_short()
+    kept = _cut_blocks(paths, {c.run for c in cut}, best) if cut else []
+    lines = [best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best)]
+    _replace(out, itertools.chain(lines, kept))
     if cut_short is not None:
-        cut_short.extend(watch.cut_short())
+        cut_short.extend(cut)
     return len(best)
+
+
+def _cut_blocks(
+    paths: Sequence[str], runs: set[str], best: Mapping[tuple[str, str], tuple[Record, bytes]]
+) -> list[bytes]:
+    """The intents on disk of the ``runs`` cut short, other than those ``best`` keeps.
+
+    Kept in a merged ledger, they lose to the intents' later records when folded,
+    and still show that these runs' blocks are incomplete: a later run that did
+    every intent recorded does not make the ledger look whole.
+    """
+    winners = {(record.run, record.seq) for record, _ in best.values()}
+    kept: dict[tuple[str, int], bytes] = {}
+    for path in paths:
+        for record, raw in _read_lines(path, None):
+            mark = (record.run, record.seq)
+            if (
+                record.run in runs
+                and record.status == "pending"
+                and record.intents is not None
+                and mark not in winners
+            ):
+                kept.setdefault(mark, raw.rstrip(b"\r\n") + b"\n")
+    return [kept[mark] for mark in sorted(kept)]
 
 
 def _replace(path: str, lines: Iterable[bytes]) -> None:
