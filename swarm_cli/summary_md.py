@@ -177,9 +177,13 @@ def append_step_summary(
     path = env.get("GITHUB_STEP_SUMMARY")
     if not path:
         return None
+    text = markdown_summary(report, max_failed=max_failed) + "\n"
     try:
-        with open(path, "a", encoding="utf-8") as file:
-            file.write(markdown_summary(report, max_failed=max_failed) + "\n")
+        # O_NONBLOCK: a FIFO nobody reads is refused (ENXIO) instead of hanging the run.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC)
+        os.set_blocking(fd, True)
+        with open(fd, "a", encoding="utf-8") as file:
+            file.write(text)
     except OSError:
         return None
     return path

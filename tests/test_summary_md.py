@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
@@ -132,6 +133,21 @@ def test_step_summary_appends(tmp_path: Path) -> None:
     text = target.read_text()
     assert text.startswith("# earlier step\n")
     assert text.count("## swarm stop: 7 of 10 succeeded") == 2
+
+
+def test_a_step_summary_fifo_that_nobody_reads_is_skipped_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    fifo = tmp_path / "summary.md"
+    os.mkfifo(fifo)
+    assert append_step_summary(recorded_report(), {"GITHUB_STEP_SUMMARY": str(fifo)}) is None
+    # With a reader, it is written.
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert append_step_summary(recorded_report(), {"GITHUB_STEP_SUMMARY": str(fifo)})
+        assert b"## swarm stop" in os.read(reader, 1 << 16)
+    finally:
+        os.close(reader)
 
 
 def test_step_summary_is_skipped_without_the_variable_or_a_writable_file(
