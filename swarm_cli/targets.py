@@ -350,9 +350,18 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         ("region", REGION_COLUMNS),
         ("account", ACCOUNT_COLUMNS),
     ):
-        index = next((lowered.index(name) for name in names if name in lowered), None)
-        if index is not None:
-            columns[kind] = index
+        name = next((name for name in names if name in lowered), None)
+        if name is None:
+            continue
+        if lowered.count(name) > 1:
+            # Which of them holds the IDs (or the place) is anyone's guess.
+            builder.bad(
+                header_line,
+                header_text,
+                f"the header names the {name} column {lowered.count(name)} times; keep one of them",
+            )
+            return
+        columns[kind] = lowered.index(name)
     if "id" not in columns:
         if any(builder.rule.pattern.fullmatch(name) for name in header):
             found = "this first line holds IDs; separate plain IDs with spaces, not commas"

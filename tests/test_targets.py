@@ -298,3 +298,13 @@ def test_a_field_past_the_csv_limit_is_an_invalid_line_not_a_crash() -> None:
     assert [b.line for b in targets.bad] == [3]
     assert "field limit" in targets.bad[0].reason
     assert "not read" in targets.bad[0].reason
+
+
+def test_a_header_naming_a_column_twice_is_refused() -> None:
+    targets = parse_targets(["instance_id,region,Instance_ID", "i-abcdef01,us-east-1,i-abcdef02"])
+    assert targets.items == []
+    assert [b.line for b in targets.bad] == [1]
+    assert "instance_id column 2 times" in targets.bad[0].reason
+    # Another ID-like column beside instance_id is not a duplicate: instance_id wins.
+    targets = parse_targets(["id,instance_id", "7,i-abcdef01"])
+    assert targets.items == [Target("i-abcdef01")] and not targets.bad
