@@ -230,13 +230,14 @@ def new_session(
 
 
 def unknown_regions(regions: Iterable[str]) -> list[str]:
-    """The regions botocore does not know for EC2 in any partition, sorted."""
-    session = new_session()
-    known = {
-        r
-        for partition in session.get_available_partitions()
-        for r in session.get_available_regions("ec2", partition_name=partition)
-    }
+    """The regions of no partition botocore knows, sorted.
+
+    Read from botocore's endpoints data, which the client loads anyway: asking the
+    session for EC2's regions would load EC2's service model first, before any client.
+    """
+    new_session()
+    endpoints = _shared_loader.load_data("endpoints")
+    known = {region for partition in endpoints["partitions"] for region in partition["regions"]}
     return sorted(set(regions) - known)
 
 

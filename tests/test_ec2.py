@@ -30,6 +30,7 @@ from swarm_cli.ec2 import (
     redact_url,
     scrub,
     split_batch,
+    unknown_regions,
 )
 from swarm_cli.outcome import Kind, Outcome
 
@@ -415,3 +416,15 @@ def test_every_batch_call_splits_on_the_ids_an_error_names() -> None:
     malformed = Refuses(client_error("InvalidInstanceID.Malformed", 400, f"'{ids[0]}'"))
     assert DescribeBatch(malformed)(ids)[ids[0]].kind is Kind.MISSING
     assert InstanceCall(malformed, ACTIONS["stop"])(ids)[ids[0]].kind is Kind.PERMANENT
+
+
+def test_unknown_regions_are_those_of_no_partition() -> None:
+    import boto3
+
+    known = {
+        region
+        for partition in boto3.session.Session().get_available_partitions()
+        for region in boto3.session.Session().get_available_regions("ec2", partition)
+    }
+    assert {"us-east-1", "cn-north-1", "us-gov-west-1"} <= known
+    assert unknown_regions([*known, "us-eats-1", "eu-west-9"]) == ["eu-west-9", "us-eats-1"]
