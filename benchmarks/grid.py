@@ -3,6 +3,7 @@
     python benchmarks/grid.py                          # the default profile, 175 regimes x 3 seeds
     python benchmarks/grid.py --profile adaptive --profile reno
     python benchmarks/grid.py --noise 0.2              # a fifth of calls throttled at random
+                                                       # (and each regime without it, to compare)
     python benchmarks/grid.py --two-buckets            # EC2's two buckets, --batch-size auto
 
 Every regime is one token bucket of burst B and refill R per second, calls of latency
@@ -24,7 +25,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -140,6 +141,22 @@ def _against(worst: dict[Key, Result], reach: dict[Key, float], goal: float) -> 
     }
 
 
+def against_clean(
+    noisy: dict[Key, Result], clean: dict[Key, Result], noise: float
+) -> dict[str, object]:
+    """Each regime's worst wall with the noise over its worst wall without it: what the
+    noise itself cost, apart from how far the regime's bound is out of reach. The noise
+    takes ``noise`` of the calls, so 1 / (1 - noise) of the time is what it must cost."""
+    goal = 1 / (1 - noise)
+    ratios = {k: noisy[k].wall_s / clean[k].wall_s for k in noisy}
+    return {
+        "own_goal": round(goal, 3),
+        "over_own": sum(1 for x in ratios.values() if x > goal),
+        "median_own": round(statistics.median(ratios.values()), 3),
+        "worst_own": round(max(ratios.values()), 3),
+    }
+
+
 def table(profile: str, worst: dict[tuple[float, float, float], Result], noise: float) -> str:
     """Worst ratio per (burst, rate), the worst over latencies, as a text grid."""
     goal = TIME_GOAL / (1 - noise) if noise else TIME_GOAL
@@ -247,6 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = list(pool.map(_one, work, chunksize=4))
             worst = worst_of(results)
             s = summary(worst, a.noise, reach)
+            if a.noise:
+                # The same regimes and seeds without the noise, side by side.
+                calm = [(replace(g, noise=0.0), seed, n, o) for g, seed, n, o in work]
+                s.update(
+                    against_clean(worst, worst_of(list(pool.map(_one, calm, chunksize=4))), a.noise)
+                )
             report[profile] = {"summary": s, "results": [asdict(r) for r in results]}
             print(table(profile, worst, a.noise))
             print(
@@ -260,6 +283,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"bound is out of its reach ({s['out_of_reach']} regimes): "
                     f"{s['over_reachable']} over {s['time_goal']}x, median "
                     f"{s['median_reachable']}x, worst {s['worst_reachable']}x"
+                )
+            if a.noise:
+                print(
+                    f"{profile}: against its own run without the noise: {s['over_own']} over "
+                    f"{s['own_goal']}x, median {s['median_own']}x, worst {s['worst_own']}x"
                 )
             print()
             if not a.no_save:

@@ -86,3 +86,18 @@ def test_the_command_line_ends_with_one_json_object() -> None:
     assert set(last) >= {"wall_s", "bound_s", "calls", "throttled", "done"}
     assert last["done"] == 20
     assert last["bound_s"] == pytest.approx((20 - 3) / 2 + 0.1)
+
+
+def test_the_noise_grid_judges_each_regime_against_itself_without_the_noise() -> None:
+    from grid import against_clean
+    from sim import Result
+
+    def result(wall: float, burst: float) -> Result:
+        return Result(wall, 10.0, 100, 0, 100, wall / 10, burst, 5, 0.1, 100, 0, "adaptive")
+
+    clean = {(b, 5.0, 0.1): result(20.0, b) for b in (1, 3, 20)}
+    # Out of the bound's reach with or without the noise, but the noise cost only 1.2x.
+    noisy = {(1, 5.0, 0.1): result(24.0, 1), (3, 5.0, 0.1): result(30.0, 3)}
+    noisy[(20, 5.0, 0.1)] = result(21.0, 20)
+    s = against_clean(noisy, clean, 0.2)
+    assert s == {"own_goal": 1.25, "over_own": 1, "median_own": 1.2, "worst_own": 1.5}
