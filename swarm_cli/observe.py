@@ -10,7 +10,7 @@ use, which EC2 would refuse.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -306,16 +306,18 @@ def reconcile_gone(
     console: Console,
     *,
     options: RunOptions,
+    recorded: Container[str] | None = None,
 ) -> tuple[dict[Pair, dict[str, Outcome]], int]:
     """--resume: the intents whose resource is gone already, as done (unsent); and how
-    many were checked."""
+    many were checked. Only those ``recorded`` (None: all): a resource gone that no run
+    of the ledger acted on is sent, to be found missing (another region, a typo)."""
     seen = look(op, groups, make_client, console, options=options)
     done: dict[Pair, dict[str, Outcome]] = {}
     checked = 0
     for pair, found in seen.items():
         checked += len(found)
         for i, s in found.items():
-            if s.gone:
+            if s.gone and (recorded is None or i in recorded):
                 done.setdefault(pair, {})[i] = Outcome(
                     Kind.SUCCEEDED,
                     ALREADY_GONE_CODE,

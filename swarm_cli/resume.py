@@ -13,7 +13,7 @@ not known done.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from rich.console import Console
@@ -62,8 +62,14 @@ def reconcile(
     console: Console,
     *,
     options: RunOptions,
+    recorded: Container[str] | None = None,
 ) -> Reconciled:
-    """Look the intents of ``groups`` up; those already in ``action``'s end state are done."""
+    """Look the intents of ``groups`` up; those already in ``action``'s end state are done.
+
+    One not listed at all is done for an action that makes instances vanish, if it is
+    ``recorded`` (None: all are): an ID no run acted on is more likely in another region
+    or account, or mistyped.
+    """
     result = Reconciled()
     states = DONE_STATES.get(action)
     wanted = {p: list(ids) for p, ids in groups.items() if ids}
@@ -81,7 +87,7 @@ def reconcile(
                 continue
             info = infos[i]
             if info is None:
-                if action in GONE_IS_DONE:
+                if action in GONE_IS_DONE and (recorded is None or i in recorded):
                     message = "DescribeInstances lists no such instance (terminated ones vanish)"
                     result.done.setdefault(pair, {})[i] = _done(message)
                 continue

@@ -458,3 +458,20 @@ def in_doubt(ledger: str, action: str) -> set[str]:
     pending: set[str] = set()
     succeeded(ledger, action, Console(stderr=True), pending)
     return pending
+
+
+def test_a_fresh_resume_in_the_wrong_region_finds_the_resources_missing_not_done(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """Not listed in eu-west-1 is not "deleted already": no run of this ledger acted on
+    them, so they are sent and found missing."""
+    made = sandbox.seed(snapshots=2)["snapshots"]
+    ids = write_ids(tmp_path / "ids.txt", made)
+    ledger = tmp_path / "l.jsonl"
+    code, out, err = ec2(
+        sandbox, "delete-snapshot", ids, ledger, "--resume", "--region", "eu-west-1"
+    )
+    assert code == 1, err
+    assert out["counts"]["missing"] == 2 and out["counts"]["succeeded"] == 0
+    assert still_there(sandbox, "delete-snapshot", made) == set(made)
+    assert {s for s, _ in statuses(ledger).values()} == {"missing"}

@@ -180,3 +180,20 @@ def test_a_resumed_reboot_resends_what_is_not_known_done(sandbox: Sandbox, tmp_p
     assert code == 0, err
     assert "reboot leaves no state to check; the 2 not known rebooted are sent again" in err
     assert sandbox.counters.accepted_by_action.get("RebootInstances") == 2
+
+
+def test_a_resumed_instance_not_listed_is_done_only_if_the_ledger_sent_it(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(3)
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    ledger = tmp_path / "l.jsonl"
+    base = ("terminate", "--ids", ids_file, "--endpoint-url", sandbox.endpoint, "--yes")
+    code, out, err = swarm(
+        *base, "--ledger", str(ledger), "--resume", "--region", "eu-west-1", "--output", "json"
+    )
+    assert code == 1, err
+    assert json.loads(out)["counts"]["missing"] == 3
+    assert set(sandbox.states(ids).values()) == {"running"}
+    code, listed, _ = swarm("ledger", "failed", "--missing", str(ledger))
+    assert set(listed.split()) == set(ids)

@@ -12,7 +12,7 @@ annotations``).
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -214,7 +214,9 @@ def _run_action(
     # Sent by the run this one resumes, maybe: a call in flight at a kill can land after
     # the look-up below, and its repeat here then finds the resource gone.
     doubtful: set[str] = set()
-    done = succeeded(flags.ledger, spec.name, err, doubtful) if flags.resume else None
+    # Every ID the ledger holds an intent of: one of them gone may be a run's doing.
+    recorded: set[str] = set()
+    done = succeeded(flags.ledger, spec.name, err, doubtful, recorded) if flags.resume else None
     if done is not None and operation is not None and operation.tags:
         # The ledger says which IDs a run tagged, not with which tags: their tags are read.
         err.print(
@@ -287,9 +289,9 @@ def _run_action(
             spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err, operation
         )
     if operation is None:
-        already = reconcile_resume(spec, flags, groups, reach, options, found, err)
+        already = reconcile_resume(spec, flags, groups, reach, options, found, err, recorded)
     else:
-        already = reconcile_operation(operation, flags, groups, reach, options, err)
+        already = reconcile_operation(operation, flags, groups, reach, options, err, recorded)
     if operation is None:
         settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
     else:
@@ -371,8 +373,10 @@ def reconcile_operation(
     reach: "Reach",
     options: RunOptions,
     err: Console,
+    recorded: Container[str] = frozenset(),
 ) -> dict[Pair, dict[str, Outcome]]:
-    """--resume of an operation: those its Describe call shows gone are done, unsent."""
+    """--resume of an operation: those its Describe call shows gone are done, unsent, if the
+    ledger holds an intent of them (``recorded``)."""
     from ..observe import observe_api, reconcile_gone
 
     if not flags.resume or not groups:
@@ -395,6 +399,7 @@ def reconcile_operation(
             reach.client,
             err,
             options=replace(options, ledger=None, progress="none"),
+            recorded=recorded,
         )
         api = observe_api(operation)
     already = sum(len(v) for v in done.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Protocol
 
 from rich.console import Console
@@ -251,11 +251,16 @@ def select_groups(
 
 
 def succeeded(
-    ledger: str, action: str, err: Console, pending: set[str] | None = None
+    ledger: str,
+    action: str,
+    err: Console,
+    pending: set[str] | None = None,
+    recorded: set[str] | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending``, when given, those whose last record is pending (an earlier run may have
-    sent them: in flight at a kill, or never answered).
+    sent them: in flight at a kill, or never answered); into ``recorded``, every ID of
+    which it holds an intent of ``action`` (a run may have acted on it).
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -281,6 +286,8 @@ def succeeded(
             f"{others} of the same instance: not known {action} now, they are looked up",
             markup=False,
         )
+    if recorded is not None:
+        recorded.update(r.id for (act, _), r in state.items() if act == action)
     if pending is not None:
         pending.update(
             r.id for (act, _), r in state.items() if act == action and r.status == "pending"
@@ -296,8 +303,14 @@ def reconcile_resume(
     options: RunOptions,
     found: dict[str, Instance],
     err: Console,
+    recorded: Container[str] = frozenset(),
 ) -> dict[Pair, dict[str, Outcome]]:
-    """--resume: the intents not known done that EC2 shows done already; none are sent."""
+    """--resume: the intents not known done that EC2 shows done already; none are sent.
+
+    An instance DescribeInstances does not list is done only if ``recorded`` (the ledger
+    holds an intent of it): otherwise no run of this ledger ever acted on it, and it is
+    sent, to be found missing (a wrong region or account, a typo).
+    """
     from ..resume import observable, reconcile
 
     if not flags.resume or not groups:
@@ -310,7 +323,7 @@ def reconcile_resume(
             markup=False,
         )
         return {}
-    seen = reconcile(spec.name, groups, reach.client, err, options=options)
+    seen = reconcile(spec.name, groups, reach.client, err, options=options, recorded=recorded)
     found.update(seen.found)
     text = (
         f"resume: DescribeInstances shows {seen.already} of {seen.checked} already "
