@@ -235,3 +235,27 @@ def test_only_the_one_place_exits() -> None:
     ]
     assert found == []
     assert len(EXITS.findall(one_place.read_text(encoding="utf-8"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://[::1", "is not a URL (Invalid IPv6 URL)"),
+        ("http://u:secret@127.0.0.1:99999", "'http://***@127.0.0.1:99999' is not a URL (Port"),
+        ("ftp://x", "is not an http:// or https:// URL with a host"),
+        ("http://", "is not an http:// or https:// URL with a host"),
+    ],
+)
+@pytest.mark.parametrize("command", [["terminate"], ["ec2", "delete-volume"], ["list"]])
+def test_a_malformed_endpoint_url_is_a_usage_error_with_nothing_written(
+    tmp_path: Path, url: str, says: str, command: list[str]
+) -> None:
+    ids = tmp_path / "ids.txt"
+    ids.write_text("vol-0123456789abcdef0\n" if "ec2" in command else "i-0123456789abcdef0\n")
+    ledger = tmp_path / "l.jsonl"
+    args = [] if command == ["list"] else ["--ids", str(ids), "--yes", "--ledger", str(ledger)]
+    result = CliRunner().invoke(app, [*command, *args], env={"AWS_ENDPOINT_URL": url})
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split())
+    assert "secret" not in result.output
+    assert not ledger.exists()

@@ -209,11 +209,38 @@ ProfileOpt = Annotated[
 ]
 
 
+def _endpoint_url(value: str | None) -> str | None:
+    """An http(s) URL with a host and a valid port, or none: what botocore can call."""
+    if not value:
+        return value
+    from urllib.parse import urlsplit
+
+    from ..targets import quote
+
+    # What may hold a secret (user info, a query) is not repeated.
+    visible = value.split("?", 1)[0]
+    if "@" in visible:
+        scheme, sep, rest = visible.partition("://")
+        visible = f"{scheme}{sep}***@{rest.rpartition('@')[2]}"
+    shown = quote(visible, width=80)
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises ValueError when out of range or not a number
+    except ValueError as exc:
+        raise typer.BadParameter(f"{shown} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise typer.BadParameter(f"{shown} is not an http:// or https:// URL with a host")
+    if port == 0:
+        raise typer.BadParameter(f"{shown} names port 0")
+    return value
+
+
 EndpointOpt = Annotated[
     str | None,
     typer.Option(
         "--endpoint-url",
         metavar="URL",
+        callback=_endpoint_url,
         envvar="AWS_ENDPOINT_URL",
         help="EC2 (and STS) endpoint to call instead of AWS's, e.g. a swarm sandbox.",
     ),
