@@ -13,12 +13,13 @@ not known done.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from rich.console import Console
 
-from .describe import InstanceInfo, MakeClient, describe
+from .describe import InstanceInfo, MakeClient, describe_job
 from .outcome import Kind, Outcome
 from .report import Pair
 from .run import RunOptions
@@ -48,6 +49,7 @@ class Reconciled:
     done: dict[Pair, dict[str, Outcome]] = field(default_factory=dict)
     checked: int = 0
     unread: int = 0  # could not be read (permission, an endpoint down): sent as before
+    why: str = ""  # the errors that kept them unread: "403 UnauthorizedOperation x 3"
     found: dict[str, InstanceInfo] = field(default_factory=dict)
 
     @property
@@ -75,7 +77,7 @@ def reconcile(
     wanted = {p: list(ids) for p, ids in groups.items() if ids}
     if states is None or not wanted:
         return result
-    read = describe(
+    read, report = describe_job(
         wanted, make_client, console, options=replace(options, ledger=None, progress="none")
     )
     for pair, ids in wanted.items():
@@ -96,6 +98,11 @@ def reconcile(
                 result.done.setdefault(pair, {})[i] = _done(
                     f"{info.state} per DescribeInstances; not sent"
                 )
+    if result.unread:
+        codes = Counter(p.code for p in report.problems if p.status != "missing" and p.code)
+        why = ", ".join(f"{code} x {n}" for code, n in codes.most_common(3))
+        cause = report.fatal or report.stopped
+        result.why = why or (cause.code or cause.message or "" if cause else "")
     return result
 
 

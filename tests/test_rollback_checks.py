@@ -99,7 +99,7 @@ def test_rollback_undoes_a_pending_call_that_was_carried_out(
     write_stop(ledger, [(ids[0], "succeeded"), (ids[1], "pending"), (ids[2], "pending")])
     code, err = rollback(sandbox, ledger)
     assert code == 0, err
-    assert "2 intent(s) of the run were left pending; DescribeInstances shows 1 of them" in err
+    assert "2 intent(s) of the run were left pending; DescribeInstances shows 1 of the 2" in err
     assert sandbox.counters.accepted_by_action.get("StartInstances") == 2
     assert set(sandbox.states(ids).values()) == {"running"}
     # A run that recorded nothing done but left a call carried out is undone too.
@@ -107,6 +107,27 @@ def test_rollback_undoes_a_pending_call_that_was_carried_out(
     only = tmp_path / "only.jsonl"
     write_stop(only, [(ids[0], "pending"), (ids[1], "pending")])
     code, err = rollback(sandbox, only)
+    assert code == 0, err
+    assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_rollback_that_cannot_look_up_pending_intents_sends_nothing_and_says_so(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(3)
+    # Both pending calls were carried out; nobody can tell while DescribeInstances fails.
+    sandbox.client().stop_instances(InstanceIds=ids[:2])
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(ids[0], "pending"), (ids[1], "pending"), (ids[2], "pending")])
+    sandbox.fail_action("DescribeInstances", 403, "UnauthorizedOperation", "no")
+    code, err = rollback(sandbox, ledger)
+    assert code == 1, err
+    text = " ".join(err.split())
+    assert "3 pending intent(s) of run run1 could not be looked up (UnauthorizedOperation" in text
+    assert "nothing was sent" in text and "nothing to undo" not in text
+    assert sandbox.counters.accepted_by_action.get("StartInstances") is None
+    sandbox.fail_action("DescribeInstances", None)
+    code, err = rollback(sandbox, ledger)
     assert code == 0, err
     assert set(sandbox.states(ids).values()) == {"running"}
 

@@ -925,7 +925,12 @@ def rollback(
             "FILE or --role-arn ARN to reach them; nothing was sent"
         )
     endpoint = reach.endpoint or ""
-    groups = reconcile_undo(plan, reach, flags.options, err)
+    groups, unread = reconcile_undo(plan, reach, flags.options, err)
+    if unread:
+        # All or nothing: an undo of part of the run would be reported as the undo.
+        raise SwarmError(
+            f"rollback: {unread}; nothing was sent: run the rollback again once they can be read"
+        )
     if not groups:
         raise UsageError(f"run {plan.run} ({plan.of}) got nothing done: nothing to undo")
     try:

@@ -57,9 +57,15 @@ def follow_up(
             err.print(f"rollback: {literal(exc)}", markup=False)
         else:
             # Calls still unanswered when the budget stopped the run may have been done.
-            groups = reconcile_undo(plan, reach, job.options, err)
+            groups, unread = reconcile_undo(plan, reach, job.options, err)
+            if unread:
+                warn(
+                    err,
+                    f"rollback: {unread}; they are not undone: `swarm rollback LEDGER --run "
+                    f"{plan.run}` once they can be read",
+                )
             count = sum(len(ids) for ids in groups.values())
-            if not count:
+            if not count and not unread:
                 err.print(f"rollback: run {plan.run} got nothing done: nothing to undo")
             else:
                 err.print(
@@ -141,28 +147,42 @@ def run_plan(
 
 def reconcile_undo(
     plan: UndoPlan, reach: Reach, options: RunOptions, err: Console
-) -> dict[Pair, list[str]]:
-    """What to undo: the run's successes, and those of its pending intents EC2 shows done.
+) -> tuple[dict[Pair, list[str]], str | None]:
+    """What to undo: the run's successes, and those of its pending intents EC2 shows done;
+    and, when some pending intents could not be looked up, what to tell of them.
 
     A call in flight when the run was killed may have been carried out though
     the ledger says pending; DescribeInstances tells (in batches, through a
-    window). Those in the run's end state are undone with the rest.
+    window). Those in the run's end state are undone with the rest. Those it
+    could not read are neither: whether they were carried out is unknown.
     """
     from ..resume import reconcile
 
     groups = {p: list(ids) for p, ids in plan.groups.items()}
     count = sum(len(ids) for ids in plan.unsure.values())
     if not count:
-        return groups
+        return groups, None
     seen = reconcile(plan.of, plan.unsure, reach.client, err, options=options)
     for pair, done in seen.done.items():
         groups.setdefault(pair, []).extend(done)
+    verb = ACTIONS[plan.of].verb
+    read = count - seen.unread
     err.print(
-        f"rollback: {count} intent(s) of the run were left pending; DescribeInstances shows "
-        f"{seen.already} of them {ACTIONS[plan.of].verb}: they are undone too",
+        f"rollback: {count} intent(s) of the run were left pending; "
+        + (
+            f"DescribeInstances shows {seen.already} of the {read} it could read {verb}: "
+            "they are undone too"
+            if read
+            else "DescribeInstances could read none of them"
+        ),
         markup=False,
     )
-    return groups
+    if not seen.unread:
+        return groups, None
+    return groups, (
+        f"{seen.unread} pending intent(s) of run {plan.run} could not be looked up "
+        f"({seen.why or 'no answer'}): whether they were {verb} is unknown"
+    )
 
 
 def save_report(report: Report, path: str, err: Console) -> None:
