@@ -151,3 +151,23 @@ def test_rollback_keeps_the_rails_of_a_run(sandbox: Sandbox, tmp_path: Path) -> 
     states = sandbox.states(ids)
     assert states[ids[0]] == "stopped"
     assert {states[ids[1]], states[ids[2]]} == {"running"}
+
+
+def test_the_retry_a_rollback_prints_keeps_its_rails_and_where_it_went(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(2)
+    sandbox.client().stop_instances(InstanceIds=ids)
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(i, "succeeded") for i in ids])
+    sandbox.fail_action("DescribeInstances", 403, "UnauthorizedOperation", "no")
+    code, out, err = swarm(
+        *("rollback", str(ledger), "--endpoint-url", sandbox.endpoint, "--yes"),
+        *("--protect-tag", "keep", "--progress", "none"),
+    )
+    assert code == 3, err  # the rail could not see: refused
+    retry = next(line for line in (out + err).splitlines() if "retry the rest:" in line)
+    assert "swarm start --region us-east-1 " in retry
+    assert f"--endpoint-url {sandbox.endpoint}" in retry
+    assert "--protect-tag keep" in retry
+    assert sandbox.counters.accepted_by_action.get("StartInstances") is None

@@ -946,6 +946,11 @@ def rollback(
     report = run_plan(plan.action, groups, options, reach, err, title, settled)
     job = Job(plan.action, groups, options)
     follow_up(plan.action, flags, job, report, reach, err)
+    # The retry goes where the undo went, behind the same rails: the ledger's one region
+    # (the list it prints names no region), and this command's options.
+    regions = {pair.region for pair in groups}
+    where = replace(flags, region=regions.pop() if len(regions) == 1 else None)
+    report.retry_args = retry_args(plan.action, where)
     return finish(report, output, out, err)
 
 
