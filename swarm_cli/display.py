@@ -741,9 +741,10 @@ def render_summary(report: Report, console: Console) -> None:
             f"  wait for {waited.get('target')}: {waited.get('reached', 0)} reached"
             + "".join(
                 f", {waited[k]} {k.replace('_', ' ')}"
-                for k in ("timed_out", "wrong_state")
+                for k in ("timed_out", "wrong_state", "not_checked")
                 if waited.get(k)
             )
+            + (f" ({literal(waited['not_checked_why'])})" if waited.get("not_checked") else "")
         )
     undone = report.extra.get("rollback")
     if undone:

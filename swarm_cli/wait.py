@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -257,15 +258,36 @@ def run_wait(
     for action in actions:
         reached_at.update(action.reached_at)
     counts = report.counts
+    timed_out = sum(1 for p in report.problems if p.code == TIMEOUT_CODE)
+    wrong_state = sum(1 for p in report.problems if p.code == WRONG_STATE_CODE)
+    # Neither reached nor seen otherwise: the Describe calls failed (denied, an endpoint
+    # down), or the wait was stopped. Said with why, not left for a count that adds up short.
+    unchecked = report.total - counts["succeeded"] - counts["missing"] - timed_out - wrong_state
     report.extra["wait"] = {
         "target": target,
         "timeout_seconds": timeout,
         "reached": counts["succeeded"],
-        "timed_out": sum(1 for p in report.problems if p.code == TIMEOUT_CODE),
-        "wrong_state": sum(1 for p in report.problems if p.code == WRONG_STATE_CODE),
+        "timed_out": timed_out,
+        "wrong_state": wrong_state,
+        "not_checked": unchecked,
+        **({"not_checked_why": _why(report)} if unchecked else {}),
     }
     copied = {f.name: getattr(report, f.name) for f in fields(Report)}
     return WaitReport(**copied, target=target, reached_at=reached_at)
+
+
+def _why(report: Report) -> str:
+    """The errors that kept a wait's instances from being checked: "InternalError x 3"."""
+    seen = (TIMEOUT_CODE, WRONG_STATE_CODE)
+    codes = Counter(
+        p.code for p in report.problems if p.code and p.code not in seen and p.status != "missing"
+    )
+    cause = report.fatal or report.stopped
+    if codes:
+        return ", ".join(f"{code} x {n}" for code, n in codes.most_common(3))
+    if cause is not None:
+        return cause.code or cause.message or "stopped"
+    return "interrupted" if report.interrupted else "no answer"
 
 
 def record_reached(

@@ -475,3 +475,18 @@ def test_a_fresh_resume_in_the_wrong_region_finds_the_resources_missing_not_done
     assert out["counts"]["missing"] == 2 and out["counts"]["succeeded"] == 0
     assert still_there(sandbox, "delete-snapshot", made) == set(made)
     assert {s for s, _ in statuses(ledger).values()} == {"missing"}
+
+
+def test_a_wait_that_cannot_read_says_how_many_it_could_not_check_and_why(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(volumes=2)["volumes"]
+    sandbox.fail_action("DescribeVolumes", 403, "UnauthorizedOperation", "no")
+    code, out, err = swarm(
+        *("ec2", "delete-volume", "--ids", write_ids(tmp_path / "ids.txt", made)),
+        *("--endpoint-url", sandbox.endpoint, "--ledger", str(tmp_path / "l.jsonl"), "--yes"),
+        *("--progress", "none", "--wait", "--wait-timeout", "30"),
+    )
+    assert code == 4, out + err  # denied: the wait's own exit code
+    text = " ".join((out + err).split())
+    assert "wait for deleted: 0 reached, 2 not checked (UnauthorizedOperation" in text

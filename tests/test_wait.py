@@ -101,6 +101,23 @@ def test_waiting_for_running_on_terminated_instances_is_a_wrong_state(sandbox: S
     assert report.exit_code == 1
 
 
+@pytest.mark.parametrize(
+    ("status", "code"), [(403, "UnauthorizedOperation"), (500, "InternalError")]
+)
+def test_instances_the_wait_could_not_check_are_counted_with_why(
+    sandbox: Sandbox, status: int, code: str
+) -> None:
+    ids = sandbox.launch(3)
+    done = {Pair(None, EAST): ids}
+    sandbox.fail_action("DescribeInstances", status, code, "no")
+    options = RunOptions(progress="none", max_attempts=2)
+    report = wait_for(job("stop", done, options), done, clients(sandbox), quiet(), timeout=30)
+    waited = report.extra["wait"]
+    assert (waited["reached"], waited["timed_out"], waited["not_checked"]) == (0, 0, 3)
+    assert waited["not_checked_why"].startswith(code)
+    assert report.exit_code != 0
+
+
 def test_a_timeout_of_zero_times_every_instance_out_without_a_call(sandbox: Sandbox) -> None:
     ids = sandbox.launch(7)  # running: they would never become stopped
     done = {Pair(None, EAST): ids}
