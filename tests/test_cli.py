@@ -164,8 +164,18 @@ def test_dry_run_terminates_nothing_and_writes_no_ledger(sandbox: Sandbox, tmp_p
     )
     assert code == 0
     assert report["dry_run"] is True and report["would_act"] == 5
+    assert report["exit_code"] == 0 and "nothing was sent" in report["meaning"]
     assert set(sandbox.states(ids).values()) == {"running"}
     assert not ledger.exists()
+    # One that would fail: exit 1, said in the object too.
+    code, report = terminate_json(
+        sandbox,
+        write_ids(tmp_path / "more.txt", [*ids, "i-0000000000000dead"]),
+        ledger,
+        "--dry-run",
+    )
+    assert (code, report["exit_code"]) == (1, 1)
+    assert report["meaning"] == "some would fail or could not be read; nothing was sent"
 
 
 def test_no_terminal_and_no_yes_refuses_with_three(sandbox: Sandbox, tmp_path: Path) -> None:

@@ -519,12 +519,31 @@ def show_plan(
             f"{literal(flags.plan_out)}",
             markup=False,
         )
+    code = EXIT_FAILED if plan.would_fail or plan.unknown else 0
     if flags.output is Output.json:
         render_plan(plan, est, err)
-        emit_json({"dry_run": True, **plan_json(plan, est)})
+        emit_json(
+            {
+                "dry_run": True,
+                **plan_json(plan, est),
+                "exit_code": code,
+                "meaning": _plan_meaning(code),
+            }
+        )
     else:
         render_plan(plan, est, out)
-    return EXIT_FAILED if plan.would_fail or plan.unknown else 0
+    return code
+
+
+def _plan_meaning(code: int) -> str:
+    """A dry run's exit code in words: its 1 is not a run's (nothing was sent)."""
+    if code == EXIT_FAILED:
+        return "some would fail or could not be read; nothing was sent"
+    return (
+        "every one would be acted on, or is already done; nothing was sent"
+        if code == 0
+        else exit_meaning(code)
+    )
 
 
 def budget(text: str | None, total: int) -> int | None:
