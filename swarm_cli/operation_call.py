@@ -14,6 +14,7 @@ the runs it resumes, can find it missing.
 from __future__ import annotations
 
 import threading
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -26,15 +27,34 @@ from .outcome import Kind, Outcome
 ALREADY_GONE_CODE = "AlreadyGone"
 
 
+# EC2's limits on a tag, in characters.
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 256
+
+
 def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str]]:
-    """``--tag KEY=VALUE`` as EC2's Tags; a bare KEY (for delete-tags) matches any value."""
+    """``--tag KEY=VALUE`` as EC2's Tags; a bare KEY (for delete-tags) matches any value.
+
+    What EC2 refuses is refused here, before anything is sent: a key over 128
+    characters or a value over 256, a key starting ``aws:`` (AWS's own), and control
+    characters, which no tag needs and a terminal would act on.
+    """
     tags: list[dict[str, str]] = []
     for text in values:
+        shown = repr(text[:60] + ("…" if len(text) > 60 else ""))
         key, eq, value = text.partition("=")
         if not key.strip():
-            raise ValueError(f"--tag {text!r}: a tag is KEY=VALUE")
+            raise ValueError(f"--tag {shown}: a tag is KEY=VALUE")
         if need_value and not eq:
-            raise ValueError(f"--tag {text!r}: create-tags needs KEY=VALUE")
+            raise ValueError(f"--tag {shown}: create-tags needs KEY=VALUE")
+        if len(key) > MAX_TAG_KEY:
+            raise ValueError(f"--tag {shown}: a key holds at most {MAX_TAG_KEY} characters")
+        if len(value) > MAX_TAG_VALUE:
+            raise ValueError(f"--tag {shown}: a value holds at most {MAX_TAG_VALUE} characters")
+        if key.lower().startswith("aws:"):
+            raise ValueError(f"--tag {shown}: keys starting aws: are AWS's own")
+        if any(unicodedata.category(c) == "Cc" for c in text):
+            raise ValueError(f"--tag {shown}: holds a control character")
         tags.append({"Key": key, "Value": value} if eq else {"Key": key})
     return tags
 

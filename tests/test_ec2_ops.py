@@ -490,3 +490,28 @@ def test_a_wait_that_cannot_read_says_how_many_it_could_not_check_and_why(
     assert code == 4, out + err  # denied: the wait's own exit code
     text = " ".join((out + err).split())
     assert "wait for deleted: 0 reached, 2 not checked (UnauthorizedOperation" in text
+
+
+@pytest.mark.parametrize(
+    ("tag", "says"),
+    [
+        ("aws:owner=me", "keys starting aws: are AWS's own"),
+        ("k" * 129 + "=v", "a key holds at most 128 characters"),
+        ("k=" + "v" * 257, "a value holds at most 256 characters"),
+        ("k=a\x1b[31mb", r"'k=a\x1b[31mb': holds a control character"),
+        ("k=a\x00b", "holds a control character"),
+        ("novalue", "create-tags needs KEY=VALUE"),
+    ],
+)
+def test_a_tag_ec2_would_refuse_is_refused_before_anything_is_sent(
+    tmp_path: Path, tag: str, says: str
+) -> None:
+    ids = write_ids(tmp_path / "ids.txt", ["i-0123456789abcdef0"])
+    code, _, err = swarm("ec2", "create-tags", "--ids", ids, "--tag", tag, "--yes")
+    assert code == 2 and says in err, err
+    assert "\x1b" not in err
+    # At the limits, in characters (not bytes): taken.
+    from swarm_cli.operation_call import parse_tags
+
+    ok = parse_tags(["k" * 128 + "=" + "é" * 256], need_value=True)
+    assert ok == [{"Key": "k" * 128, "Value": "é" * 256}]
