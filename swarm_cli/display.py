@@ -763,6 +763,8 @@ def render_summary(report: Report, console: Console) -> None:
         )
         if stuck:
             say(f"  failed permanently (protected, wrong state): {stuck}; a retry fails again")
+        if undone:
+            return  # the run was rolled back: what it left is not to be retried
         if not report.intents_recorded:
             # `ledger failed` lists only the intents on disk; the rest would be lost.
             say(

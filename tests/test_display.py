@@ -440,6 +440,16 @@ def test_summary_names_failures_and_the_retry_command() -> None:
         "swarm terminate --yes --ledger l.jsonl --ids <(swarm ledger failed --retryable l.jsonl)"
     )
     assert retry in text
+    # A run its failure budget rolled back leaves nothing to retry.
+    report.extra["rollback"] = {
+        "action": "start",
+        "total": 2,
+        "counts": {"succeeded": 2, "failed": 0, "missing": 0, "pending": 0},
+    }
+    out = console()
+    render_summary(report, out)
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    assert "rollback (start): 2 of 2 undone" in text and "retry the rest" not in text
 
 
 def test_summary_of_several_pairs_has_a_row_each() -> None:
