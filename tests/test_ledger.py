@@ -1074,6 +1074,21 @@ def test_a_merge_may_write_over_one_of_its_inputs(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "b.jsonl"]  # no temporary file left
 
 
+def test_a_merge_never_replaces_a_link_a_device_or_a_fifo(tmp_path: Path) -> None:
+    a = _write_ledger(tmp_path / "a.jsonl", [Record(TIMES[0], "x", 1, "stop", "i-1", "pending")])
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(a)
+    for out, says in (
+        (tmp_path / "fifo", "is not a regular file"),
+        (Path("/dev/null"), "is not a regular file"),
+        (tmp_path / "link", "is a symbolic link"),
+    ):
+        with pytest.raises(LedgerError, match=says):
+            merge_files([a], str(out))
+    assert (tmp_path / "fifo").is_fifo() and (tmp_path / "link").is_symlink()
+    assert Path("/dev/null").is_char_device()
+
+
 def test_a_failed_merge_leaves_the_output_as_it_was(tmp_path: Path) -> None:
     newer = _ledger(tmp_path / "newer.jsonl", json.dumps(_valid(v=FORMAT_VERSION + 1)).encode())
     out = tmp_path / "out.jsonl"

@@ -137,6 +137,27 @@ def test_an_output_that_is_a_symbolic_link_is_refused(sandbox: Sandbox, tmp_path
     assert victim.read_text() == "keep\n" and sandbox.counters.accepted == 0
 
 
+@pytest.mark.parametrize(
+    ("option", "where", "says"),
+    [
+        ("--report", "folder", "is a folder"),
+        ("--trace", "folder", "is a folder"),
+        ("--report", "nowhere/r.html", "no folder"),
+        ("--plan-out", "nowhere/p.txt", "no folder"),
+        ("--report", "fifo", "is not a regular file"),
+    ],
+)
+def test_an_output_that_cannot_be_a_file_is_refused_before_the_run(
+    sandbox: Sandbox, tmp_path: Path, option: str, where: str, says: str
+) -> None:
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    code, _, err = stop(sandbox, tmp_path, option, str(tmp_path / where))
+    assert code == 2 and says in err, err
+    assert sandbox.counters.accepted == 0
+    assert (tmp_path / "fifo").is_fifo()
+
+
 def test_reached_records_continue_the_runs_seqs(sandbox: Sandbox, tmp_path: Path) -> None:
     code, _, err = stop(sandbox, tmp_path, "--wait")
     assert code == 0, err

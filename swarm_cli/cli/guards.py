@@ -63,6 +63,14 @@ def check_outputs(flags: Flags) -> None:
             continue
         if os.path.islink(path):
             raise UsageError(f"{option} {path} is a symbolic link: pass the real path")
+        if os.path.isdir(path):
+            raise UsageError(f"{option} {path} is a folder: pass a file's path (nothing was sent)")
+        folder = os.path.dirname(path) or "."
+        if not os.path.isdir(folder):
+            raise UsageError(f"{option} {path}: no folder {folder} (nothing was sent)")
+        if option == "--report" and os.path.exists(path) and not os.path.isfile(path):
+            # The page replaces what is there (a rename): never a device or a FIFO.
+            raise UsageError(f"{option} {path} is not a regular file (nothing was sent)")
         for other, taken in named:
             if same_file(path, taken):
                 raise UsageError(

@@ -187,9 +187,24 @@ def _cut_blocks(
 
 
 def _replace(path: str, lines: Iterable[bytes]) -> None:
-    """Make ``path`` hold ``lines``, all or nothing, and durably."""
+    """Make ``path`` hold ``lines``, all or nothing, and durably.
+
+    The rename replaces what is at ``path``: a symbolic link, a device or a FIFO there
+    is refused rather than replaced by a file.
+    """
     folder = os.path.dirname(path) or "."
     base = os.path.basename(path)
+    try:
+        there = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
+    else:
+        if stat.S_ISLNK(there.st_mode):
+            raise LedgerError(f"ledger {path} is a symbolic link: pass the real path")
+        if not stat.S_ISREG(there.st_mode):
+            raise LedgerError(f"ledger {path} is not a regular file")
     try:
         # A name no other merge picks; O_EXCL never opens someone else's file.
         temp = os.path.join(folder, f".{base}.{secrets.token_hex(8)}.tmp")
