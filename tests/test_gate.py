@@ -146,3 +146,14 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
         code, _, err = swarm(*command[1:], "--ids", "-", "--progress", "none", stdin=left)
         assert code == 0, err
         assert box.states(ids, region="eu-west-1") == {i: "terminated" for i in ids}
+
+
+def test_an_action_the_ledger_does_not_hold_does_not_pass_the_gate(tmp_path: Path) -> None:
+    _, one, _ = shards(tmp_path)  # stop records, one failed and one pending
+    for typo in ("sotp", "start"):
+        code, out, err = swarm("ledger", "failed", "--action", typo, one)
+        assert code == 2 and out == "", err
+    assert "no such action" in swarm("ledger", "failed", "--action", "sotp", one)[2]
+    # The API's name is the action's: the same list.
+    code, out, err = swarm("ledger", "failed", "--action", "stop-instances", one)
+    assert code == 0 and out.split() == [IDS[1], IDS[2]], err

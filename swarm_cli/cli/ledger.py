@@ -98,11 +98,20 @@ def ledger_failed(
     cut_short: list[CutShort] = []
     empty: list[str] = []
     state = _fold_ledgers(paths, cut_short, empty)
+    actions = sorted({act for act, _ in state})
     if action is None:
-        actions = sorted({act for act, _ in state})
         if len(actions) > 1:
             raise UsageError(f"the ledger holds {', '.join(actions)}: pass --action to say which")
         action = actions[0] if actions else "terminate"
+    else:
+        action = _recorded_name(action)
+        if actions and action not in actions and ids is None:
+            # A typo must not pass a gate: nothing of it in the ledger is not "all done"
+            # (with --ids, the list's IDs in no ledger are listed).
+            raise UsageError(
+                f"--action {action}: the ledger holds no {action} intents "
+                f"(it holds {', '.join(actions)})"
+            )
     left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
     stuck = [r for r in left if permanent(r)]
     if retryable:
@@ -151,6 +160,18 @@ def ledger_failed(
         # With --ids it is: an ID of the list that no ledger holds is in it.
         return EXIT_FAILED
     return 0
+
+
+def _recorded_name(action: str) -> str:
+    """The name the ledger records ``action`` under: ``stop-instances`` is ``stop``."""
+    from ..actions.operations import OPERATIONS
+
+    op = OPERATIONS.get(action)
+    name = op.instance_action if op is not None and op.instance_action else action
+    if name not in ACTIONS and name not in OPERATIONS:
+        known = ", ".join([*ACTIONS, *(n for n, o in OPERATIONS.items() if not o.instance_action)])
+        raise UsageError(f"--action {action}: no such action; swarm records {known}")
+    return name
 
 
 def _verb(action: str) -> str:
