@@ -325,6 +325,8 @@ def _load_toml(path: str, text: str) -> Any:
         return tomli.loads(text)
     except ValueError as err:  # TOMLDecodeError, which names the line and column
         raise AccountsError(f"{path}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise AccountsError(f"{path}: nested too deep to read") from None
 
 
 def _load_yaml(path: str, text: str) -> tuple[Any, Callable[[int, str | None], int | None]]:
@@ -338,6 +340,8 @@ def _load_yaml(path: str, text: str) -> tuple[Any, Callable[[int, str | None], i
         where = f"{path}:{mark.line + 1}" if mark is not None else path
         problem = getattr(err, "problem", None) or str(err)
         raise AccountsError(f"{where}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise AccountsError(f"{path}: nested too deep to read") from None
     # Line numbers of each account and of each of its keys, for error messages.
     items: list[tuple[int, dict[str, int]]] = []
     if isinstance(root, yaml.MappingNode):

@@ -433,6 +433,9 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
         except json.JSONDecodeError as err:
             builder.bad(number, text, f"not JSON ({err.msg} at column {err.colno})")
             continue
+        except RecursionError:
+            builder.bad(number, text, "nested too deep to read")
+            continue
         if not isinstance(data, dict):
             builder.bad(number, text, "not a JSON object")
             continue

@@ -343,3 +343,18 @@ def test_without_a_role_the_default_chain_renews_itself(sandbox: Sandbox) -> Non
         Account(id=ACCOUNT), region="us-east-1", endpoint_url=sandbox.endpoint, session=session
     )
     assert credentials.source is session.get_credentials()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("deep.yml", "accounts: " + "[" * 900 + "]" * 900 + "\n"),
+        ("deep.toml", "x = " + "[" * 5000 + "]" * 5000 + "\n"),
+    ],
+)
+def test_a_file_nested_too_deep_is_refused_not_a_crash(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    path = write(tmp_path, name, text)
+    with pytest.raises(AccountsError, match="nested too deep to read"):
+        load_accounts(path)

@@ -308,3 +308,10 @@ def test_a_header_naming_a_column_twice_is_refused() -> None:
     # Another ID-like column beside instance_id is not a duplicate: instance_id wins.
     targets = parse_targets(["id,instance_id", "7,i-abcdef01"])
     assert targets.items == [Target("i-abcdef01")] and not targets.bad
+
+
+def test_a_json_line_nested_too_deep_is_an_invalid_line() -> None:
+    deep = '{"instance_id": ' + "[" * 5000 + "]" * 5000 + "}"
+    targets = parse_targets(['{"instance_id": "i-abcdef01"}', deep])
+    assert targets.items == [Target("i-abcdef01")]
+    assert [(b.line, b.reason) for b in targets.bad] == [(2, "nested too deep to read")]
