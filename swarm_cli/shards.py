@@ -62,8 +62,9 @@ def assign(weights: Mapping[PairKey, int], n: int) -> dict[PairKey, int]:
     """
     if n < 1:
         raise ShardError(f"{n} shards: need at least 1")
-    # (instances, pairs, K): the lightest shard is always on top of the heap.
-    heap = [(0, 0, k) for k in range(1, n + 1)]
+    # (instances, pairs, K): the lightest shard is always on top of the heap. With more
+    # shards than pairs, pair i goes to shard i whatever n is: no heap of n entries.
+    heap = [(0, 0, k) for k in range(1, min(n, len(weights)) + 1)]
     shard: dict[PairKey, int] = {}
     for pair, weight in sorted(weights.items(), key=lambda i: (-i[1], pair_label(*i[0]))):
         load, count, k = heapq.heappop(heap)

@@ -111,6 +111,10 @@ def test_matrix_lists_only_shards_with_pairs() -> None:
     assert matrix({}, 4) == {"include": []}
     with pytest.raises(ShardError, match="at least 1"):
         matrix(pairs, 0)
+    # Any number of shards costs what the pairs do: none is made for nothing.
+    huge = 10**20
+    assert assign(pairs, huge) == assign(pairs, len(pairs)) == assign(pairs, 30)
+    assert keep_shard(pairs, huge, huge) == set()
 
 
 def _csv(path: Path, weights: dict[tuple[str | None, str], int]) -> Path:
