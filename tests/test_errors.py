@@ -195,7 +195,8 @@ def test_each_kind_ends_with_its_code_and_message(kind: str, code: int, stderr: 
     data = json.loads(result.stdout)
     assert result.exit_code == code
     assert data["exit_code"] == code and data["meaning"] == exit_meaning(code)
-    assert data["error"] == (None if kind == "declined" else stderr.splitlines()[0][7:])
+    said = stderr.splitlines()[0]
+    assert data["error"] == (said if kind == "declined" else said.removeprefix("error: "))
 
 
 @pytest.mark.parametrize("code", [0, 1, 3])

@@ -112,6 +112,8 @@ def report(exc: SwarmError) -> int:
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     if exc.plain:
         err.print(exc.message, markup=False)
+        if _json.error is None:  # the object says what stderr said
+            _json.error = exc.message
     else:
         error(err, exc.message)
     for line in exc.details:
