@@ -171,3 +171,18 @@ def test_the_retry_a_rollback_prints_keeps_its_rails_and_where_it_went(
     assert f"--endpoint-url {sandbox.endpoint}" in retry
     assert "--protect-tag keep" in retry
     assert sandbox.counters.accepted_by_action.get("StartInstances") is None
+
+
+def test_rollback_of_a_ledger_behind_a_link_is_refused_before_anything(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(1)
+    sandbox.client().stop_instances(InstanceIds=ids)
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(ids[0], "succeeded")])
+    (tmp_path / "link.jsonl").symlink_to(ledger)
+    looked = sandbox.calls_by("DescribeInstances")
+    code, err = rollback(sandbox, tmp_path / "link.jsonl")
+    assert code == 2 and "is a symbolic link" in err, err
+    assert sandbox.calls_by("DescribeInstances") == looked
+    assert sandbox.counters.accepted_by_action.get("StartInstances") is None

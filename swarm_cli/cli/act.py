@@ -909,6 +909,9 @@ def rollback(
 
     out, err = consoles()
     try:
+        # The undo is appended to this ledger: refused now if it could not be, not after
+        # the look-ups and the confirmation.
+        check_ledger_path(ledger)
         plan = undo_plan([ledger], run or None, allow_empty=True)
         check_ids(plan)
     except (SagaError, LedgerError) as exc:
