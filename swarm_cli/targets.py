@@ -353,6 +353,16 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         name = next((name for name in names if name in lowered), None)
         if name is None:
             continue
+        # Two names of one column (instance_id and InstanceId, account and account_id):
+        # which holds it is a guess. A bare "id" beside a named one is another column.
+        aliases = [n for n in names if n in lowered and not (n == "id" and n != name)]
+        if len(aliases) > 1:
+            builder.bad(
+                header_line,
+                header_text,
+                f"the header names one column twice: {' and '.join(aliases)}; keep one of them",
+            )
+            return
         if lowered.count(name) > 1:
             # Which of them holds the IDs (or the place) is anyone's guess.
             builder.bad(
@@ -429,7 +439,10 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
         if not _content(text):
             continue
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_no_repeats)
+        except _RepeatedKey as err:
+            builder.bad(number, text, f"the key {err.key!r} is given twice")
+            continue
         except json.JSONDecodeError as err:
             builder.bad(number, text, f"not JSON ({err.msg} at column {err.colno})")
             continue
@@ -446,6 +459,10 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
                 "lists the ones not known to be done"
             )
         reasons: list[str] = []
+        for names in (("instance_id", "InstanceId"), ("account", "account_id")):
+            given = [name for name in names if data.get(name) is not None]
+            if len(given) > 1:
+                reasons.append(f"{' and '.join(given)} name one field twice; keep one of them")
         instance = _field(data, ("instance_id", "InstanceId", "id"), reasons)
         region = _field(data, ("region",), reasons)
         account = _field(data, ("account", "account_id"), reasons)
@@ -455,6 +472,22 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
             builder.bad(number, text, "missing field: instance_id (or InstanceId, id)")
         else:
             _check(builder, number, text, instance, region, account)
+
+
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose keys are all different: the last of two would win silently."""
+    data: dict[str, object] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _RepeatedKey(key)
+        data[key] = value
+    return data
 
 
 def _field(data: dict[str, object], names: tuple[str, ...], reasons: list[str]) -> str | None:

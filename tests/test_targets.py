@@ -315,3 +315,24 @@ def test_a_json_line_nested_too_deep_is_an_invalid_line() -> None:
     targets = parse_targets(['{"instance_id": "i-abcdef01"}', deep])
     assert targets.items == [Target("i-abcdef01")]
     assert [(b.line, b.reason) for b in targets.bad] == [(2, "nested too deep to read")]
+
+
+@pytest.mark.parametrize(
+    ("lines", "says"),
+    [
+        (["InstanceId,instance_id", "i-abcdef01,i-abcdef02"], "instance_id and instanceid"),
+        (["instance_id,account,account_id", "i-abcdef01,1,2"], "account and account_id"),
+        (
+            ['{"instance_id": "i-abcdef01", "region": "us-east-1", "region": "eu-west-1"}'],
+            "the key 'region' is given twice",
+        ),
+        (
+            ['{"instance_id": "i-abcdef01", "InstanceId": "i-abcdef02"}'],
+            "instance_id and InstanceId name one field twice",
+        ),
+    ],
+)
+def test_two_names_for_one_field_are_refused_not_guessed(lines: list[str], says: str) -> None:
+    targets = parse_targets(lines)
+    assert targets.items == []
+    assert len(targets.bad) == 1 and says in targets.bad[0].reason
