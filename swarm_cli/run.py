@@ -504,6 +504,10 @@ def run(
                 lane.result.counts["pending"] = len(lane.ids)  # nothing was sent
         if trace is not None:
             trace.close()
+            if trace.error is not None:
+                # An aid, not the record: the run stands, but the file is not all of it.
+                reason = trace.error.strerror or str(trace.error)
+                watcher.on_no_trace(f"{trace.path} is cut short: {reason}")
         # Still under the handlers: a further signal cannot cut the last records short.
         if writer is not None:
             unrecorded = [asdict(r) for r in writer.close()]

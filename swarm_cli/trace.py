@@ -10,7 +10,6 @@ so a slow or full disk never holds a run up.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import queue
 import threading
@@ -43,6 +42,7 @@ class Trace:
         self._lock = threading.Lock()
         self._done: dict[str, int] = {}
         self._lines: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self.error: OSError | None = None  # why lines were dropped, once the disk refused
         self._writer = threading.Thread(target=self._write_all, name="trace", daemon=True)
         self._writer.start()
 
@@ -81,16 +81,17 @@ class Trace:
         self._writer.join(timeout)
 
     def _write_all(self) -> None:
-        failed = False
         while (line := self._lines.get()) is not None:
-            if failed:
+            if self.error is not None:
                 continue  # a trace is an aid: once the disk refuses it, lines are dropped
             try:
                 self._file.write(json.dumps(line) + "\n")
-            except OSError:
-                failed = True
-        with contextlib.suppress(OSError):
-            self._file.close()
+            except OSError as err:
+                self.error = err
+        try:
+            self._file.close()  # the last buffered lines are written here
+        except OSError as err:
+            self.error = self.error or err
 
     class Pair(Subscriber):
         """One pair's events, as lines: the window's (sent, answered, throttled, timed

@@ -188,3 +188,9 @@ def test_a_ledger_that_fails_the_reached_records_is_exit_74_with_a_message(
     assert code == 74, err
     assert "--wait: cannot open the ledger" in err
     assert "Traceback" not in err + out
+
+
+def test_a_trace_the_disk_refuses_is_said_to_be_cut_short(sandbox: Sandbox, tmp_path: Path) -> None:
+    code, _, err = stop(sandbox, tmp_path, "--trace", "/dev/full")
+    assert code == 0, err  # an aid: the run stands
+    assert "/dev/full is cut short: No space left on device" in " ".join(err.split())
