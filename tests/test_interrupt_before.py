@@ -50,6 +50,41 @@ def test_ctrl_c_at_the_confirmation_sends_nothing_and_leaves_no_ledger(
     assert set(sandbox.states(ids).values()) == {"running"}
 
 
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_or_sighup_at_the_confirmation_ends_as_ctrl_c_does(
+    sandbox: Sandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    signum: signal.Signals,
+    code: int,
+) -> None:
+    ids = sandbox.launch(2)
+    ledger = tmp_path / "l.jsonl"
+
+    def signalled(prompt: str, **kwargs: object) -> bool:
+        os.kill(os.getpid(), signum)  # a runner cancelling the job while it asks
+        time.sleep(5)  # the handler runs at once: never reached
+        return True
+
+    monkeypatch.setattr(guards, "ask", signalled)
+    before = signal.getsignal(signum)
+    result = CliRunner().invoke(
+        app,
+        [
+            *("terminate", "--ids", "-", "--endpoint-url", sandbox.endpoint),
+            *("--ledger", str(ledger), "-o", "json"),
+        ],
+        input="".join(f"{i}\n" for i in ids),
+    )
+    assert result.exit_code == code, result.output
+    assert f"interrupted by {signum.name} before anything was sent" in result.stderr
+    assert json.loads(result.stdout)["exit_code"] == code
+    assert not ledger.exists()
+    assert set(sandbox.states(ids).values()) == {"running"}
+    # The handlers are the process's own again afterwards.
+    assert signal.getsignal(signum) == before
+
+
 def test_an_existing_ledger_is_kept_after_ctrl_c(
     sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,7 +12,8 @@ annotations``).
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Container, Mapping, Sequence
+import threading
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -133,7 +134,8 @@ def run_action(spec: ActionSpec, flags: Flags, operation: Operation | None = Non
     ledger = flags.ledger if not (flags.sandbox or flags.dry_run) else None
     existed = ledger is None or os.path.lexists(ledger)
     try:
-        code = _run_action(spec, flags, stage, operation)
+        with _stops_before_sending(stage):
+            code = _run_action(spec, flags, stage, operation)
     except KeyboardInterrupt as exc:
         if stage.sending:
             raise
@@ -151,6 +153,41 @@ def run_action(spec: ActionSpec, flags: Flags, operation: Operation | None = Non
     if not stage.sending and not existed and ledger is not None:
         remove_empty(ledger)
     return code
+
+
+class _Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP before anything was sent: a stop, as Ctrl-C is."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.signal = name
+
+
+@contextlib.contextmanager
+def _stops_before_sending(stage: _Stage) -> Iterator[None]:
+    """SIGTERM and SIGHUP while the command reads, checks and asks end it as Ctrl-C does
+    (exit 143 or 129, "nothing was sent", one JSON object), not by the signal's default.
+    Once sending, the run's own handlers record them; between those, the default stands.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        if not stage.sending:
+            raise _Signalled(signal.Signals(signum).name)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    names = (signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.getsignal(s) for s in names}
+    for s in names:
+        signal.signal(s, stop)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def remove_empty(path: str) -> None:
