@@ -549,3 +549,26 @@ def test_the_environment_cannot_turn_botocore_retries_back_on(
         seen = box.counters.accepted + box.counters.throttled
     assert code == 0
     assert seen == report["calls"], "each call swarm counts is one request"
+
+
+def test_sigterm_during_the_wait_says_the_command_was_stopped(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(3)
+    # The wait never sees the state: DescribeInstances throttled for good.
+    sandbox.fail_action("DescribeInstances", 503, "RequestLimitExceeded", "slow down")
+    proc = start(
+        sandbox,
+        write_ids(tmp_path / "ids.txt", ids),
+        tmp_path / "l.jsonl",
+        "--wait",
+    )
+    wait_until(lambda: sandbox.counters.accepted_by_action.get("TerminateInstances") == 3, proc)
+    time.sleep(1.5)  # the run ends at its last answer; the wait polls from then on
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    report = json.loads(out)
+    assert report["signal"] == "SIGTERM" and report["interrupted"] is True
+    assert report["counts"]["succeeded"] == 3  # the run itself was done and recorded

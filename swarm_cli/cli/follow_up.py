@@ -74,6 +74,7 @@ def follow_up(
                 )
                 undo = run_plan(plan.action, groups, job.options, reach, err, "rollback")
                 report.extra["rollback"] = undo.to_dict()
+                report.signal = report.signal or undo.signal  # the command was stopped
                 if undo.exit_code:
                     report.exit_code = undo.exit_code
     operation = RESOURCE_OPERATIONS.get(spec.name)
@@ -107,7 +108,8 @@ def follow_up(
                 report.ledger_error = str(exc)
                 report.exit_code = EXIT_LEDGER
                 return
-        if waited.exit_code and not report.exit_code:
+        report.signal = report.signal or waited.signal  # the command was stopped
+        if waited.exit_code and (not report.exit_code or waited.signal):
             report.exit_code = waited.exit_code
 
 
