@@ -353,6 +353,14 @@ def _ledger(path: Path, middle: bytes) -> str:
     return str(path)
 
 
+def test_a_byte_order_mark_an_editor_added_is_not_damage(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_valid(id="i-1")).encode() + b"\n")
+    damaged: list[Damaged] = []
+    assert [r.id for r in read_records(str(path), damaged)] == ["i-1"]
+    assert damaged == []
+
+
 def test_a_line_cut_short_by_a_crash_is_skipped_and_reported(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     writer = LedgerWriter(str(path), "r", "terminate", None)

@@ -81,6 +81,8 @@ def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Reco
             if not raw:
                 break
             number += 1
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a byte-order mark an editor added: not part of the record
             if long:
                 bad += 1
                 if damaged is not None:
