@@ -141,7 +141,6 @@ def test_an_output_that_is_a_symbolic_link_is_refused(sandbox: Sandbox, tmp_path
     ("option", "where", "says"),
     [
         ("--report", "folder", "is a folder"),
-        ("--trace", "folder", "is a folder"),
         ("--report", "nowhere/r.html", "no folder"),
         ("--plan-out", "nowhere/p.txt", "no folder"),
         ("--report", "fifo", "is not a regular file"),

@@ -63,10 +63,11 @@ def check_outputs(flags: Flags) -> None:
             continue
         if os.path.islink(path):
             raise UsageError(f"{option} {path} is a symbolic link: pass the real path")
-        if os.path.isdir(path):
-            raise UsageError(f"{option} {path} is a folder: pass a file's path (nothing was sent)")
+        # What the run is for, checked now; a trace is an aid, which a warning covers.
         folder = os.path.dirname(path) or "."
-        if not os.path.isdir(folder):
+        if option != "--trace" and os.path.isdir(path):
+            raise UsageError(f"{option} {path} is a folder: pass a file's path (nothing was sent)")
+        if option != "--trace" and not os.path.isdir(folder):
             raise UsageError(f"{option} {path}: no folder {folder} (nothing was sent)")
         if option == "--report" and os.path.exists(path) and not os.path.isfile(path):
             # The page replaces what is there (a rename): never a device or a FIFO.
