@@ -1110,7 +1110,7 @@ def test_a_failed_merge_leaves_the_output_as_it_was(tmp_path: Path) -> None:
     good = _write_ledger(
         tmp_path / "good.jsonl", [Record(TIMES[0], "x", 1, "stop", "i-1", "failed")]
     )
-    with pytest.raises(LedgerError, match=r"^cannot write the ledger .*folder"):
+    with pytest.raises(LedgerError, match=r"^ledger .*folder is a folder"):
         merge_files([good], str(tmp_path / "folder"))
     with pytest.raises(LedgerError, match=r"^cannot write the ledger .*No such file"):
         merge_files([good], str(tmp_path / "nope" / "out.jsonl"))

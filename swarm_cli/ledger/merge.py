@@ -203,6 +203,8 @@ def _replace(path: str, lines: Iterable[bytes]) -> None:
     else:
         if stat.S_ISLNK(there.st_mode):
             raise LedgerError(f"ledger {path} is a symbolic link: pass the real path")
+        if stat.S_ISDIR(there.st_mode):
+            raise LedgerError(f"ledger {path} is a folder: pass a file path")
         if not stat.S_ISREG(there.st_mode):
             raise LedgerError(f"ledger {path} is not a regular file")
     try:
