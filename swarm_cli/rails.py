@@ -51,8 +51,12 @@ def check_account(
     *,
     endpoint_url: str | None = None,
     region: str | None = None,
+    timeout: float | None = None,
 ) -> str:
     """The account the credentials act in (STS GetCallerIdentity), if it is ``expected``.
+
+    ``timeout``: seconds to wait for an answer (--call-timeout; 10 by default), two
+    tries: an STS that hangs is a refusal within seconds, not minutes of silence.
 
     Takes an STS client, or a boto3 session to make one from (``endpoint_url`` and
     ``region`` apply only then). Refuses (code 3) when the account differs, and when
@@ -74,7 +78,12 @@ def check_account(
                 "sts",
                 region_name=region,
                 endpoint_url=endpoint_url,
-                config=Config(connect_timeout=10, read_timeout=30, user_agent_extra="swarm-cli"),
+                config=Config(
+                    connect_timeout=min(10.0, timeout or 10.0),
+                    read_timeout=timeout or 10.0,
+                    retries={"mode": "standard", "total_max_attempts": 2},
+                    user_agent_extra="swarm-cli",
+                ),
             )
         identity = sts.get_caller_identity()
     except Exception as err:

@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from test_cli import swarm
 
 from swarm_cli.ec2 import make_client
 from swarm_cli.errors import EXIT_REFUSED, EXIT_USAGE
@@ -288,3 +289,24 @@ def test_ask_never_takes_a_pipe_for_a_person(tmp_path: Path) -> None:
     missing = str(tmp_path / "no-tty")
     piped: Any = io.StringIO("y\n")
     assert ask("Go? ", stdin_is_ids=False, tty_path=missing, stdin=piped) is False
+
+
+def test_an_sts_that_hangs_is_a_refusal_after_two_tries_of_the_call_timeout(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(1)
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_text(f"{ids[0]}\n")
+    sandbox.hang(every_call=True)
+    try:
+        code, _, err = swarm(
+            *("terminate", "--ids", str(ids_file), "--endpoint-url", sandbox.endpoint),
+            *("--expect-account", "123456789012", "--call-timeout", "0.3", "--yes"),
+            *("--ledger", str(tmp_path / "l.jsonl")),
+        )
+        held = sandbox.counters.hung
+    finally:
+        sandbox.hang(False)
+    assert code == 3 and "cannot check the account" in err, err
+    assert held == 2  # two tries, each given up after --call-timeout
+    assert set(sandbox.states(ids).values()) == {"running"}

@@ -39,7 +39,11 @@ def expect_account(flags: Flags, region: str | None, err: Console) -> None:
     try:
         session = new_session(profile=flags.profile)
         got = check_account(
-            session, flags.expect_account, endpoint_url=flags.endpoint_url, region=region
+            session,
+            flags.expect_account,
+            endpoint_url=flags.endpoint_url,
+            region=region,
+            timeout=flags.options.call_timeout,
         )
     except RailError as exc:
         raise error_for(exc.code, exc.message) from exc
