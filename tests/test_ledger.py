@@ -535,6 +535,13 @@ def test_a_folder_is_refused_as_a_ledger(tmp_path: Path) -> None:
         check_ledger_path(str(tmp_path))
 
 
+def test_a_dash_is_not_a_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LedgerError, match="pass --ledger FILE, not -"):
+        check_ledger_path("-")
+    assert not (tmp_path / "-").exists()
+
+
 def test_a_symbolic_link_is_refused_as_a_ledger(tmp_path: Path) -> None:
     target = tmp_path / "real.jsonl"
     target.write_text("")

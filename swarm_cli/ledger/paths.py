@@ -21,6 +21,9 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
     empty ledger behind. Raises :class:`LedgerError` with a one-line message
     saying what to do.
     """
+    if path == "-":
+        # Not standard output: a ledger is read back (--resume, ledger failed).
+        raise LedgerError("a ledger is a file swarm reads back: pass --ledger FILE, not -")
     folder = os.path.dirname(path) or "."
     if not os.path.exists(folder):
         raise LedgerError(f"folder {folder} does not exist: create it or pass --ledger elsewhere")
