@@ -10,7 +10,7 @@ use, which EC2 would refuse.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,7 +23,7 @@ from .describe import MakeClient, classify_setup, stop_if_interrupted
 from .ec2 import BatchCall, answered_by
 from .operation_call import ALREADY_GONE_CODE
 from .outcome import Kind, Outcome
-from .report import Pair
+from .report import Pair, Recorded
 from .run import Job, RunOptions
 from .select import Listing, Selected
 
@@ -306,7 +306,7 @@ def reconcile_gone(
     console: Console,
     *,
     options: RunOptions,
-    recorded: Container[str] | None = None,
+    recorded: Recorded | None = None,
 ) -> tuple[dict[Pair, dict[str, Outcome]], int]:
     """--resume: the intents whose resource is gone already, as done (unsent); and how
     many were checked. Only those ``recorded`` (None: all): a resource gone that no run
@@ -317,7 +317,7 @@ def reconcile_gone(
     for pair, found in seen.items():
         checked += len(found)
         for i, s in found.items():
-            if s.gone and (recorded is None or i in recorded):
+            if s.gone and (recorded is None or recorded.holds(i, pair)):
                 done.setdefault(pair, {})[i] = Outcome(
                     Kind.SUCCEEDED,
                     ALREADY_GONE_CODE,

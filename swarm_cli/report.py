@@ -28,6 +28,30 @@ class Pair(NamedTuple):
         return f"{self.account}/{self.region}" if self.account else self.region
 
 
+class Recorded:
+    """Where a ledger holds an intent of each ID: its region and account, if recorded.
+
+    A resource a Describe call does not list is done on a resume only if the ledger
+    holds an intent of it *there*: a resume in another region or account, whose
+    Describe finds nothing, must not take that for done.
+    """
+
+    def __init__(self) -> None:
+        self._where: dict[str, set[tuple[str | None, str | None]]] = {}
+
+    def add(self, resource_id: str, region: str | None, account: str | None) -> None:
+        self._where.setdefault(resource_id, set()).add((region, account))
+
+    def holds(self, resource_id: str, pair: Pair) -> bool:
+        """Whether an intent of ``resource_id`` was recorded in ``pair`` (an unnamed region
+        or account, as older ledgers leave them, matches any)."""
+        return any(
+            (region is None or region == pair.region)
+            and (account is None or pair.account is None or account == pair.account)
+            for region, account in self._where.get(resource_id, ())
+        )
+
+
 @dataclass(frozen=True)
 class Reason:
     code: str | None

@@ -14,14 +14,14 @@ not known done.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from rich.console import Console
 
 from .describe import InstanceInfo, MakeClient, describe_job
 from .outcome import Kind, Outcome
-from .report import Pair
+from .report import Pair, Recorded
 from .run import RunOptions
 
 ALREADY_CODE = "AlreadyInState"
@@ -64,7 +64,7 @@ def reconcile(
     console: Console,
     *,
     options: RunOptions,
-    recorded: Container[str] | None = None,
+    recorded: Recorded | None = None,
 ) -> Reconciled:
     """Look the intents of ``groups`` up; those already in ``action``'s end state are done.
 
@@ -89,7 +89,7 @@ def reconcile(
                 continue
             info = infos[i]
             if info is None:
-                if action in GONE_IS_DONE and (recorded is None or i in recorded):
+                if action in GONE_IS_DONE and (recorded is None or recorded.holds(i, pair)):
                     message = "DescribeInstances lists no such instance (terminated ones vanish)"
                     result.done.setdefault(pair, {})[i] = _done(message)
                 continue

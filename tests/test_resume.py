@@ -197,3 +197,33 @@ def test_a_resumed_instance_not_listed_is_done_only_if_the_ledger_sent_it(
     assert set(sandbox.states(ids).values()) == {"running"}
     code, listed, _ = swarm("ledger", "failed", "--missing", str(ledger))
     assert set(listed.split()) == set(ids)
+
+
+def test_a_resume_in_another_region_than_the_ledgers_intents_finds_them_missing(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The ledger holds the intents, in us-east-1; a resume in eu-west-1 cannot see them
+    there, which says nothing of whether they are done."""
+    from swarm_cli.ledger import LedgerWriter
+
+    ids = sandbox.launch(3)
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "terminate", "us-east-1")
+    writer.write_ahead(ids)  # pending: a run stopped before any answer
+    writer.close()
+    code, out, err = swarm(
+        *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids)),
+        *("--endpoint-url", sandbox.endpoint, "--yes", "--ledger", str(ledger), "--resume"),
+        *("--region", "eu-west-1", "--output", "json"),
+    )
+    assert code == 1, err
+    assert json.loads(out)["counts"]["missing"] == 3
+    assert set(sandbox.states(ids).values()) == {"running"}
+    # In its own region, the same resume acts on them.
+    code, out, err = swarm(
+        *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids)),
+        *("--endpoint-url", sandbox.endpoint, "--yes", "--ledger", str(ledger), "--resume"),
+        *("--region", "us-east-1", "--output", "json"),
+    )
+    assert code == 0, err
+    assert set(sandbox.states(ids).values()) <= {"shutting-down", "terminated"}

@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -41,7 +41,7 @@ from ..rails import (
     check_max_count,
     protect_tags,
 )
-from ..report import Pair
+from ..report import Pair, Recorded
 from ..run import Job, RunOptions
 from ..text import literal, plural
 from ..views import run_job
@@ -252,7 +252,7 @@ def _run_action(
     # the look-up below, and its repeat here then finds the resource gone.
     doubtful: set[str] = set()
     # Every ID the ledger holds an intent of: one of them gone may be a run's doing.
-    recorded: set[str] = set()
+    recorded = Recorded()
     done = succeeded(flags.ledger, spec.name, err, doubtful, recorded) if flags.resume else None
     if done is not None and operation is not None and operation.tags:
         # The ledger says which IDs a run tagged, not with which tags: their tags are read.
@@ -410,7 +410,7 @@ def reconcile_operation(
     reach: "Reach",
     options: RunOptions,
     err: Console,
-    recorded: Container[str] = frozenset(),
+    recorded: Recorded,
 ) -> dict[Pair, dict[str, Outcome]]:
     """--resume of an operation: those its Describe call shows gone are done, unsent, if the
     ledger holds an intent of them (``recorded``)."""

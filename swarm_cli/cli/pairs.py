@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from rich.console import Console
@@ -28,7 +28,7 @@ from ..ledger import (
 )
 from ..ledger.merge import UNDOES, UNDONE_CODE
 from ..outcome import Outcome
-from ..report import Pair
+from ..report import Pair, Recorded
 from ..run import (
     RunOptions,
 )
@@ -255,7 +255,7 @@ def succeeded(
     action: str,
     err: Console,
     pending: set[str] | None = None,
-    recorded: set[str] | None = None,
+    recorded: Recorded | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending``, when given, those whose last record is pending (an earlier run may have
@@ -287,7 +287,9 @@ def succeeded(
             markup=False,
         )
     if recorded is not None:
-        recorded.update(r.id for (act, _), r in state.items() if act == action)
+        for (act, _), r in state.items():
+            if act == action:
+                recorded.add(r.id, r.region, r.account)
     if pending is not None:
         pending.update(
             r.id for (act, _), r in state.items() if act == action and r.status == "pending"
@@ -303,7 +305,7 @@ def reconcile_resume(
     options: RunOptions,
     found: dict[str, Instance],
     err: Console,
-    recorded: Container[str] = frozenset(),
+    recorded: Recorded,
 ) -> dict[Pair, dict[str, Outcome]]:
     """--resume: the intents not known done that EC2 shows done already; none are sent.
 
