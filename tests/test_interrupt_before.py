@@ -77,7 +77,7 @@ def test_sigterm_or_sighup_at_the_confirmation_ends_as_ctrl_c_does(
         input="".join(f"{i}\n" for i in ids),
     )
     assert result.exit_code == code, result.output
-    assert f"interrupted by {signum.name} before anything was sent" in result.stderr
+    assert f"interrupted by {signum.name}: nothing was sent" in result.stderr
     assert json.loads(result.stdout)["exit_code"] == code
     assert not ledger.exists()
     assert set(sandbox.states(ids).values()) == {"running"}
@@ -105,14 +105,15 @@ def test_an_existing_ledger_is_kept_after_ctrl_c(
     assert ledger.exists()
 
 
-def sigint_once_held(sandbox: Sandbox) -> threading.Thread:
-    """SIGINT to this process as soon as the sandbox holds a call unanswered."""
+def sigint_once_held(sandbox: Sandbox, signum: int = signal.SIGINT) -> threading.Thread:
+    """SIGINT (or ``signum``) to this process as soon as the sandbox holds a call
+    unanswered."""
 
     def send() -> None:
         deadline = time.monotonic() + 30
         while sandbox.counters.hung < 1 and time.monotonic() < deadline:
             time.sleep(0.02)
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signum)
 
     thread = threading.Thread(target=send, daemon=True)
     thread.start()
@@ -161,3 +162,32 @@ def test_ctrl_c_during_the_reads_before_sending_is_130(
     assert not ledger.exists()
     assert sandbox.accepted_ids() == set()
     assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_sigterm_during_a_rollbacks_look_up_sends_nothing(sandbox: Sandbox, tmp_path: Path) -> None:
+    from swarm_cli.ledger import LedgerWriter
+
+    ids = sandbox.launch(2)
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "stop", "us-east-1")
+    writer.write_ahead(ids)  # pending: the rollback looks them up first
+    writer.close()
+    before = ledger.read_bytes()
+    sandbox.hang(every_call=True)
+    sender = sigint_once_held(sandbox, signal.SIGTERM)
+    try:
+        result = CliRunner().invoke(
+            app,
+            [
+                *("rollback", str(ledger), "--endpoint-url", sandbox.endpoint, "--yes"),
+                *("--progress", "none", "-o", "json"),
+            ],
+        )
+    finally:
+        sender.join()
+        sandbox.hang(False)
+    assert result.exit_code == 143, result.output
+    assert "interrupted by SIGTERM: nothing was sent" in result.stderr
+    assert json.loads(result.stdout)["exit_code"] == 143
+    assert ledger.read_bytes() == before
+    assert sandbox.accepted_ids() == set()

@@ -134,19 +134,9 @@ def run_action(spec: ActionSpec, flags: Flags, operation: Operation | None = Non
     ledger = flags.ledger if not (flags.sandbox or flags.dry_run) else None
     existed = ledger is None or os.path.lexists(ledger)
     try:
-        with _stops_before_sending(stage):
+        with _nothing_sent_if_stopped(stage):
             code = _run_action(spec, flags, stage, operation)
-    except KeyboardInterrupt as exc:
-        if stage.sending:
-            raise
-        if not existed and ledger is not None:
-            remove_empty(ledger)
-        name = getattr(exc, "signal", "SIGINT")
-        raise Interrupted(
-            f"interrupted by {name} before anything was sent: nothing was sent",
-            signum=signal.Signals[name].value,
-        ) from None
-    except (SwarmError, LedgerError):
+    except (SwarmError, LedgerError):  # an interruption before sending included
         if not stage.sending and not existed and ledger is not None:
             remove_empty(ledger)
         raise
@@ -188,6 +178,22 @@ def _stops_before_sending(stage: _Stage) -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _nothing_sent_if_stopped(stage: _Stage) -> Iterator[None]:
+    """Ctrl-C, SIGTERM or SIGHUP before ``stage.sending``: exit 130/143/129 saying
+    nothing was sent (a command that appends nothing before it sends)."""
+    try:
+        with _stops_before_sending(stage):
+            yield
+    except KeyboardInterrupt as exc:
+        if stage.sending:
+            raise
+        name = getattr(exc, "signal", "SIGINT")
+        raise Interrupted(
+            f"interrupted by {name}: nothing was sent", signum=signal.Signals[name].value
+        ) from None
 
 
 def remove_empty(path: str) -> None:
@@ -942,75 +948,79 @@ def rollback(
 
     The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
     """  # noqa: E501 - rich keeps a docstring's line breaks
-    from ..saga import SagaError, check_ids, undo_plan
+    stage = _Stage()
+    with _nothing_sent_if_stopped(stage):
+        from ..saga import SagaError, check_ids, undo_plan
 
-    out, err = consoles()
-    try:
-        # The undo is appended to this ledger: refused now if it could not be, not after
-        # the look-ups and the confirmation.
-        check_ledger_path(ledger)
-        plan = undo_plan([ledger], run or None, allow_empty=True)
-        check_ids(plan)
-    except (SagaError, LedgerError) as exc:
-        raise UsageError(str(exc)) from exc
-    flags = Flags(
-        ids=ledger,
-        region=None,
-        profile=profile,
-        endpoint_url=endpoint_url,
-        ledger=ledger,
-        resume=False,
-        yes=yes,
-        dry_run=False,
-        sandbox=False,
-        params={},
-        options=RunOptions(ledger=ledger, progress=progress.value),
-        output=output,
-        accounts=accounts,
-        role_arn=role_arn,
-        wait=wait,
-        expect_account=expect_account,
-        protect_tags=tuple(protect_tag or ()),
-        max_count=max_count,
-    )
-    if expect_account is not None:
-        expect_account_of(flags, next(iter({**plan.groups, **plan.unsure}), None), err)
-    reach = Reach(flags, load_account_map(accounts, role_arn), 500)
-    reach.connect({**plan.groups, **plan.unsure}, err)
-    if reach.unreachable:
-        # An undo is all or nothing: nothing is written or sent until every account is in reach.
-        raise CredentialsError(
-            f"cannot reach account(s) {', '.join(sorted(reach.unreachable))}: pass --accounts "
-            "FILE or --role-arn ARN to reach them; nothing was sent"
+        out, err = consoles()
+        try:
+            # The undo is appended to this ledger: refused now if it could not be, not after
+            # the look-ups and the confirmation.
+            check_ledger_path(ledger)
+            plan = undo_plan([ledger], run or None, allow_empty=True)
+            check_ids(plan)
+        except (SagaError, LedgerError) as exc:
+            raise UsageError(str(exc)) from exc
+        flags = Flags(
+            ids=ledger,
+            region=None,
+            profile=profile,
+            endpoint_url=endpoint_url,
+            ledger=ledger,
+            resume=False,
+            yes=yes,
+            dry_run=False,
+            sandbox=False,
+            params={},
+            options=RunOptions(ledger=ledger, progress=progress.value),
+            output=output,
+            accounts=accounts,
+            role_arn=role_arn,
+            wait=wait,
+            expect_account=expect_account,
+            protect_tags=tuple(protect_tag or ()),
+            max_count=max_count,
         )
-    endpoint = reach.endpoint or ""
-    groups, unread = reconcile_undo(plan, reach, flags.options, err)
-    if unread:
-        # All or nothing: an undo of part of the run would be reported as the undo.
-        raise SwarmError(
-            f"rollback: {unread}; nothing was sent: run the rollback again once they can be read"
-        )
-    if not groups:
-        raise UsageError(f"run {plan.run} ({plan.of}) got nothing done: nothing to undo")
-    try:
-        check_max_count(sum(map(len, groups.values())), max_count, action=plan.action.name)
-    except RailError as exc:
-        raise error_for(exc.code, exc.message) from exc
-    found: dict[str, Instance] = {}
-    settled = protected_by_tags(plan.action, flags, groups, reach, flags.options, found, err)
-    if not yes:
-        confirm(plan.action, groups, endpoint, flags, reach, found, err)
-    options = replace(flags.options, endpoint=endpoint)
-    title = f"rollback of {plan.run}"
-    report = run_plan(plan.action, groups, options, reach, err, title, settled)
-    job = Job(plan.action, groups, options)
-    follow_up(plan.action, flags, job, report, reach, err)
-    # The retry goes where the undo went, behind the same rails: the ledger's one region
-    # (the list it prints names no region), and this command's options.
-    regions = {pair.region for pair in groups}
-    where = replace(flags, region=regions.pop() if len(regions) == 1 else None)
-    report.retry_args = retry_args(plan.action, where)
-    return finish(report, output, out, err)
+        if expect_account is not None:
+            expect_account_of(flags, next(iter({**plan.groups, **plan.unsure}), None), err)
+        reach = Reach(flags, load_account_map(accounts, role_arn), 500)
+        reach.connect({**plan.groups, **plan.unsure}, err)
+        if reach.unreachable:
+            # An undo is all or nothing: nothing is written or sent until every account is in reach.
+            raise CredentialsError(
+                f"cannot reach account(s) {', '.join(sorted(reach.unreachable))}: pass --accounts "
+                "FILE or --role-arn ARN to reach them; nothing was sent"
+            )
+        endpoint = reach.endpoint or ""
+        groups, unread = reconcile_undo(plan, reach, flags.options, err)
+        if unread:
+            # All or nothing: an undo of part of the run would be reported as the undo.
+            raise SwarmError(
+                f"rollback: {unread}; nothing was sent: run the rollback again once they "
+                "can be read"
+            )
+        if not groups:
+            raise UsageError(f"run {plan.run} ({plan.of}) got nothing done: nothing to undo")
+        try:
+            check_max_count(sum(map(len, groups.values())), max_count, action=plan.action.name)
+        except RailError as exc:
+            raise error_for(exc.code, exc.message) from exc
+        found: dict[str, Instance] = {}
+        settled = protected_by_tags(plan.action, flags, groups, reach, flags.options, found, err)
+        if not yes:
+            confirm(plan.action, groups, endpoint, flags, reach, found, err)
+        options = replace(flags.options, endpoint=endpoint)
+        title = f"rollback of {plan.run}"
+        stage.sending = True
+        report = run_plan(plan.action, groups, options, reach, err, title, settled)
+        job = Job(plan.action, groups, options)
+        follow_up(plan.action, flags, job, report, reach, err)
+        # The retry goes where the undo went, behind the same rails: the ledger's one region
+        # (the list it prints names no region), and this command's options.
+        regions = {pair.region for pair in groups}
+        where = replace(flags, region=regions.pop() if len(regions) == 1 else None)
+        report.retry_args = retry_args(plan.action, where)
+        return finish(report, output, out, err)
 
 
 EC2_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
