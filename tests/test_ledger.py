@@ -1104,6 +1104,19 @@ def test_a_merge_never_replaces_a_link_a_device_or_a_fifo(tmp_path: Path) -> Non
     assert Path("/dev/null").is_char_device()
 
 
+def test_a_merge_never_replaces_a_file_that_is_not_a_ledger(tmp_path: Path) -> None:
+    a = _write_ledger(tmp_path / "a.jsonl", [Record(TIMES[0], "x", 1, "stop", "i-1", "pending")])
+    ids = tmp_path / "ids.txt"
+    ids.write_text("i-0123456789abcdef0\n")
+    with pytest.raises(LedgerError, match="is not a swarm ledger"):
+        merge_files([a], str(ids))
+    assert ids.read_text() == "i-0123456789abcdef0\n"
+    with pytest.raises(LedgerError, match="pass a file path"):
+        merge_files([a], "-")
+    (tmp_path / "empty.jsonl").write_text("")
+    assert merge_files([a], str(tmp_path / "empty.jsonl")) == 1  # an empty file is fine
+
+
 def test_a_failed_merge_leaves_the_output_as_it_was(tmp_path: Path) -> None:
     newer = _ledger(tmp_path / "newer.jsonl", json.dumps(_valid(v=FORMAT_VERSION + 1)).encode())
     out = tmp_path / "out.jsonl"

@@ -135,6 +135,12 @@ def merge_files(
     cannot be written, and :class:`LedgerVersionError` at a record of a newer
     format (dropping it would lose outcomes).
     """
+    if not out or out == "-":
+        raise LedgerError(f"ledger {out!r}: pass a file path for the merged ledger")
+    if out not in paths and os.path.isfile(out) and os.path.getsize(out):
+        # A file that is not a ledger (an ID list, notes) is not one to replace.
+        for _ in read_records(out):
+            break  # one record: a ledger; read_records refuses a file with none
     watch = WriteAheadCheck()
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
     for path in paths:
