@@ -1120,10 +1120,11 @@ def test_a_merge_never_replaces_a_file_that_is_not_a_ledger(tmp_path: Path) -> N
 def test_a_failed_merge_leaves_the_output_as_it_was(tmp_path: Path) -> None:
     newer = _ledger(tmp_path / "newer.jsonl", json.dumps(_valid(v=FORMAT_VERSION + 1)).encode())
     out = tmp_path / "out.jsonl"
-    out.write_text("kept\n")
+    kept = json.dumps(_valid(id="i-9")) + "\n"
+    out.write_text(kept)
     with pytest.raises(LedgerVersionError):
         merge_files([newer], str(out))
-    assert out.read_text() == "kept\n"
+    assert out.read_text() == kept
     with pytest.raises(LedgerError, match=r"^cannot read the ledger .*: No such file"):
         merge_files([newer.replace("newer", "missing")], str(out))
     (tmp_path / "folder").mkdir()
