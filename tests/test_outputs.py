@@ -144,6 +144,7 @@ def test_an_output_that_is_a_symbolic_link_is_refused(sandbox: Sandbox, tmp_path
         ("--report", "nowhere/r.html", "no folder"),
         ("--plan-out", "nowhere/p.txt", "no folder"),
         ("--report", "fifo", "is not a regular file"),
+        ("--report", "", "the path is empty"),
     ],
 )
 def test_an_output_that_cannot_be_a_file_is_refused_before_the_run(
@@ -151,7 +152,7 @@ def test_an_output_that_cannot_be_a_file_is_refused_before_the_run(
 ) -> None:
     (tmp_path / "folder").mkdir()
     os.mkfifo(tmp_path / "fifo")
-    code, _, err = stop(sandbox, tmp_path, option, str(tmp_path / where))
+    code, _, err = stop(sandbox, tmp_path, option, str(tmp_path / where) if where else "")
     assert code == 2 and says in err, err
     assert sandbox.counters.accepted == 0
     assert (tmp_path / "fifo").is_fifo()

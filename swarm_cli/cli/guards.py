@@ -59,8 +59,10 @@ def check_outputs(flags: Flags) -> None:
     }
     named = [(k, v) for k, v in inputs.items() if v and v != "-"]
     for option, path in outputs.items():
-        if not path:
+        if path is None:
             continue
+        if not path.strip():
+            raise UsageError(f"{option}: the path is empty (nothing was sent)")
         if os.path.islink(path):
             raise UsageError(f"{option} {path} is a symbolic link: pass the real path")
         # What the run is for, checked now; a trace is an aid, which a warning covers.
