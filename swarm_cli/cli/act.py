@@ -674,7 +674,11 @@ def register(
         ] = "swarm-ledger.jsonl",
         resume: Annotated[
             bool,
-            typer.Option("--resume", help=f"Skip IDs the ledger already records as {spec.verb}."),
+            typer.Option(
+                "--resume",
+                help=f"Skip IDs the ledger already records as {spec.verb}; look the rest up "
+                "first (Describe) and record those already there done, unsent.",
+            ),
         ] = False,
         yes: Annotated[
             bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")
@@ -876,7 +880,7 @@ def register(
             f"Before the first call, every {spec.resource} is in the ledger as pending; "
             "SIGINT, SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in "
             "flight, and record the rest. Retry what is left with: swarm "
-            f"{path} --ids <(swarm ledger failed --action {spec.name} LEDGER)",
+            f"{path} --ids <(swarm ledger failed --retryable --action {spec.name} LEDGER)",
             EXIT_CODES,
         ]
     command.__doc__ = "\n\n".join([summary, *body])

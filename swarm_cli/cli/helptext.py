@@ -91,7 +91,7 @@ HELP: dict[str, tuple[str, str]] = {
     ),
     "ledger failed": (
         "Print the IDs worth retrying: failed or pending.",
-        "swarm terminate --ids <(swarm ledger failed swarm-ledger.jsonl) --yes",
+        "swarm terminate --ids <(swarm ledger failed --retryable swarm-ledger.jsonl) --yes",
     ),
     "ledger summary": (
         "Count the intents by state, ledgers merged.",
