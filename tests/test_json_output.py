@@ -56,7 +56,7 @@ def test_a_rail_refusal_is_one_object(tmp_path: Path) -> None:
     assert code == 3
     assert data == {
         "exit_code": 3,
-        "meaning": "refused by a guard or at the confirmation",
+        "meaning": "refused by a rail or at the confirmation",
         "error": "refusing to terminate 3 instances: --max-count is 1; nothing was sent",
     }
 

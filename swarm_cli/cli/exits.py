@@ -36,7 +36,7 @@ EXIT_MEANINGS = {
     0: "all done",
     1: "some intents failed or are pending (the ledger names them)",
     2: "bad usage or input; nothing was sent",
-    3: "refused by a guard or at the confirmation",
+    3: "refused by a rail or at the confirmation",
     4: "credentials or permission",
     74: "the ledger could not be written",
     130: "interrupted (SIGINT)",
