@@ -332,6 +332,7 @@ def reconcile_resume(
         f"{spec.verb} (recorded, not sent); {seen.checked - seen.already} to send"
     )
     if seen.unread:
-        text += f" ({seen.unread} could not be read: they are sent)"
+        why = f" ({seen.why})" if seen.why else ""
+        text += f" ({seen.unread} could not be read{why}: they are sent)"
     err.print(text, markup=False)
     return seen.done
