@@ -301,7 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 (a.out / f"grid-{profile}{suffix}.svg").write_text(heatmap(profile, worst, title))
     if not a.no_save:
-        (a.out / f"grid{suffix}.json").write_text(json.dumps(report, indent=1) + "\n")
+        # The profiles not run this time keep their last results.
+        path = a.out / f"grid{suffix}.json"
+        kept = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**kept, **report}, indent=1) + "\n")
     return 0
 
 
