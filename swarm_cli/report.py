@@ -5,7 +5,8 @@ The display renders it; ``--output json`` prints :meth:`Report.to_dict`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -181,6 +182,17 @@ class Report:
     @property
     def stopped(self) -> Reason | None:
         return self.budget_spent or next((p.stopped for p in self.pairs if p.stopped), None)
+
+    def why(self, skip: Collection[str] = ()) -> str:
+        """The errors behind what did not succeed, the commonest first ("InternalError x
+        3"), codes in ``skip`` and missing ones aside; else why the run stopped; else ""."""
+        codes = Counter(
+            p.code for p in self.problems if p.code and p.status != "missing" and p.code not in skip
+        )
+        if codes:
+            return ", ".join(f"{code} x {n}" for code, n in codes.most_common(3))
+        cause = self.fatal or self.stopped
+        return (cause.code or cause.message or "") if cause is not None else ""
 
     @property
     def crashed(self) -> Reason | None:

@@ -13,7 +13,6 @@ not known done.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -49,7 +48,7 @@ class Reconciled:
     done: dict[Pair, dict[str, Outcome]] = field(default_factory=dict)
     checked: int = 0
     unread: int = 0  # could not be read (permission, an endpoint down): sent as before
-    why: str = ""  # the errors that kept them unread: "403 UnauthorizedOperation x 3"
+    why: str = ""  # the errors that kept them unread: "UnauthorizedOperation x 3"
     found: dict[str, InstanceInfo] = field(default_factory=dict)
 
     @property
@@ -99,10 +98,7 @@ def reconcile(
                     f"{info.state} per DescribeInstances; not sent"
                 )
     if result.unread:
-        codes = Counter(p.code for p in report.problems if p.status != "missing" and p.code)
-        why = ", ".join(f"{code} x {n}" for code, n in codes.most_common(3))
-        cause = report.fatal or report.stopped
-        result.why = why or (cause.code or cause.message or "" if cause else "")
+        result.why = report.why()
     return result
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -278,16 +277,8 @@ def run_wait(
 
 def _why(report: Report) -> str:
     """The errors that kept a wait's instances from being checked: "InternalError x 3"."""
-    seen = (TIMEOUT_CODE, WRONG_STATE_CODE)
-    codes = Counter(
-        p.code for p in report.problems if p.code and p.code not in seen and p.status != "missing"
-    )
-    cause = report.fatal or report.stopped
-    if codes:
-        return ", ".join(f"{code} x {n}" for code, n in codes.most_common(3))
-    if cause is not None:
-        return cause.code or cause.message or "stopped"
-    return "interrupted" if report.interrupted else "no answer"
+    why = report.why(skip=(TIMEOUT_CODE, WRONG_STATE_CODE))
+    return why or ("interrupted" if report.interrupted else "no answer")
 
 
 def record_reached(
