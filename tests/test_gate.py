@@ -157,3 +157,53 @@ def test_an_action_the_ledger_does_not_hold_does_not_pass_the_gate(tmp_path: Pat
     # The API's name is the action's: the same list.
     code, out, err = swarm("ledger", "failed", "--action", "stop-instances", one)
     assert code == 0 and out.split() == [IDS[1], IDS[2]], err
+
+
+def test_a_damaged_line_that_may_have_held_an_intent_fails_the_gate(tmp_path: Path) -> None:
+    from swarm_cli.ledger import LedgerWriter
+
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "stop", None)
+    writer.write_ahead(IDS)
+    for i in IDS:
+        if i != IDS[2]:  # in flight when the run was killed
+            writer.write(i, "succeeded")
+    writer.close()
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    assert IDS[2].encode() in lines[2] and b'"pending"' in lines[2]
+    # A disk error garbles that intent: no readable line names IDS[2] any more.
+    lines[2] = b'{"v":1,"ts":\x00\x00\x00\n'
+    ledger.write_bytes(b"".join(lines))
+    code, out, err = swarm("ledger", "failed", str(ledger))
+    assert code == 1 and out == "", err
+    assert "1 damaged ledger line(s) skipped" in err
+    assert "1 intent(s) have no readable record" in err and "--ids LIST" in err
+    # The list the runs were meant to cover says exactly what is left.
+    ids = write_ids(tmp_path / "ids.txt", IDS)
+    code, out, err = swarm("ledger", "failed", "--ids", ids, str(ledger))
+    assert code == 1 and out.split() == [IDS[2]]
+
+
+def test_a_line_cut_by_a_kill_then_mended_by_the_next_run_does_not_fail_the_gate(
+    tmp_path: Path,
+) -> None:
+    from swarm_cli.ledger import LedgerWriter
+
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "stop", None)
+    writer.write_ahead(IDS)
+    for i in IDS[:3]:
+        writer.write(i, "succeeded")
+    writer.close()
+    # Killed while writing the outcome of IDS[3]: half a line at the end.
+    with ledger.open("ab") as handle:
+        handle.write(b'{"v":1,"ts":"2026-01-01T00:00:00Z","run":"r1","id":"' + IDS[3].encode())
+    # The next run ends that line and records the rest.
+    writer = LedgerWriter(str(ledger), "r2", "stop", None)
+    writer.write_ahead(IDS[3:])
+    for i in IDS[3:]:
+        writer.write(i, "succeeded")
+    writer.close()
+    code, out, err = swarm("ledger", "failed", str(ledger))
+    assert (code, out) == (0, ""), err
+    assert "1 damaged ledger line(s) skipped" in err and "no readable record" not in err

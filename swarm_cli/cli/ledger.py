@@ -17,6 +17,7 @@ from ..ledger import (
     CutShort,
     Damaged,
     Record,
+    WriteAheadCheck,
     describe_damage,
     fold_files,
     merge_files,
@@ -93,11 +94,14 @@ def ledger_failed(
     """Print the IDs worth retrying (failed or pending), one per line.
 
     Pending means not known to be done: never sent, in flight when the run was stopped or killed, or never answered. Feed them back: swarm terminate --ids <(swarm ledger failed --retryable swarm-ledger.jsonl)
+
+    Exit 1 when the list may not be the whole (a run stopped while recording its intents, a ledger with no records, damaged lines that may have held intents), or with --ids when any ID of the list is left; a gate checks the exit code as well as the list: if ! swarm ledger failed L >left.txt || [ -s left.txt ]; then exit 1; fi
     """  # noqa: E501 - rich keeps a docstring's line breaks
     wanted = {"failed", "pending"} | ({"missing"} if missing else set())
     cut_short: list[CutShort] = []
     empty: list[str] = []
-    state = _fold_ledgers(paths, cut_short, empty)
+    hidden: list[int] = []
+    state = _fold_ledgers(paths, cut_short, empty, hidden)
     actions = sorted({act for act, _ in state})
     if action is None:
         if len(actions) > 1:
@@ -155,9 +159,16 @@ def ledger_failed(
         )
         if rows:
             return EXIT_FAILED
-    if ids is None and (cut_short or empty):
-        # Some intents of a run never reached the ledger: this list is not the whole.
-        # With --ids it is: an ID of the list that no ledger holds is in it.
+    if ids is None and hidden:
+        typer.echo(
+            f"warning: {hidden[0]} intent(s) have no readable record: the damaged lines may "
+            "have held them, so this list may not be the whole; give the ID list the runs "
+            "were meant to cover (--ids LIST) to list every ID of it not known done",
+            err=True,
+        )
+    if ids is None and (cut_short or empty or hidden):
+        # Some intents of a run never reached the ledger, or cannot be read: this list
+        # is not the whole. With --ids it is: an ID of the list that no ledger holds is in it.
         return EXIT_FAILED
     return 0
 
@@ -219,18 +230,27 @@ def ledger_summary(
 
 
 def _fold_ledgers(
-    paths: list[Path], cut_short: list[CutShort] | None = None, empty: list[str] | None = None
+    paths: list[Path],
+    cut_short: list[CutShort] | None = None,
+    empty: list[str] | None = None,
+    hidden: list[int] | None = None,
 ) -> dict[tuple[str, str], Record]:
     """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning.
 
     Runs whose intents were not all written ahead go to ``cut_short`` as well,
-    and ledgers without a single record to ``empty``, each with a warning.
+    and ledgers without a single record to ``empty``, each with a warning. When
+    lines were skipped and intents of whole blocks are unaccounted for (the
+    skipped lines may have held them), their count goes to ``hidden``.
     """
 
     def read(damaged: list[Damaged], short: list[CutShort]) -> dict[tuple[str, str], Record]:
-        state = fold_files(map(str, paths), damaged, short, empty)
+        watch = WriteAheadCheck()
+        state = fold_files(map(str, paths), damaged, short, empty, watch)
         if cut_short is not None:
             cut_short.extend(short)
+        unaccounted = watch.unaccounted() if damaged else 0
+        if unaccounted and hidden is not None:
+            hidden.append(unaccounted)
         return state
 
     state = _reading(read)

@@ -85,3 +85,15 @@ class WriteAheadCheck:
             for run in recorded
             if run in cut
         ]
+
+    def unaccounted(self) -> int:
+        """Intents of whole blocks that no record read shows. A ledger as written holds
+        every one (outcomes are appended, never replace an intent); a merged ledger keeps
+        one record per intent, so it lacks those decided by later records. Where damaged
+        lines were skipped, these may be among them."""
+        cut = {c.run for c in self.cut_short()}
+        return sum(
+            max(size - len(self._seen[key]), 0)
+            for key, size in self._declared.items()
+            if key[0] not in cut
+        )

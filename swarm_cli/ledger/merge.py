@@ -90,13 +90,15 @@ def fold_files(
     damaged: list[Damaged] | None = None,
     cut_short: list[CutShort] | None = None,
     empty: list[str] | None = None,
+    watch: WriteAheadCheck | None = None,
 ) -> dict[tuple[str, str], Record]:
     """Merge the ledgers of any number of runs or shards, in any order.
 
     Runs whose write-ahead is incomplete go to ``cut_short``; ledgers that
     hold no record at all (a run killed before its first intent) to ``empty``.
+    ``watch``, when given, is the check the records pass through (to ask it more).
     """
-    watch = WriteAheadCheck()
+    watch = WriteAheadCheck() if watch is None else watch
     state = fold(watch(r) for path in paths for r in _counted(path, damaged, empty))
     if cut_short is not None:
         cut_short.extend(watch.cut_short())
