@@ -52,11 +52,13 @@ swarm ledger merge ledger-*.jsonl -o ledger.jsonl
 swarm ledger summary ledger.jsonl
 # The workflow passes --ids ids.csv, so that an instance of the list that no ledger
 # names counts as left; this falls back to the ledgers alone on a swarm without it.
+# Exit 1 when anything is left: kept, so that the count is said before the job fails.
+status=0
 if swarm ledger failed --help | grep -qE '^ +--ids[ ,]'; then
-  swarm ledger failed --ids ids.csv ledger-*.jsonl >left.csv
+  swarm ledger failed --ids ids.csv ledger-*.jsonl >left.csv || status=$?
 else
-  swarm ledger failed ledger-*.jsonl >left.csv
+  swarm ledger failed ledger-*.jsonl >left.csv || status=$?
 fi
 left=$(grep -c '^i-' left.csv || true)
 echo "left to retry: $left"
-[ "$left" -eq 0 ] && [ "$(swarm ledger summary --output json ledger.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["actions"]["terminate"]["succeeded"])')" -eq 240 ]
+[ "$status" -eq 0 ] && [ "$left" -eq 0 ] && [ "$(swarm ledger summary --output json ledger.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["actions"]["terminate"]["succeeded"])')" -eq 240 ]

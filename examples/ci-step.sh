@@ -36,13 +36,15 @@ while kill -0 "$swarm_pid" 2>/dev/null; do  # a forwarded signal: wait for swarm
   wait "$swarm_pid" || status=$?
 done
 trap - TERM INT HUP
-# Exit 1 means some instances failed: the two protected ones here.
+# 0: all done; 1: some instances failed (the two protected ones here), or are pending;
+# anything else: refused, interrupted or cut off (its "meaning" says which).
 echo "swarm terminate exited $status"
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["counts"], "throttled calls:", r["throttled_calls"])' "$work/report.json"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("counts") or r.get("error"), "-", r["meaning"])' "$work/report.json"
+[ "$status" -le 1 ] || exit "$status"
 
 # The ledger names what is left; a later step (or a fixed input) retries exactly those.
 # The two protected instances failed for good (a retry fails again): --retryable leaves
-# them out, and says so on stderr.
+# them out, and says so on stderr. The job fails if anything else is left.
 swarm ledger failed --retryable "$ledger" >"$work/left.txt"
 echo "left to retry: $(wc -l <"$work/left.txt")"
-[ "$status" -eq 1 ] && [ "$(wc -l <"$work/left.txt")" -eq 0 ]
+[ "$(wc -l <"$work/left.txt")" -eq 0 ]

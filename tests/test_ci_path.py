@@ -156,6 +156,35 @@ def test_the_action_step_plans_into_the_step_summary(tmp_path: Path) -> None:
     assert not (tmp_path / "swarm-ledger.jsonl").exists()  # a plan writes no ledger
 
 
+def test_a_plan_with_instances_that_would_fail_passes_its_step_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    with Sandbox(OPEN) as box:
+        ids = box.launch(3)
+        gone = "i-0123456789abcdef0"  # no such instance: the real run would record it missing
+        env = _step_env(
+            tmp_path,
+            box,
+            command="plan",
+            ids=write_ids(tmp_path / "ids.txt", [*ids, gone]),
+            plan_out=str(tmp_path / "would.txt"),
+        )
+        done = subprocess.run(
+            ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        # A bad list still fails the step: that is no plan for anyone to approve.
+        (tmp_path / "bad.txt").write_text("not an id\n")
+        env["SWARM_IDS"] = str(tmp_path / "bad.txt")
+        bad = subprocess.run(
+            ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+    assert done.returncode == 0, done.stderr
+    assert "::warning title=swarm plan::some instances would not be acted on" in done.stdout
+    summary = (tmp_path / "github_step_summary").read_text()
+    assert gone in summary and all(i in summary for i in ids)
+    assert bad.returncode == 2 and "::warning" not in bad.stdout
+
+
 # --- the workflow worth copying ----------------------------------------------------------
 
 
@@ -188,6 +217,10 @@ def test_the_example_workflow_keeps_its_guards() -> None:
     script = "\n".join(s.get("run", "") for s in merge["steps"])
     assert "needs.plan.outputs.shards" in str(merge) and '-ne "$SHARDS"' in script
     assert "swarm ledger failed --ids" in script
+    # Its exit code fails the step, after the count is said (bash -e stops at a failing
+    # command that is not tested).
+    assert "swarm ledger failed --ids ids.csv ledgers/*.jsonl >left.csv || status=$?" in script
+    assert 'exit "$status"' in script
 
 
 # --- Kubernetes past 256 -------------------------------------------------------------------

@@ -128,8 +128,9 @@ ExpectAccountOpt = Annotated[
     typer.Option(
         "--expect-account",
         metavar="ID",
-        help="Refuse (exit 3) unless the credentials are this account's (checked with "
-        "STS before anything else).",
+        help="Refuse (exit 3) unless the credentials swarm starts from are this account's "
+        "(checked with STS before anything else). With --accounts or --role-arn, that is "
+        "the account the roles are assumed from, not the accounts acted on.",
     ),
 ]
 
@@ -152,7 +153,8 @@ MaxCountOpt = Annotated[
         "--max-count",
         metavar="N",
         min=0,
-        help="Refuse (exit 3) a run of more than N instances.",
+        help="Refuse (exit 3) a run of more than N instances. With --shard, each shard "
+        "counts its own: N shards may act on N times as many in all.",
     ),
 ]
 
