@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import json
 import os
 import signal
@@ -371,6 +373,49 @@ def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "sandbox stopped" in err
     assert not env_file.exists()  # its endpoint is gone: a later wait must not find it
+
+
+def test_a_sandbox_over_accounts_writes_a_list_swarm_takes_missing_ids_included(
+    tmp_path: Path,
+) -> None:
+    env_file, ids_file, accounts = (tmp_path / n for n in ("s.env", "ids.csv", "accounts.yml"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swarm_cli", "sandbox", "--port", "0", "--count", "3"]
+        + ["--regions", "2", "--accounts", "2", "--protected", "1", "--missing", "2"]
+        + ["--ids-out", str(ids_file), "--accounts-out", str(accounts)]
+        + ["--env-out", str(env_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not env_file.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the sandbox did not get ready"
+            time.sleep(0.1)
+        env = dict(
+            line.removeprefix("export ").split("=", 1) for line in env_file.read_text().splitlines()
+        )
+        rows = ids_file.read_text().splitlines()[1:]
+        assert len(rows) == 4 * 3 + 2 and all(row.split(",")[2] for row in rows)
+        plan = subprocess.run(
+            [sys.executable, "-m", "swarm_cli", "plan", "terminate", "--ids", str(ids_file)]
+            + ["--accounts", str(accounts), "--output", "json"],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert plan.returncode == 1, plan.stderr  # some would fail: the protected and the gone
+    report = json.loads(plan.stdout)
+    assert report["would_act"] == 4 * 2 and report["total"] == 4 * 3 + 2
+    assert Counter(row["prediction"] for row in report["rows"])["would act"] == 4 * 2
+    assert "12 running instance(s), 4 protected" in err
 
 
 def test_a_sandbox_that_cannot_listen_says_why_and_leaves_no_stale_env_file(

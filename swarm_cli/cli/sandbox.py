@@ -109,7 +109,11 @@ ThrottleShareOpt = Annotated[
 ProtectedOpt = Annotated[
     int,
     typer.Option(
-        "--protected", metavar="N", min=0, help="Instances with termination protection (they fail)."
+        "--protected",
+        metavar="N",
+        min=0,
+        help="Of each account/region pair's instances, N with termination protection (they "
+        "fail).",
     ),
 ]
 MissingOpt = Annotated[
@@ -118,7 +122,8 @@ MissingOpt = Annotated[
         "--missing",
         metavar="N",
         min=0,
-        help="IDs that do not exist, added to the list (they fail).",
+        help="IDs that do not exist, added to the list in the first account/region pair "
+        "(they end missing).",
     ),
 ]
 
@@ -321,7 +326,8 @@ def sandbox_cmd(
         typer.Option(
             "--ids-out",
             metavar="FILE",
-            help="Write the launched IDs (and --missing ones) here, one per line.",
+            help="Write the launched IDs (and --missing ones) here: one per line, or with "
+            "several account/region pairs a CSV with region and account.",
         ),
     ] = None,
     env_out: Annotated[
@@ -444,7 +450,10 @@ def sandbox_cmd(
             )
             ids += launched
             rows += [(i, region, account) for i in launched]
-        rows += [(i, config.region, None) for i in fake_ids(missing, random.Random(seed))]
+        # In the first pair, so that every line of a CSV names a place the list can act in.
+        first_account, first_region = places[0]
+        gone = fake_ids(missing, random.Random(seed))
+        rows += [(i, first_region, first_account) for i in gone]
         if ids_out is not None:
             if len(places) == 1:
                 write_atomic(ids_out, "".join(f"{i}\n" for i, _, _ in rows))
@@ -492,7 +501,7 @@ def sandbox_cmd(
         )
         err.print(
             f"  {len(ids)} running instance(s)"
-            + (f", {min(protected, count)} protected" if protected else "")
+            + (f", {min(protected, count) * len(places)} protected" if protected else "")
             + (f"; IDs in {literal(ids_out)}" if ids_out else ""),
             markup=False,
         )
