@@ -59,6 +59,17 @@ def _calls_text(calls: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {api}" for api, n in calls.items()) or "no"
 
 
+def _print_whole(table: Table, console: Console) -> None:
+    """A table on a terminal fits its width; in a log or a file (where rich assumes 80
+    columns), it is printed as wide as its cells, so no cell is cut or wrapped."""
+    width = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if console.is_terminal or width <= console.width:
+        console.print(table)
+        return
+    wide = Console(file=console.file, width=width, highlight=False, color_system=None)
+    wide.print(table)
+
+
 def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
     """The plan for people: a sample of rows, the counts, what it cost, the time it will take."""
     several = len(plan.pairs) > 1
@@ -81,7 +92,7 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
             Text(row.prediction.value, style=_STYLES[row.prediction]),
         ]
         table.add_row(*([text(row.pair.label)] if several else []), *cells)
-    console.print(table)
+    _print_whole(table, console)
     if plan.total > SAMPLE_ROWS:
         console.print(f"… and {plan.total - SAMPLE_ROWS} more")
     counts = " · ".join(f"{n} {name}" for name, n in plan.counts.items() if n)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import NoCredentialsError
 from rich.console import Console
+from rich.text import Text
 from typer.testing import CliRunner
 
 from swarm_cli.actions import ACTIONS
@@ -385,6 +387,28 @@ def test_rendering_samples_fifty_rows_and_states_the_estimate() -> None:
     assert (
         "at EC2's default limits for TerminateInstances: bound 8.0 s, expected about 8.4 s" in text
     )
+
+
+def test_in_a_log_the_table_is_as_wide_as_its_cells_and_on_a_terminal_fits_it() -> None:
+    name = "build-runner-" + "x" * 40
+    account = "111111111111"
+    rows = [
+        Row(Pair(account, region), f"i-{n:017x}", replace(info(f"i-{n:017x}"), name=name), M)
+        for n, region in enumerate((EAST, WEST))
+    ]
+    plan = Plan(ACTIONS["terminate"], rows)
+    est = estimate(ACTIONS["terminate"], plan, 2)
+    log = Console(file=io.StringIO(), width=80)  # not a terminal: rich's 80 columns
+    render_plan(plan, est, log)
+    lines = log.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    for row in rows:
+        (line,) = [line for line in lines if row.id in line]
+        assert name in line and f"{account}/" in line and "does not exist" in line
+    assert "…" not in "".join(lines)
+    screen = Console(file=io.StringIO(), width=80, force_terminal=True)
+    render_plan(plan, est, screen)
+    shown = screen.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert max(len(Text.from_ansi(line).plain) for line in shown) <= 80
 
 
 def test_the_json_holds_every_row_and_the_estimate(sandbox: Sandbox, fleet: dict[str, str]) -> None:
