@@ -27,11 +27,16 @@ def _number(value: float) -> str:
 
 
 def cwnd_at(series: Sequence[Sample], times: Sequence[float]) -> list[float]:
-    """The window at each time: the value of the last sample at or before it (0 before any)."""
+    """The window at each time, the largest it was since the time before: a chart of a few
+    dozen points then still shows each peak of the sawtooth. Before the first sample the
+    window is 1 (the first call goes alone)."""
     values = []
+    start = 0
     for t in times:
-        i = bisect_right(series, t, key=lambda p: p.t) - 1
-        values.append(series[i].cwnd if i >= 0 else 0.0)
+        end = bisect_right(series, t, key=lambda p: p.t)
+        carried = series[start - 1].cwnd if start > 0 else 1.0
+        values.append(max([carried, *(p.cwnd for p in series[start:end])]))
+        start = max(start, end)
     return values
 
 

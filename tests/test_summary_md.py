@@ -105,8 +105,9 @@ def test_mermaid_chart_resamples_each_pair_to_60_points() -> None:
     assert block[2] == "xychart-beta"
     assert '    x-axis "seconds" 0 --> 59' in block
     assert '    y-axis "cwnd (calls in flight allowed)" 0 --> 8' in block
-    # 60 points over 59 s: one a second; each is the window as last set at that second.
-    east = [1] * 10 + [4] * 10 + [8] * 10 + [4] * 10 + [6] * 19 + [3]
+    # 60 points over 59 s: one a second; each is the largest window since the second
+    # before (a decrease shows a second late; a peak between two points is never lost).
+    east = [1] * 10 + [4] * 10 + [8] * 11 + [4] * 9 + [6] * 20
     west = [2] * 30 + [5] * 30
     lines = [line for line in block if line.startswith("    line ")]
     assert lines == [
@@ -114,6 +115,18 @@ def test_mermaid_chart_resamples_each_pair_to_60_points() -> None:
         f"    line [{', '.join(map(str, west))}]",
     ]
     assert "Lines: blue: 111111111111/us-east-1, orange: 222222222222/eu-west-1" in text
+
+
+def test_the_chart_keeps_a_short_peak_and_starts_at_the_canarys_window() -> None:
+    row = PairReport("us-east-1", None, total=1)
+    # A startup to 25 within the first second of a 100 s run, then 6 for the rest.
+    row.series = [sample(0.4, 10), sample(0.7, 25), sample(0.9, 6), sample(100, 6)]
+    chart = mermaid_chart([row])
+    assert chart is not None
+    (line,) = [x for x in chart.splitlines() if x.startswith("    line ")]
+    values = [float(v) for v in line.removeprefix("    line [").rstrip("]").split(", ")]
+    assert values[0] == 1 and values[1] == 25 and set(values[2:]) == {6}
+    assert '    y-axis "cwnd (calls in flight allowed)" 0 --> 25' in chart
 
 
 def test_no_chart_without_points() -> None:
