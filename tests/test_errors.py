@@ -195,7 +195,8 @@ def test_each_kind_ends_with_its_code_and_message(kind: str, code: int, stderr: 
     data = json.loads(result.stdout)
     assert result.exit_code == code
     assert data["exit_code"] == code and data["meaning"] == exit_meaning(code)
-    said = stderr.splitlines()[0]
+    # All stderr said, the lines under the message too (without their indent).
+    said = "\n".join(line.strip() for line in stderr.splitlines())
     assert data["error"] == (said if kind == "declined" else said.removeprefix("error: "))
 
 

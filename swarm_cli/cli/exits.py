@@ -118,6 +118,9 @@ def report(exc: SwarmError) -> int:
         error(err, exc.message)
     for line in exc.details:
         err.print(line, markup=False)
+    if exc.details and _json.error == exc.message:
+        # The object says all stderr said: the bad lines too, not only the heading.
+        _json.error = "\n".join([exc.message, *(line.strip() for line in exc.details)])
     return exc.exit_code
 
 
