@@ -15,7 +15,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from .ledger import PERMANENT_CODES
-from .report import Report, Sample
+from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .stats import FALL_LASTING, RATE_SPAN, Fall, RateWatch, Snapshot, Stats
 from .text import literal
@@ -698,7 +698,8 @@ def render_summary(report: Report, console: Console) -> None:
         if c[status]:
             say(f"  {status}: {c[status]}", style="red")
     for item in report.problems[:20]:
-        where = f"  {literal(item.region)}" if len(report.pairs) > 1 and item.region else ""
+        place = Pair(item.account, item.region).label if item.region else ""
+        where = f"  {literal(place)}" if len(report.pairs) > 1 and place else ""
         say(
             f"    {literal(item.id)}{where}  {item.status}  {literal(item.code or '')}  "
             f"{literal(item.message or '')}"

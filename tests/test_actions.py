@@ -244,6 +244,15 @@ def test_two_shards_as_two_processes_then_merged_equal_the_whole_run(tmp_path: P
         assert code == 0, err
         for (account, region), ids in launched.items():
             assert set(box.states(ids, region=region, account=account).values()) == {"terminated"}
+        # A shard resumed once all its instances are done: its pairs are there, and done.
+        code, _, err = swarm(
+            "terminate", "--ids", str(ids_file), "--accounts", str(accounts), "--shard", "1/2",
+            "--endpoint-url", box.endpoint, "--ledger", str(tmp_path / "shard0.jsonl"),
+            "--resume", "--yes", "--progress", "none",
+        )  # fmt: skip
+        assert code == 0, err
+        assert "not known terminated" in err and "nothing to do" in err
+        assert "holds no account/region pair" not in err
     # The unsharded run, on a fresh sandbox holding the same instances, ends the same.
     with Sandbox(config) as box:
         for (account, region), ids in launched.items():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import json
 import os
 import signal
@@ -11,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -380,10 +379,12 @@ def test_a_sandbox_over_accounts_writes_a_list_swarm_takes_missing_ids_included(
 ) -> None:
     env_file, ids_file, accounts = (tmp_path / n for n in ("s.env", "ids.csv", "accounts.yml"))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "swarm_cli", "sandbox", "--port", "0", "--count", "3"]
-        + ["--regions", "2", "--accounts", "2", "--protected", "1", "--missing", "2"]
-        + ["--ids-out", str(ids_file), "--accounts-out", str(accounts)]
-        + ["--env-out", str(env_file)],
+        [
+            *(sys.executable, "-m", "swarm_cli", "sandbox", "--port", "0", "--count", "3"),
+            *("--regions", "2", "--accounts", "2", "--protected", "1", "--missing", "2"),
+            *("--ids-out", str(ids_file), "--accounts-out", str(accounts)),
+            *("--env-out", str(env_file)),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -400,8 +401,10 @@ def test_a_sandbox_over_accounts_writes_a_list_swarm_takes_missing_ids_included(
         rows = ids_file.read_text().splitlines()[1:]
         assert len(rows) == 4 * 3 + 2 and all(row.split(",")[2] for row in rows)
         plan = subprocess.run(
-            [sys.executable, "-m", "swarm_cli", "plan", "terminate", "--ids", str(ids_file)]
-            + ["--accounts", str(accounts), "--output", "json"],
+            [
+                *(sys.executable, "-m", "swarm_cli", "plan", "terminate", "--ids", str(ids_file)),
+                *("--accounts", str(accounts), "--output", "json"),
+            ],
             env={**os.environ, **env},
             capture_output=True,
             text=True,

@@ -407,6 +407,26 @@ def test_plain_lines_print_until_closed() -> None:
     assert lines and all(line.startswith("terminate: 2/3 done") for line in lines)
 
 
+def test_summary_names_each_problems_account_and_region_across_accounts() -> None:
+    accounts = ("111111111111", "222222222222")
+    counts = {"succeeded": 0, "failed": 0, "missing": 0, "pending": 1}
+    report = Report(
+        run="r",
+        action="terminate",
+        pairs=[PairReport("eu-west-1", a, total=1, counts=dict(counts)) for a in accounts],
+        problems=[
+            Problem(f"i-0000000{n}", "pending", "CallTimeout", "no answer", "eu-west-1", a)
+            for n, a in enumerate(accounts, 1)
+        ],
+        elapsed_seconds=1.0,
+    )
+    out = console()
+    render_summary(report, out)
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    assert "i-00000001  111111111111/eu-west-1  pending  CallTimeout" in text
+    assert "i-00000002  222222222222/eu-west-1  pending  CallTimeout" in text
+
+
 def test_summary_names_failures_and_the_retry_command() -> None:
     report = Report(
         run="r",

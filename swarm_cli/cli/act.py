@@ -295,7 +295,7 @@ def _run_action(
         max_errors=budget(flags.max_errors, total),
     )
     title = f"{spec.name} (dry run)" if flags.dry_run else spec.name
-    if flags.shard and not groups:
+    if flags.shard and not groups and not resumed:
         err.print(f"shard {flags.shard} holds no account/region pair of this list: nothing to do")
     if not groups:
         err.print(f"nothing to do: no {spec.resource} IDs to {spec.name}")

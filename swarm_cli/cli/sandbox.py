@@ -112,8 +112,7 @@ ProtectedOpt = Annotated[
         "--protected",
         metavar="N",
         min=0,
-        help="Of each account/region pair's instances, N with termination protection (they "
-        "fail).",
+        help="Of each account/region pair's instances, N with termination protection (they fail).",
     ),
 ]
 MissingOpt = Annotated[
