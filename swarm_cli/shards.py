@@ -78,11 +78,12 @@ def keep_shard(weights: Mapping[PairKey, int], k: int, n: int) -> set[PairKey]:
     return {pair for pair, owner in assign(weights, n).items() if owner == k}
 
 
-def matrix(weights: Mapping[PairKey, int], n: int) -> dict[str, Any]:
+def matrix(weights: Mapping[PairKey, int], n: int, *, counted: bool = True) -> dict[str, Any]:
     """A GitHub Actions ``strategy.matrix`` (through ``fromJSON``) of the non-empty shards.
 
-    Each job: ``shard`` (``K/N``, for ``--shard``), its ``pairs`` (sorted) and
-    their ``instances``. A shard that holds no pair (n larger than the pairs)
+    Each job: ``shard`` (``K/N``, for ``--shard``), its ``pairs`` (sorted) and,
+    when ``weights`` are instance counts (``counted``), their ``instances``. A
+    shard that holds no pair (n larger than the pairs)
     is left out, so no job starts with nothing to do: ``empty_shards`` counts
     them. The JSON is the same for any input order.
     """
@@ -94,7 +95,8 @@ def matrix(weights: Mapping[PairKey, int], n: int) -> dict[str, Any]:
         instances[k] = instances.get(k, 0) + weights[pair]
     return {
         "include": [
-            {"shard": f"{k}/{n}", "pairs": sorted(labels[k]), "instances": instances[k]}
+            {"shard": f"{k}/{n}", "pairs": sorted(labels[k])}
+            | ({"instances": instances[k]} if counted else {})
             for k in sorted(labels)
         ]
     }

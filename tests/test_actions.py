@@ -281,3 +281,5 @@ def test_shards_prints_a_matrix_from_an_accounts_file(tmp_path: Path) -> None:
     assert pairs == sorted(
         ["111111111111/us-east-1", "222222222222/us-east-1", "222222222222/eu-west-1"]
     )
+    # No ID list: nothing counts instances, and no job claims a number of them.
+    assert all("instances" not in m for m in include)

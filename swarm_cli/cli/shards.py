@@ -59,7 +59,8 @@ def shards(
     if not weights:
         raise UsageError("no account/region pair to split: the list is empty")
     try:
-        result = matrix(weights, n)
+        # Without --ids, every pair weighs 1: a count of pairs, not of instances.
+        result = matrix(weights, n, counted=ids is not None)
     except ShardError as exc:
         raise UsageError(str(exc)) from exc
     empty = empty_shards(len(weights), n)
