@@ -339,6 +339,22 @@ def classify_exception(err: Exception) -> Outcome:
     raise err
 
 
+def refused_before_acting(err: Exception) -> bool:
+    """Whether a failed call surely changed nothing: EC2 said it was throttled (its code,
+    RequestLimitExceeded and the like) or answered 4xx (it checks a request before it acts
+    on it), or no connection to the endpoint was made. A 5xx without a throttle code (a
+    balancer's 503 may come after EC2 acted), a reset or a read time-out may not."""
+    if isinstance(
+        err, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError)
+    ):
+        return True
+    if not isinstance(err, (ClientError, HttpError)):
+        return False
+    outcome = classify_exception(err)
+    status = outcome.http_status
+    return outcome.code in THROTTLE_CODES or (status is not None and 400 <= status < 500)
+
+
 def split_batch(
     ids: Sequence[str], outcome: Outcome, named: Named | None = None
 ) -> dict[str, Outcome]:

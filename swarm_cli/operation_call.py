@@ -7,8 +7,10 @@ again in halves (:func:`~swarm_cli.ec2.split_batch`), as for instances.
 
 A deletion that a repeat finds missing is done, not missing: the earlier call's answer
 was lost (a timeout, a 5xx after EC2 acted, a kill while it was in flight), and the
-resource is gone, which is what the run was for. Only an ID's first call, in this run and
-the runs it resumes, can find it missing.
+resource is gone, which is what the run was for. A repeat is a call after one whose
+outcome is not known, in this run or a run it resumes: a call refused before EC2 could
+act (throttled, answered 4xx, never connected) is none, so an ID throttled first and then
+not found is missing, as a mistyped ID or one in another region is.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from .actions.operations import Operation
-from .ec2 import BatchCall, answered_by
+from .ec2 import BatchCall, answered_by, refused_before_acting
 from .outcome import Kind, Outcome
 
 # The code of a resource recorded done without being acted on: it was gone already.
@@ -72,7 +74,7 @@ class OperationCall(BatchCall):
         sent_before: Collection[str] = (),
     ) -> None:
         self.op = op
-        # IDs an earlier run may have sent (--resume): their first call here is a repeat.
+        # IDs an earlier run may have acted on (--resume): their first call here is a repeat.
         self.sent_before = frozenset(sent_before)
         self.name = op.name
         self.dry_run = dry_run
@@ -85,7 +87,7 @@ class OperationCall(BatchCall):
         # A deletion: gone is done (its Describe call shows it so).
         self._gone_is_done = op.observe is not None
         self._lock = threading.Lock()  # the engine calls from several worker threads
-        self._sent: dict[str, int] = {}  # ID -> calls that carried it
+        self._sent: dict[str, int] = {}  # ID -> calls that carried it, not surely refused
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
         if not self._many and len(ids) != 1:
@@ -94,9 +96,16 @@ class OperationCall(BatchCall):
             for i in ids:
                 self._sent[i] = self._sent.get(i, 0) + 1
         value: Any = list(ids) if self._many else ids[0]
-        response: Mapping[str, Any] = self._method(
-            **{self._param: value}, DryRun=self.dry_run, **self.params
-        )
+        try:
+            response: Mapping[str, Any] = self._method(
+                **{self._param: value}, DryRun=self.dry_run, **self.params
+            )
+        except Exception as exc:
+            if refused_before_acting(exc):
+                with self._lock:  # EC2 did nothing: a later call is no repeat of this one
+                    for i in ids:
+                        self._sent[i] -= 1
+            raise
         return response
 
     def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
@@ -105,7 +114,8 @@ class OperationCall(BatchCall):
     def named(self, instance_id: str, outcome: Outcome) -> Outcome:
         if outcome.code in self.op.missing_codes:
             with self._lock:
-                repeat = self._sent.get(instance_id, 0) > 1 or instance_id in self.sent_before
+                # This call, refused, is not counted: only earlier ones of unknown outcome.
+                repeat = self._sent.get(instance_id, 0) > 0 or instance_id in self.sent_before
             if repeat and self._gone_is_done:
                 message = (
                     f"{outcome.code} when sent again: an earlier call's answer was lost, "

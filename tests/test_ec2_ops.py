@@ -515,3 +515,44 @@ def test_a_tag_ec2_would_refuse_is_refused_before_anything_is_sent(
 
     ok = parse_tags(["k" * 128 + "=" + "é" * 256], need_value=True)
     assert ok == [{"Key": "k" * 128, "Value": "é" * 256}]
+
+
+def test_an_id_throttled_then_not_found_is_missing_not_gone(tmp_path: Path) -> None:
+    """A throttle is EC2 saying no before it acts: the call after it is no repeat, and an
+    ID it then does not find (a typo, another region) is missing, not done."""
+    ghosts = fake_ids(40, random.Random(3), prefix="snap")
+    ledger = tmp_path / "l.jsonl"
+    listed = write_ids(tmp_path / "g.txt", ghosts)
+    with Sandbox(STINGY) as box:
+        code, report, err = ec2(box, "delete-snapshot", listed, ledger)
+    assert report["throttled_calls"] > 0, err
+    records = list(read_records(str(ledger)))
+    throttled_first = {r.id for r in records if r.status == "missing" and r.attempts > 1}
+    assert throttled_first, "some ID was throttled before EC2 said it does not exist"
+    assert code == 1 and report["counts"]["missing"] == 40 and report["counts"]["succeeded"] == 0
+    assert {s for s, _ in statuses(ledger).values()} == {"missing"}
+
+
+def test_a_resume_keeps_missing_what_ec2_did_not_find_and_what_was_never_sent(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """Describe not listing an ID makes it done on a resume only where a run may have acted
+    on it: not where EC2 already said it does not exist, nor where it was never sent."""
+    typos = fake_ids(2, random.Random(5), prefix="snap")
+    never = fake_ids(2, random.Random(6), prefix="snap")
+    ledger = tmp_path / "l.jsonl"
+    ids = write_ids(tmp_path / "ids.txt", typos + never)
+    code, report, _ = ec2(sandbox, "delete-snapshot", write_ids(tmp_path / "t.txt", typos), ledger)
+    assert code == 1 and report["counts"]["missing"] == 2
+    # A later run of the whole list is stopped before it sends `never`: pending, not sent.
+    from swarm_cli.ledger import LedgerWriter
+
+    writer = LedgerWriter(str(ledger), "r2", "delete-snapshot", "us-east-1")
+    writer.write_ahead(never)
+    for i in never:
+        writer.write(i, "pending", code="Interrupted", message="stopped by SIGTERM")
+    writer.close()
+    code, report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--resume")
+    assert code == 1, err
+    assert report["counts"]["missing"] == 4 and report["counts"]["succeeded"] == 0
+    assert {s for s, _ in statuses(ledger).values()} == {"missing"}

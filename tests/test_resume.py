@@ -227,3 +227,20 @@ def test_a_resume_in_another_region_than_the_ledgers_intents_finds_them_missing(
     )
     assert code == 0, err
     assert set(sandbox.states(ids).values()) <= {"shutting-down", "terminated"}
+
+
+def test_a_resumed_typo_stays_missing(sandbox: Sandbox, tmp_path: Path) -> None:
+    """EC2 said the ID does not exist: a resume that does not find it either is no success."""
+    typo = "i-0123456789abcdef0"
+    ledger = tmp_path / "l.jsonl"
+    run = (
+        *("terminate", "--ids", write_ids(tmp_path / "ids.txt", [typo])),
+        *("--endpoint-url", sandbox.endpoint, "--yes", "--ledger", str(ledger), "--output", "json"),
+    )
+    code, out, err = swarm(*run)
+    assert code == 1 and json.loads(out)["counts"]["missing"] == 1, err
+    code, out, err = swarm(*run, "--resume")
+    assert code == 1, err
+    assert json.loads(out)["counts"] == {"succeeded": 0, "failed": 0, "missing": 1, "pending": 0}
+    code, listed, _ = swarm("ledger", "failed", "--missing", str(ledger))
+    assert listed.split() == [typo]

@@ -21,6 +21,7 @@ from ..errors import (
 from ..ledger import (
     Damaged,
     LedgerError,
+    Record,
     describe_damage,
     fold,
     read_records,
@@ -258,9 +259,9 @@ def succeeded(
     recorded: Recorded | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
-    ``pending``, when given, those whose last record is pending (an earlier run may have
-    sent them: in flight at a kill, or never answered); into ``recorded``, every ID of
-    which it holds an intent of ``action`` (a run may have acted on it).
+    ``pending`` and ``recorded`` (with where), when given, the IDs a run may have acted
+    on without an answer saying so (see :func:`may_have_acted`): in flight at a kill, or
+    never answered. A repeat of their call may find them gone, and that is done.
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -270,7 +271,8 @@ def succeeded(
         return None
     damaged: list[Damaged] = []
     try:
-        state = fold(read_records(ledger, damaged))
+        records = list(read_records(ledger, damaged))
+        state = fold(records)
     except LedgerError as exc:
         raise UsageError(f"--resume: {exc}; nothing was sent") from exc
     if damaged:
@@ -286,15 +288,27 @@ def succeeded(
             f"{others} of the same instance: not known {action} now, they are looked up",
             markup=False,
         )
-    if recorded is not None:
-        for (act, _), r in state.items():
-            if act == action:
+    last: dict[tuple[str, str], Record] = {}  # (run, ID) -> that run's latest record of it
+    for r in records:
+        if r.action == action and ((key := (r.run, r.id)) not in last or r.seq >= last[key].seq):
+            last[key] = r
+    done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
+    for r in last.values():
+        if r.id not in done and may_have_acted(r):
+            if recorded is not None:
                 recorded.add(r.id, r.region, r.account)
-    if pending is not None:
-        pending.update(
-            r.id for (act, _), r in state.items() if act == action and r.status == "pending"
-        )
-    return {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
+            if pending is not None:
+                pending.add(r.id)
+    return done
+
+
+def may_have_acted(last: Record) -> bool:
+    """Whether a run whose latest record of an ID is ``last`` may have acted on it: that
+    record is its bare intent (the run was killed: the call may have been in flight), or
+    pending after a call of it left (never answered, or in flight when the run stopped).
+    Not when EC2 answered (missing, failed: it said no), nor when the run stopped before
+    sending it (pending, with no call made)."""
+    return last.status == "pending" and (last.code is None or last.attempts > 0)
 
 
 def reconcile_resume(
