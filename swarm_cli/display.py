@@ -115,7 +115,7 @@ def status_line(stats: Stats | Snapshot, now: float | None = None) -> str:
     line = (
         f"{s.done}/{s.total} done · {window_text(s)} · {s.in_flight} {IN_FLIGHT}"
         f" · calls {s.calls} · throttled {s.throttled_calls}"
-        f" · failed {s.failed + s.missing}"
+        f" · failed {s.failed}" + (f" · missing {s.missing}" if s.missing else "")
     )
     if s.timeouts:
         line += f" · timed out {s.timeouts}"
@@ -551,8 +551,11 @@ def total_line(snaps: Sequence[Snapshot], now: float) -> str:
         f" · {len(snaps)} pairs, {finished} finished · {sum(s.in_flight for s in snaps)}"
         f" {IN_FLIGHT} · calls {sum(s.calls for s in snaps)}"
         f" · throttled {sum(s.throttled_calls for s in snaps)}"
-        f" · failed {sum(s.failed + s.missing for s in snaps)}"
+        f" · failed {sum(s.failed for s in snaps)}"
     )
+    missing = sum(s.missing for s in snaps)
+    if missing:
+        line += f" · missing {missing}"
     timeouts = sum(s.timeouts for s in snaps)
     if timeouts:
         line += f" · timed out {timeouts}"

@@ -88,6 +88,13 @@ def test_status_line_shows_a_paced_window() -> None:
     )
 
 
+def test_status_line_tells_missing_from_failed() -> None:
+    stats = fed_stats()
+    stats(Event("missing", 12.5, ids=("i-00000002",), cwnd=1, pace=0.25, attempts=2))
+    line = status_line(stats, now=13.0)
+    assert " · failed 1 · missing 1 · " in line
+
+
 def test_live_view_renders_progress_and_window() -> None:
     out = console(terminal=True)
     view = LiveView(out, [("us-east-1", fed_stats())], "terminate")
