@@ -375,5 +375,11 @@ def plan_operation(
                 rows.append(Row(pair, i, info, Prediction.WRONG_STATE, s.in_use))
             else:
                 rows.append(Row(pair, i, info, Prediction.WOULD_ACT, f"{s.state} -> {op.verb}"))
+    if op.observe is None:
+        unchecked = (
+            f"not looked up: {op.api} takes any resource ID, and no lookup is made for it; "
+            "an ID that does not exist ends missing when sent"
+        )
+        return Plan(spec, rows, {}, unchecked=unchecked)
     calls = {observe_api(op): -(-sum(map(len, groups.values())) // MAX_FILTER_VALUES)}
-    return Plan(spec, rows, calls if op.observe else {})
+    return Plan(spec, rows, calls)

@@ -182,6 +182,9 @@ class Plan:
     calls: dict[str, int] = field(default_factory=dict)
     permission: dict[Pair, Permission] = field(default_factory=dict)
     protection_checked: bool = False
+    # Why nothing was looked up (an operation with no Describe call): its "would act" is
+    # a guess that each ID exists.
+    unchecked: str | None = None
 
     @property
     def total(self) -> int:

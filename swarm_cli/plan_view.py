@@ -120,6 +120,8 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
                 f" (e.g. {literal(first.id)}: {literal(first.reason)})",
             )
         )
+    if plan.unchecked:
+        console.print(plan.unchecked, markup=False, style="yellow")
     if not plan.protection_checked and plan.action.name in PROTECTION_ATTRIBUTES:
         console.print("protection not checked (--no-check-protection)")
     console.print(f"the plan cost {_calls_text(plan.calls)} call(s)", highlight=False)
@@ -157,6 +159,7 @@ def plan_json(plan: Plan, estimate: Estimate) -> dict[str, Any]:
         "unknown": len(plan.unknown),
         "would_act": sum(len(ids) for ids in plan.acting_ids().values()),
         "protection_checked": plan.protection_checked,
+        "unchecked": plan.unchecked,
         "calls": dict(plan.calls),
         "permission": [
             {

@@ -556,3 +556,13 @@ def test_a_resume_keeps_missing_what_ec2_did_not_find_and_what_was_never_sent(
     assert code == 1, err
     assert report["counts"]["missing"] == 4 and report["counts"]["succeeded"] == 0
     assert {s for s, _ in statuses(ledger).values()} == {"missing"}
+
+
+def test_a_tag_plan_says_it_did_not_look_the_ids_up(sandbox: Sandbox, tmp_path: Path) -> None:
+    ids = write_ids(tmp_path / "ids.txt", fake_ids(2, random.Random(9), prefix="vol"))
+    code, plan, err = ec2(
+        sandbox, "create-tags", ids, tmp_path / "l.jsonl", "--dry-run", "--tag", "a=b"
+    )
+    assert code == 0 and plan["would_act"] == 2
+    assert plan["unchecked"].startswith("not looked up: CreateTags takes any resource ID")
+    assert "an ID that does not exist ends missing when sent" in err
