@@ -85,3 +85,20 @@ def test_the_exit_codes_in_help_are_the_readmes_and_plan_has_its_own() -> None:
     _, plan, _ = swarm("plan", "terminate", "--help")
     assert "in the ledger as pending" not in plan and "Writes no ledger" in _paragraph(plan, "")
     assert " 74 " not in _paragraph(plan, "Exit codes:")
+
+
+def test_a_resource_operation_speaks_of_its_own_resource() -> None:
+    _, out, _ = swarm("ec2", "delete-snapshot", "--help")
+    flat = " ".join(out.split())
+    assert "Select snapshots instead of --ids, with DescribeSnapshots's filter names" in flat
+    assert "Select snapshots created at least this long ago" in flat
+    assert "DeleteSnapshot takes one ID per call." in flat
+    assert "header names id (or instance_id)" in flat
+    for instance_only in ("--check-protection", "--rollback"):
+        assert instance_only not in out
+    _, out, _ = swarm("ec2", "create-tags", "--help")
+    flat = " ".join(out.split())
+    assert "Tag operations look nothing up." in flat and "--wait" not in out
+    _, out, _ = swarm("terminate", "--help")
+    assert "--check-protection" in out and "--rollback" in out and "--wait" in out
+    assert "Select instances instead of --ids" in " ".join(out.split())

@@ -57,8 +57,10 @@ from .guards import (
     unverified_count,
 )
 from .options import (
+    BATCH_SIZE_HELP,
+    FILTER_HELP,
+    OLDER_THAN_HELP,
     AccountsOpt,
-    BatchSize,
     CallTimeout,
     DrainTimeout,
     EndpointOpt,
@@ -88,6 +90,7 @@ from .options import (
     WindowChoice,
     WindowOpt,
     batch_options,
+    check_batch_size,
     window_profile,
 )
 from .pairs import (  # the benchmarks read load_targets and plan_groups from here too
@@ -625,6 +628,25 @@ def register(
     # An instance action under its operation's name runs as the short command does.
     runs = operation if operation is not None and operation.instance_action is None else None
     path = f"ec2 {operation.name}" if operation is not None else spec.name
+    # What the help says of the IDs, the selection and the plan: a resource operation's own.
+    noun = spec.resource
+    header = "id (or instance_id)" if runs is not None else "instance_id (or id)"
+    if runs is not None:
+        describe = (
+            "".join(p.capitalize() for p in runs.observe.method.split("_"))
+            if runs.observe
+            else None
+        )
+        filter_help = (
+            f"Select {noun}s instead of --ids, with {describe}'s filter names (tag:env=ci, "
+            "and its own; several values a,b). Repeatable: all must match."
+            if describe
+            else f"Not for {runs.name}: it has no Describe call to select with."
+        )
+        older_help = f"Select {noun}s created at least this long ago (30m, 2h, 7d, 1w)."
+        per_call = "" if runs.model.many else f" {runs.api} takes one ID per call."
+    else:
+        filter_help, older_help, per_call = "", "", ""
 
     def command(
         ids: Annotated[
@@ -633,13 +655,24 @@ def register(
                 "--ids",
                 metavar="FILE",
                 help=f"{spec.resource.capitalize()} IDs: one or more per line (# comments "
-                "allowed), or a CSV/TSV whose header names instance_id (or id) and optionally "
+                f"allowed), or a CSV/TSV whose header names {header} and optionally "
                 "region and account, or JSON lines with those fields; - reads stdin.",
                 show_default=False,
             ),
         ] = None,
-        filters: FilterOpt = None,
-        older_than: OlderThanOpt = None,
+        filters: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--filter",
+                metavar="NAME=VALUE",
+                help=filter_help or FILTER_HELP,
+                show_default=False,
+            ),
+        ] = None,
+        older_than: Annotated[
+            str | None,
+            typer.Option("--older-than", metavar="AGE", help=older_help or OLDER_THAN_HELP),
+        ] = None,
         exclude_ids: ExcludeOpt = None,
         expect_account: ExpectAccountOpt = None,
         protect_tag: ProtectTagOpt = None,
@@ -648,6 +681,7 @@ def register(
             bool,
             typer.Option(
                 "--check-protection/--no-check-protection",
+                hidden=runs is not None,
                 help="With --dry-run: ask each instance's termination or stop protection "
                 "(DescribeInstanceAttribute: one call per instance).",
             ),
@@ -668,7 +702,7 @@ def register(
             typer.Option(
                 "--ledger",
                 metavar="PATH",
-                help="JSONL file: every instance as pending before the first call, then "
+                help=f"JSONL file: every {noun} as pending before the first call, then "
                 "its outcome.",
             ),
         ] = "swarm-ledger.jsonl",
@@ -688,9 +722,10 @@ def register(
             typer.Option(
                 "--dry-run",
                 hidden=plan,
-                help=f"{spec.name.capitalize()} nothing: look every instance up and predict "
+                help=f"{spec.name.capitalize()} nothing: look every {noun} up and predict "
                 "its outcome (would act, already done, missing, wrong state, protected, not "
-                "permitted), and how long the run would take; exit 1 if any would fail.",
+                "permitted), and how long the run would take; exit 1 if any would fail."
+                + (" Tag operations look nothing up." if takes_tags else ""),
             ),
         ] = False,
         sandbox: Annotated[
@@ -750,6 +785,7 @@ def register(
             bool,
             typer.Option(
                 "--rollback",
+                hidden=runs is not None,
                 help="When --max-errors stops the run, undo what it did (start what it "
                 "stopped, stop what it started). Terminate cannot be undone.",
             ),
@@ -758,6 +794,7 @@ def register(
             bool,
             typer.Option(
                 "--wait",
+                hidden=runs is not None and runs.observe is None,
                 help="Then wait until each instance reaches the action's state (stopped, "
                 "running, terminated), or each resource swarm ec2 deleted is gone, asking "
                 "DescribeInstances (or the resource's Describe call) through a window of its own.",
@@ -766,10 +803,22 @@ def register(
         wait_timeout: Annotated[
             float,
             typer.Option(
-                "--wait-timeout", metavar="SECONDS", min=0, help="Seconds --wait waits at most."
+                "--wait-timeout",
+                metavar="SECONDS",
+                min=0,
+                hidden=runs is not None and runs.observe is None,
+                help="Seconds --wait waits at most.",
             ),
         ] = 600.0,
-        batch_size: BatchSize = "auto",
+        batch_size: Annotated[
+            str,
+            typer.Option(
+                "--batch-size",
+                metavar="N|auto",
+                callback=check_batch_size,
+                help=BATCH_SIZE_HELP + per_call,
+            ),
+        ] = "auto",
         headroom: Headroom = 0.0,
         max_window: MaxWindow = 500,
         min_window: MinWindow = 1,

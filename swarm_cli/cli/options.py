@@ -42,7 +42,7 @@ class Preset(str, Enum):
 
 
 # Options shared by the commands that run an action.
-def _batch_size(value: str) -> str:
+def check_batch_size(value: str) -> str:
     value = value.strip().lower()
     if value == "auto":
         return value
@@ -51,17 +51,15 @@ def _batch_size(value: str) -> str:
     return str(int(value))
 
 
+BATCH_SIZE_HELP = (
+    "IDs per call (EC2 takes up to 1000 instances). auto: start from half a second of "
+    "the action's documented instance rate and never go below it; then carry about half "
+    "a second of what gets through, so calls leave about twice a second and the call "
+    "bucket stays free for other clients."
+)
 BatchSize = Annotated[
     str,
-    typer.Option(
-        "--batch-size",
-        metavar="N|auto",
-        callback=_batch_size,
-        help="Instance IDs per call (EC2 takes up to 1000). auto: start from half a second of "
-        "the action's documented instance rate and never go below it; then carry about half "
-        "a second of what gets through, so calls leave about twice a second and the call "
-        "bucket stays free for other clients.",
-    ),
+    typer.Option("--batch-size", metavar="N|auto", callback=check_batch_size, help=BATCH_SIZE_HELP),
 ]
 
 
@@ -266,25 +264,21 @@ RoleArnOpt = Annotated[
 ]
 
 
+FILTER_HELP = (
+    "Select instances instead of --ids, with EC2's filter names (tag:env=ci, "
+    "instance-state-name=running, instance-type=t3.micro; several values a,b). "
+    "Repeatable: all must match."
+)
 FilterOpt = Annotated[
     list[str] | None,
-    typer.Option(
-        "--filter",
-        metavar="NAME=VALUE",
-        help="Select instances instead of --ids, with EC2's filter names (tag:env=ci, "
-        "instance-state-name=running, instance-type=t3.micro; several values a,b). "
-        "Repeatable: all must match.",
-    ),
+    typer.Option("--filter", metavar="NAME=VALUE", help=FILTER_HELP),
 ]
 
 
+OLDER_THAN_HELP = "Select instances launched at least this long ago (30m, 2h, 7d, 1w)."
 OlderThanOpt = Annotated[
     str | None,
-    typer.Option(
-        "--older-than",
-        metavar="AGE",
-        help="Select instances launched at least this long ago (30m, 2h, 7d, 1w).",
-    ),
+    typer.Option("--older-than", metavar="AGE", help=OLDER_THAN_HELP),
 ]
 
 
