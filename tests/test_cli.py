@@ -555,3 +555,10 @@ def test_messages_with_brackets_are_printed_as_they_are(
     bad.write_text("i-00000001\n[/oops] not an id\n")
     code, _, err = swarm("terminate", "--ids", str(bad), "--yes")
     assert code == 2 and "'[/oops]'" in err
+
+
+def test_plan_out_without_a_dry_run_is_refused(tmp_path: Path) -> None:
+    ids = write_ids(tmp_path / "ids.txt", ["i-0123456789abcdef0"])
+    code, _, err = swarm("terminate", "--ids", ids, "--plan-out", str(tmp_path / "p.txt"), "--yes")
+    assert code == 2 and "--plan-out writes what a plan predicts: add --dry-run" in err
+    assert not (tmp_path / "p.txt").exists() and not (tmp_path / "swarm-ledger.jsonl").exists()

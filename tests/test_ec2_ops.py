@@ -566,3 +566,9 @@ def test_a_tag_plan_says_it_did_not_look_the_ids_up(sandbox: Sandbox, tmp_path: 
     assert code == 0 and plan["would_act"] == 2
     assert plan["unchecked"].startswith("not looked up: CreateTags takes any resource ID")
     assert "an ID that does not exist ends missing when sent" in err
+
+
+def test_only_the_tag_operations_take_a_list_of_ids_as_their_help_says() -> None:
+    for op in OPERATIONS.values():
+        if op.instance_action is None:
+            assert op.model.many == op.tags, op.name

@@ -152,7 +152,8 @@ def test_an_output_that_cannot_be_a_file_is_refused_before_the_run(
 ) -> None:
     (tmp_path / "folder").mkdir()
     os.mkfifo(tmp_path / "fifo")
-    code, _, err = stop(sandbox, tmp_path, option, str(tmp_path / where) if where else "")
+    plan = ("--dry-run",) if option == "--plan-out" else ()  # a plan's output
+    code, _, err = stop(sandbox, tmp_path, option, str(tmp_path / where) if where else "", *plan)
     assert code == 2 and says in err, err
     assert sandbox.counters.accepted == 0
     assert (tmp_path / "fifo").is_fifo()

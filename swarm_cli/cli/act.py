@@ -644,7 +644,9 @@ def register(
             else f"Not for {runs.name}: it has no Describe call to select with."
         )
         older_help = f"Select {noun}s created at least this long ago (30m, 2h, 7d, 1w)."
-        per_call = "" if runs.model.many else f" {runs.api} takes one ID per call."
+        # Not from botocore's model, which help must not load: the tag operations take a
+        # list, the others one ID (a test holds the registry to the model).
+        per_call = "" if runs.tags else f" {runs.api} takes one ID per call."
     else:
         filter_help, older_help, per_call = "", "", ""
 
@@ -849,6 +851,11 @@ def register(
             raise UsageError(f"--force and --hibernate are for swarm stop, not {spec.name}")
         if force and hibernate:
             raise UsageError("--force and --hibernate cannot be used together")
+        if plan_out and not (dry_run or plan):
+            raise UsageError(
+                f"--plan-out writes what a plan predicts: add --dry-run (or run swarm plan "
+                f"{path.removeprefix('ec2 ')}); a run's outcomes are in its ledger"
+            )
         params: dict[str, Any] = {
             spec.flags[k]: True for k, on in (("force", force), ("hibernate", hibernate)) if on
         }
