@@ -122,3 +122,14 @@ def test_a_run_prints_its_report_once_with_its_meaning(sandbox: Sandbox, tmp_pat
     assert code == 0
     assert data["counts"]["succeeded"] == 2
     assert data["exit_code"] == 0 and data["meaning"] == "all done"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["terminate", "--dry-run"], ["plan", "stop"], ["ec2", "delete-snapshot", "--dry-run"]],
+)
+def test_a_plan_of_an_empty_list_is_a_plan(tmp_path: Path, command: list[str]) -> None:
+    code, data, err = run(*command, "--ids", ids_file(tmp_path, []), "-o", "json")
+    assert code == 0 and "nothing to do" in err
+    assert data["dry_run"] is True and data["rows"] == [] and data["would_act"] == 0
+    assert data["exit_code"] == 0 and "nothing was sent" in data["meaning"]

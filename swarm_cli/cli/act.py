@@ -302,7 +302,21 @@ def _run_action(
         err.print(f"shard {flags.shard} holds no account/region pair of this list: nothing to do")
     if not groups:
         err.print(f"nothing to do: no {spec.resource} IDs to {spec.name}")
-        if flags.output is Output.json:
+        if flags.output is Output.json and flags.dry_run:
+            # A plan of nothing, shaped as every plan is.
+            from ..plan import Plan, estimate
+            from ..plan_view import plan_json
+
+            nothing = Plan(spec, [])
+            emit_json(
+                {
+                    "dry_run": True,
+                    **plan_json(nothing, estimate(spec, nothing, options.batch_size)),
+                    "exit_code": 0,
+                    "meaning": _plan_meaning(0),
+                }
+            )
+        elif flags.output is Output.json:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)
             emit_json({**report.to_dict(), "meaning": exit_meaning(report.exit_code)})
