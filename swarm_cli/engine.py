@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Protocol
 
@@ -45,7 +45,7 @@ from .events import (
 from .events import Event as Event
 from .events import Subscriber as Subscriber
 from .outage import Outage
-from .outcome import Kind, Outcome
+from .outcome import MAYBE_DONE, Kind, Outcome, maybe_done
 from .retry import default_backoff
 from .rto import Rto
 from .runtime import Runtime, ThreadRuntime
@@ -356,7 +356,16 @@ class Engine:
                     why = Outcome(
                         Kind.UNREACHABLE,
                         cause.code if cause else "NoAnswer",
-                        "in flight when the run stopped: may or may not be done",
+                        f"in flight when the run stopped: {MAYBE_DONE}",
+                    )
+                elif intent.unanswered is not None:
+                    # An earlier call of it got no answer before the run stopped: the stop's
+                    # reason, and that the call may have happened.
+                    earlier = f"an earlier call got no answer ({intent.unanswered.code})"
+                    why = (
+                        maybe_done(replace(cause, message=f"{cause.message}; {earlier}"))
+                        if cause
+                        else maybe_done(intent.unanswered)
                     )
                 else:
                     why = cause or Outcome(Kind.UNREACHABLE, "NotSent")
@@ -531,7 +540,7 @@ class Engine:
             if intent.errors >= self.max_attempts:
                 if intent.unanswered is not None:
                     # A call that got no answer may have happened: not known done, not failed.
-                    self._resolve(intent, "pending", intent.unanswered)
+                    self._resolve(intent, "pending", maybe_done(intent.unanswered))
                 else:
                     self._resolve(intent, "failed", outcome)
             else:

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+# How a pending outcome ends when a call of the intent left and no answer said what came
+# of it: a resume takes such an intent as maybe done (see cli.pairs.may_have_acted).
+MAYBE_DONE = "may or may not be done"
+
+
+def maybe_done(outcome: Outcome) -> Outcome:
+    """``outcome``, its message saying the call may have happened."""
+    if (outcome.message or "").endswith(MAYBE_DONE):
+        return outcome
+    said = f"{outcome.message}: " if outcome.message else ""
+    return replace(outcome, message=f"{said}{MAYBE_DONE}")
 
 
 class Kind(enum.Enum):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -572,3 +573,37 @@ def test_only_the_tag_operations_take_a_list_of_ids_as_their_help_says() -> None
     for op in OPERATIONS.values():
         if op.instance_action is None:
             assert op.model.many == op.tags, op.name
+
+
+def test_an_id_only_ever_throttled_before_a_stop_is_not_taken_as_done_by_a_resume(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """Every call of these (mistyped) IDs is throttled, then SIGTERM stops the run: no call
+    of them can have acted, so a resume that does not find them sends them, and they are
+    missing, not done."""
+    ghosts = fake_ids(3, random.Random(11), prefix="snap")
+    ledger = tmp_path / "l.jsonl"
+    ids = write_ids(tmp_path / "ids.txt", ghosts)
+    sandbox.fail_action("DeleteSnapshot", 503, "RequestLimitExceeded", "Request limit exceeded.")
+    argv = [sys.executable, "-m", "swarm_cli", "ec2", "delete-snapshot", "--ids", ids]
+    argv += ["--yes", "--ledger", str(ledger), "--endpoint-url", sandbox.endpoint]
+    proc = subprocess.Popen(
+        [*argv, "--progress", "none"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: lines(ledger) >= 3 and sandbox.counters.injected >= 6, proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        sandbox.fail_action("DeleteSnapshot", None)
+    assert proc.returncode == 143, err
+    records = fold(read_records(str(ledger)))
+    assert {r.status for r in records.values()} == {"pending"}
+    assert any(r.attempts > 0 for r in records.values()), "sent, and throttled"
+    code, report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--resume")
+    assert code == 1, err
+    assert report["counts"] == {"succeeded": 0, "failed": 0, "missing": 3, "pending": 0}

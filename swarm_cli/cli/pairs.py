@@ -28,7 +28,7 @@ from ..ledger import (
     undone,
 )
 from ..ledger.merge import UNDOES, UNDONE_CODE
-from ..outcome import Outcome
+from ..outcome import MAYBE_DONE, Outcome
 from ..report import Pair, Recorded
 from ..run import (
     RunOptions,
@@ -305,10 +305,13 @@ def succeeded(
 def may_have_acted(last: Record) -> bool:
     """Whether a run whose latest record of an ID is ``last`` may have acted on it: that
     record is its bare intent (the run was killed: the call may have been in flight), or
-    pending after a call of it left (never answered, or in flight when the run stopped).
-    Not when EC2 answered (missing, failed: it said no), nor when the run stopped before
-    sending it (pending, with no call made)."""
-    return last.status == "pending" and (last.code is None or last.attempts > 0)
+    pending after a call of it left that no answer settled (in flight when the run
+    stopped, or never answered: the engine says "may or may not be done"). Not when EC2
+    answered (missing, failed), nor when every call of it was refused (throttled) or none
+    left before the run stopped."""
+    return last.status == "pending" and (
+        last.code is None or (last.message or "").endswith(MAYBE_DONE)
+    )
 
 
 def reconcile_resume(

@@ -59,6 +59,7 @@ class Counters:
     peak_in_flight: int = 0
     instances_accepted: int = 0
     hung: int = 0  # calls held by hang mode
+    injected: int = 0  # calls answered with an error of fail_action
     repeats: int = 0  # accepted terminations of an instance already accepted before
     # Instances in accepted calls, per API action ("StopInstances": 40).
     accepted_by_action: dict[str, int] = field(default_factory=dict)
@@ -375,6 +376,8 @@ class Ec2Front:
                 return self._going_away(start_response)
             with self._lock:
                 fault, omitted = self._failing.get(action), self._omitted
+                if fault is not None:
+                    self.counters.injected += 1
             if fault is not None:
                 reason = http.HTTPStatus(fault.status).phrase
                 return self._error(
