@@ -45,7 +45,7 @@ from .events import (
 from .events import Event as Event
 from .events import Subscriber as Subscriber
 from .outage import Outage
-from .outcome import MAYBE_DONE, Kind, Outcome, maybe_done
+from .outcome import MAYBE_DONE, NEVER_LEFT, Kind, Outcome, maybe_done
 from .retry import default_backoff
 from .rto import Rto
 from .runtime import Runtime, ThreadRuntime
@@ -77,7 +77,8 @@ class _Intent:
     attempts: int = 0  # calls that carried it, throttled ones included
     errors: int = 0  # transient failures, bounded by max_attempts
     limit: int = 1_000_000  # most IDs it may travel with (bisection of bad batches)
-    unanswered: Outcome | None = None  # why a call of it got no answer: it may have happened
+    unanswered: Outcome | None = None  # why a call of it got no answer
+    maybe: bool = False  # a call of it left and got no answer: it may have happened
 
 
 @dataclass
@@ -358,7 +359,7 @@ class Engine:
                         cause.code if cause else "NoAnswer",
                         f"in flight when the run stopped: {MAYBE_DONE}",
                     )
-                elif intent.unanswered is not None:
+                elif intent.maybe and intent.unanswered is not None:
                     # An earlier call of it got no answer before the run stopped: the stop's
                     # reason, and that the call may have happened.
                     earlier = f"an earlier call got no answer ({intent.unanswered.code})"
@@ -537,10 +538,12 @@ class Engine:
             intent.errors += 1
             if kind is Kind.UNREACHABLE or outcome.unread:
                 intent.unanswered = outcome
+                intent.maybe = intent.maybe or outcome.code not in NEVER_LEFT
             if intent.errors >= self.max_attempts:
                 if intent.unanswered is not None:
                     # A call that got no answer may have happened: not known done, not failed.
-                    self._resolve(intent, "pending", maybe_done(intent.unanswered))
+                    why = intent.unanswered
+                    self._resolve(intent, "pending", maybe_done(why) if intent.maybe else why)
                 else:
                     self._resolve(intent, "failed", outcome)
             else:

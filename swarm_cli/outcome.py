@@ -10,6 +10,11 @@ from dataclasses import dataclass, replace
 MAYBE_DONE = "may or may not be done"
 
 
+# Codes of calls that never reached the endpoint (no connection was made): no answer, but
+# nothing can have happened.
+NEVER_LEFT = frozenset({"EndpointConnectionError", "ConnectTimeoutError"})
+
+
 def maybe_done(outcome: Outcome) -> Outcome:
     """``outcome``, its message saying the call may have happened."""
     if (outcome.message or "").endswith(MAYBE_DONE):

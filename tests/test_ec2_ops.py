@@ -607,3 +607,29 @@ def test_an_id_only_ever_throttled_before_a_stop_is_not_taken_as_done_by_a_resum
     code, report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--resume")
     assert code == 1, err
     assert report["counts"] == {"succeeded": 0, "failed": 0, "missing": 3, "pending": 0}
+
+
+def test_a_deletion_resumed_in_another_region_is_missing_there_and_done_in_its_own(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The ledger's intents are bare (a kill while their calls were in flight), in
+    us-east-1. A resume in eu-west-1 finds none of them: no repeat of a run's call there."""
+    from swarm_cli.ledger import LedgerWriter
+
+    made = sandbox.seed(snapshots=3)["snapshots"]
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "delete-snapshot", "us-east-1")
+    writer.write_ahead(made)
+    writer.close()
+    ids = write_ids(tmp_path / "ids.txt", made)
+    code, report, err = ec2(
+        sandbox, "delete-snapshot", ids, ledger, "--resume", "--region", "eu-west-1"
+    )
+    assert code == 1, err
+    assert report["counts"]["missing"] == 3 and report["counts"]["succeeded"] == 0
+    assert still_there(sandbox, "delete-snapshot", made) == set(made)
+    code, report, err = ec2(
+        sandbox, "delete-snapshot", ids, ledger, "--resume", "--region", "us-east-1"
+    )
+    assert code == 0, err
+    assert still_there(sandbox, "delete-snapshot", made) == set()

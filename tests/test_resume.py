@@ -8,6 +8,7 @@ instances still running, and ``--resume`` must act on exactly those.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -244,3 +245,22 @@ def test_a_resumed_typo_stays_missing(sandbox: Sandbox, tmp_path: Path) -> None:
     assert json.loads(out)["counts"] == {"succeeded": 0, "failed": 0, "missing": 1, "pending": 0}
     code, listed, _ = swarm("ledger", "failed", "--missing", str(ledger))
     assert listed.split() == [typo]
+
+
+def test_calls_that_never_connected_leave_a_typo_missing_on_the_resume(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """No connection was made: nothing can have happened, so the resume does not take an
+    instance it cannot find for done."""
+    ids = [*sandbox.launch(2), "i-0123456789abcdef0"]
+    ledger = tmp_path / "l.jsonl"
+    listed = write_ids(tmp_path / "ids.txt", ids)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again before the run
+    common = ("terminate", "--ids", listed, "--yes", "--ledger", str(ledger), "--output", "json")
+    code, out, err = swarm(*common, "--endpoint-url", dead, "--max-outage", "1")
+    assert code == 1 and json.loads(out)["counts"]["pending"] == 3, err
+    code, out, err = swarm(*common, "--endpoint-url", sandbox.endpoint, "--resume")
+    assert code == 1, err
+    assert json.loads(out)["counts"] == {"succeeded": 2, "failed": 0, "missing": 1, "pending": 0}

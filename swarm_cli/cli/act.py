@@ -257,12 +257,11 @@ def _run_action(
         except LedgerError as exc:
             raise UsageError(str(exc)) from exc
     resumed = 0
-    # Sent by the run this one resumes, maybe: a call in flight at a kill can land after
-    # the look-up below, and its repeat here then finds the resource gone.
-    doubtful: set[str] = set()
-    # Every ID the ledger holds an intent of: one of them gone may be a run's doing.
+    # Where a run of the ledger may have acted on each ID without an answer saying so (a
+    # call in flight at a kill can land after the look-up below, and its repeat here then
+    # finds the resource gone): one of them gone may be that run's doing.
     recorded = Recorded()
-    done = succeeded(flags.ledger, spec.name, err, doubtful, recorded) if flags.resume else None
+    done = succeeded(flags.ledger, spec.name, err, recorded=recorded) if flags.resume else None
     if done is not None and operation is not None and operation.tags:
         # The ledger says which IDs a run tagged, not with which tags: their tags are read.
         err.print(
@@ -369,8 +368,10 @@ def _run_action(
         if operation is not None:
             from ..operation_call import OperationCall
 
+            # Where a run of the ledger may have acted on them (here, not in another region).
+            before = [i for i in groups.get(pair, ()) if recorded.holds(i, pair)]
             return OperationCall(
-                reach.client(pair), operation, params=flags.params, sent_before=doubtful
+                reach.client(pair), operation, params=flags.params, sent_before=before
             )
         return InstanceCall(reach.client(pair), spec, params=flags.params)
 
