@@ -207,3 +207,27 @@ def test_a_line_cut_by_a_kill_then_mended_by_the_next_run_does_not_fail_the_gate
     code, out, err = swarm("ledger", "failed", str(ledger))
     assert (code, out) == (0, ""), err
     assert "1 damaged ledger line(s) skipped" in err and "no readable record" not in err
+
+
+def test_a_whole_block_lost_to_damage_fails_the_gate(tmp_path: Path) -> None:
+    """A pair with one ID is a block of one line: garbled with its outcome, nothing of it
+    is left but the run's count of intents."""
+    from swarm_cli.ledger import LedgerWriter
+
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "stop", None)
+    for n, region in enumerate(("us-east-1", "eu-west-1", "us-west-2")):
+        writer.write_ahead([IDS[n]], region=region, run_intents=3)
+    for n, region in enumerate(("us-east-1", "eu-west-1", "us-west-2")):
+        status = "failed" if n == 1 else "succeeded"
+        writer.write(
+            IDS[n], status, code="OperationNotPermitted" if n == 1 else None, region=region
+        )
+    writer.close()
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    assert IDS[1].encode() in lines[1] and IDS[1].encode() in lines[4]
+    lines[1] = lines[4] = b"\x00" * 40 + b"\n"  # its intent and its failure, garbled
+    ledger.write_bytes(b"".join(lines))
+    code, out, err = swarm("ledger", "failed", str(ledger))
+    assert code == 1 and out == "", err
+    assert "1 intent(s) have no readable record" in err

@@ -87,13 +87,21 @@ class WriteAheadCheck:
         ]
 
     def unaccounted(self) -> int:
-        """Intents of whole blocks that no record read shows. A ledger as written holds
-        every one (outcomes are appended, never replace an intent); a merged ledger keeps
-        one record per intent, so it lacks those decided by later records. Where damaged
-        lines were skipped, these may be among them."""
+        """Intents of whole blocks that no record read shows, and of blocks of which no
+        record is read at all (a run's declared ``run_intents`` over its blocks' sizes).
+        A ledger as written holds every one (outcomes are appended, never replace an
+        intent); a merged ledger keeps one record per intent, so it lacks those decided
+        by later records. Where damaged lines were skipped, these may be among them."""
         cut = {c.run for c in self.cut_short()}
-        return sum(
-            max(size - len(self._seen[key]), 0)
-            for key, size in self._declared.items()
-            if key[0] not in cut
+        within = 0
+        declared: dict[str, int] = {}
+        for (run, block), size in self._declared.items():
+            if run not in cut:
+                within += max(size - len(self._seen[(run, block)]), 0)
+                declared[run] = declared.get(run, 0) + size
+        unseen = sum(
+            max(total - declared.get(run, 0), 0)
+            for run, total in self._run_intents.items()
+            if run not in cut
         )
+        return within + unseen
