@@ -231,3 +231,20 @@ def test_a_whole_block_lost_to_damage_fails_the_gate(tmp_path: Path) -> None:
     code, out, err = swarm("ledger", "failed", str(ledger))
     assert code == 1 and out == "", err
     assert "1 intent(s) have no readable record" in err
+
+
+def test_a_merge_over_damage_that_may_have_held_intents_exits_1(tmp_path: Path) -> None:
+    from swarm_cli.ledger import LedgerWriter
+
+    ledger, merged = tmp_path / "l.jsonl", tmp_path / "m.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "stop", None)
+    writer.write_ahead(IDS)
+    for i in IDS[:-1]:
+        writer.write(i, "succeeded")
+    writer.close()
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    lines[len(IDS) - 1] = b"{garbled\n"  # the intent of the last ID, never answered
+    ledger.write_bytes(b"".join(lines))
+    code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(merged))
+    assert code == 1 and "1 intent(s) have no readable record" in err
+    assert merged.exists()  # written all the same, for what it holds

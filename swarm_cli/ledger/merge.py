@@ -121,6 +121,7 @@ def merge_files(
     damaged: list[Damaged] | None = None,
     cut_short: list[CutShort] | None = None,
     empty: list[str] | None = None,
+    watch: WriteAheadCheck | None = None,
 ) -> int:
     """Write the merged state of ``paths`` to ``out`` as a ledger; return its record count.
 
@@ -143,7 +144,7 @@ def merge_files(
         # A file that is not a ledger (an ID list, notes) is not one to replace.
         for _ in read_records(out):
             break  # one record: a ledger; read_records refuses a file with none
-    watch = WriteAheadCheck()
+    watch = WriteAheadCheck() if watch is None else watch
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
     for path in paths:
         count = 0
