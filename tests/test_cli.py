@@ -311,36 +311,30 @@ def test_demo_with_calls_throttled_at_random_still_terminates_every_instance(
     assert "30% throttled at random" in err
 
 
-def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
-    env_file, ids_file = tmp_path / "sandbox.env", tmp_path / "ids.txt"
+def sandbox_process(env_file: Path, *args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """``swarm sandbox --port 0 ARGS --env-out ENV_FILE`` as a process, once it is ready;
+    with the environment its env file exports."""
+    command = [sys.executable, "-m", "swarm_cli", "sandbox", "--port", "0"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "swarm_cli",
-            "sandbox",
-            "--port",
-            "0",
-            "--count",
-            "30",
-            "--ids-out",
-            str(ids_file),
-            "--env-out",
-            str(env_file),
-        ],
+        [*command, *args, "--env-out", str(env_file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    deadline = time.monotonic() + 60
+    while not env_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the sandbox did not get ready: {proc.communicate()}")
+        time.sleep(0.1)
+    exports = env_file.read_text().splitlines()
+    return proc, dict(line.removeprefix("export ").split("=", 1) for line in exports)
+
+
+def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
+    env_file, ids_file = tmp_path / "sandbox.env", tmp_path / "ids.txt"
+    proc, env = sandbox_process(env_file, "--count", "30", "--ids-out", str(ids_file))
     try:
-        deadline = time.monotonic() + 60
-        while not env_file.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the sandbox did not get ready"
-            time.sleep(0.1)
-        env = dict(
-            line.removeprefix("export ").split("=", 1) for line in env_file.read_text().splitlines()
-        )
         run = subprocess.run(
             [
                 sys.executable,
@@ -378,26 +372,12 @@ def test_a_sandbox_over_accounts_writes_a_list_swarm_takes_missing_ids_included(
     tmp_path: Path,
 ) -> None:
     env_file, ids_file, accounts = (tmp_path / n for n in ("s.env", "ids.csv", "accounts.yml"))
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "swarm_cli", "sandbox", "--port", "0", "--count", "3"),
-            *("--regions", "2", "--accounts", "2", "--protected", "1", "--missing", "2"),
-            *("--ids-out", str(ids_file), "--accounts-out", str(accounts)),
-            *("--env-out", str(env_file)),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc, env = sandbox_process(
+        env_file,
+        *("--count", "3", "--regions", "2", "--accounts", "2", "--protected", "1"),
+        *("--missing", "2", "--ids-out", str(ids_file), "--accounts-out", str(accounts)),
     )
     try:
-        deadline = time.monotonic() + 60
-        while not env_file.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the sandbox did not get ready"
-            time.sleep(0.1)
-        env = dict(
-            line.removeprefix("export ").split("=", 1) for line in env_file.read_text().splitlines()
-        )
         rows = ids_file.read_text().splitlines()[1:]
         assert len(rows) == 4 * 3 + 2 and all(row.split(",")[2] for row in rows)
         plan = subprocess.run(
