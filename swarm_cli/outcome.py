@@ -5,10 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-# How a pending outcome ends when a call of the intent left and no answer said what came
-# of it: a resume takes such an intent as maybe done (see cli.pairs.may_have_acted).
-MAYBE_DONE = "may or may not be done"
-
+from .ledger.record import MAYBE_DONE as MAYBE_DONE  # a resume takes it as maybe done
 
 # Codes of calls that never reached the endpoint (no connection was made): no answer, but
 # nothing can have happened.

@@ -633,3 +633,27 @@ def test_a_deletion_resumed_in_another_region_is_missing_there_and_done_in_its_o
     )
     assert code == 0, err
     assert still_there(sandbox, "delete-snapshot", made) == set()
+
+
+def test_a_merged_ledger_keeps_what_a_resume_needs_of_a_run_that_may_have_acted(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """Run A was killed with its call in flight (bare intent), the call landed; run B was
+    stopped before it sent it again. Merged, the ledger still says A may have acted."""
+    from swarm_cli.ledger import LedgerWriter
+
+    (gone,) = sandbox.seed(snapshots=1)["snapshots"]
+    sandbox.client().delete_snapshot(SnapshotId=gone)  # A's call, whose answer was lost
+    ledger, merged = tmp_path / "l.jsonl", tmp_path / "m.jsonl"
+    for run in ("a", "b"):
+        writer = LedgerWriter(str(ledger), run, "delete-snapshot", "us-east-1")
+        writer.write_ahead([gone])
+        if run == "b":
+            writer.write(gone, "pending", code="Interrupted", message="stopped by SIGTERM")
+        writer.close()
+    code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(merged))
+    assert code == 0, err
+    ids = write_ids(tmp_path / "ids.txt", [gone])
+    code, _, err = ec2(sandbox, "delete-snapshot", ids, merged, "--resume")
+    assert code == 0, err
+    assert statuses(merged)[gone] == ("succeeded", "AlreadyGone")

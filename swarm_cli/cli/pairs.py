@@ -24,11 +24,12 @@ from ..ledger import (
     Record,
     describe_damage,
     fold,
+    may_have_acted,
     read_records,
     undone,
 )
 from ..ledger.merge import UNDOES, UNDONE_CODE
-from ..outcome import MAYBE_DONE, Outcome
+from ..outcome import Outcome
 from ..report import Pair, Recorded
 from ..run import (
     RunOptions,
@@ -300,18 +301,6 @@ def succeeded(
             if pending is not None:
                 pending.add(r.id)
     return done
-
-
-def may_have_acted(last: Record) -> bool:
-    """Whether a run whose latest record of an ID is ``last`` may have acted on it: that
-    record is its bare intent (the run was killed: the call may have been in flight), or
-    pending after a call of it left that no answer settled (in flight when the run
-    stopped, or never answered: the engine says "may or may not be done"). Not when EC2
-    answered (missing, failed), nor when every call of it was refused (throttled) or none
-    left before the run stopped."""
-    return last.status == "pending" and (
-        last.code is None or (last.message or "").endswith(MAYBE_DONE)
-    )
 
 
 def reconcile_resume(

@@ -15,7 +15,7 @@ from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, _reason
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
-from .record import Record
+from .record import Record, may_have_acted
 from .writer import _CHUNK_BYTES
 
 # Actions that undo each other's end state: after a run of one, the other's success
@@ -132,7 +132,9 @@ def merge_files(
     synced, then renamed over it), so it may be one of ``paths``, and a
     failure leaves it as it was. Runs whose write-ahead is incomplete in
     ``paths`` go to ``cut_short``, and their intents' ``pending`` records are
-    kept too, after the rest, so that the merged ledger still shows it.
+    kept too, after the rest, so that the merged ledger still shows it; so are the
+    latest records of runs that may have acted on an intent not known done (see
+    :func:`_acted`), so that a resume from it reads what it reads from ``paths``.
 
     Raises :class:`LedgerError` when an input cannot be read or ``out``
     cannot be written, and :class:`LedgerVersionError` at a record of a newer
@@ -146,11 +148,16 @@ def merge_files(
             break  # one record: a ledger; read_records refuses a file with none
     watch = WriteAheadCheck() if watch is None else watch
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
+    # (action, id, run) -> that run's latest record of the intent: see _acted.
+    latest: dict[tuple[str, str, str], tuple[Record, bytes]] = {}
     for path in paths:
         count = 0
         for record, raw in _read_lines(path, damaged):
             count += 1
             watch(record)
+            mine = (record.action, record.id, record.run)
+            if mine not in latest or record.seq >= latest[mine][0].seq:
+                latest[mine] = (record, raw)
             key = (record.action, record.id)
             current = best.get(key)
             if (
@@ -165,10 +172,33 @@ def merge_files(
     cut = watch.cut_short()
     kept = _cut_blocks(paths, {c.run for c in cut}, best) if cut else []
     lines = [best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best)]
-    _replace(out, itertools.chain(lines, kept))
+    already = set(kept)
+    acted = [line for line in _acted(latest, best) if line not in already]
+    _replace(out, itertools.chain(lines, kept, acted))
     if cut_short is not None:
         cut_short.extend(cut)
     return len(best)
+
+
+def _acted(
+    latest: Mapping[tuple[str, str, str], tuple[Record, bytes]],
+    best: Mapping[tuple[str, str], tuple[Record, bytes]],
+) -> list[bytes]:
+    """The latest records of runs that may have acted on an intent not known done, other
+    than its winner (a kill while the call was in flight, its bare intent, then a later
+    run stopped before sending it again). Kept in a merged ledger, they lose to the
+    winner when folded, and a resume from it still takes a resource gone for done, as
+    it does from the ledgers merged."""
+    out = []
+    for (action, instance, _), (record, raw) in sorted(latest.items()):
+        winner = best[(action, instance)][0]
+        if (
+            winner.status != "succeeded"
+            and may_have_acted(record)
+            and (record.run, record.seq) != (winner.run, winner.seq)
+        ):
+            out.append(raw.rstrip(b"\r\n") + b"\n")
+    return out
 
 
 def _cut_blocks(

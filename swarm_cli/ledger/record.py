@@ -43,6 +43,22 @@ PERMANENT_CODES: frozenset[str] = frozenset(
 )
 
 
+# How a pending record ends when a call of the intent left and no answer said what came
+# of it (in flight when the run stopped, or never answered).
+MAYBE_DONE = "may or may not be done"
+
+
+def may_have_acted(last: Record) -> bool:
+    """Whether a run whose latest record of an intent is ``last`` may have acted on it:
+    that record is the bare intent (the run was killed: its call may have been in
+    flight), or pending with a call that no answer settled (MAYBE_DONE). Not when the
+    API answered (missing, failed), nor when every call of it was refused or none left
+    before the run stopped."""
+    return last.status == "pending" and (
+        last.code is None or (last.message or "").endswith(MAYBE_DONE)
+    )
+
+
 def permanent(record: Record) -> bool:
     """A failure that a retry would only repeat (see :data:`PERMANENT_CODES`)."""
     return record.status == "failed" and record.code in PERMANENT_CODES
