@@ -94,6 +94,8 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
     assert "Select snapshots created at least this long ago" in flat
     assert "DeleteSnapshot takes one ID per call." in flat
     assert "header names id (or instance_id)" in flat
+    assert "Never touch snapshots carrying this tag" in flat
+    assert "a run of more than N snapshots" in flat
     for instance_only in ("--check-protection", "--rollback"):
         assert instance_only not in out
     _, out, _ = swarm("ec2", "create-tags", "--help")

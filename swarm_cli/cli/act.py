@@ -91,6 +91,8 @@ from .options import (
     WindowOpt,
     batch_options,
     check_batch_size,
+    max_count_help,
+    protect_tag_help,
     window_profile,
 )
 from .pairs import (  # the benchmarks read load_targets and plan_groups from here too
@@ -692,8 +694,14 @@ def register(
         ] = None,
         exclude_ids: ExcludeOpt = None,
         expect_account: ExpectAccountOpt = None,
-        protect_tag: ProtectTagOpt = None,
-        max_count: MaxCountOpt = None,
+        protect_tag: Annotated[
+            list[str] | None,
+            typer.Option("--protect-tag", metavar="KEY[=VALUE]", help=protect_tag_help(noun)),
+        ] = None,
+        max_count: Annotated[
+            int | None,
+            typer.Option("--max-count", metavar="N", min=0, help=max_count_help(noun)),
+        ] = None,
         check_protection: Annotated[
             bool,
             typer.Option(

@@ -133,27 +133,29 @@ ExpectAccountOpt = Annotated[
 ]
 
 
+def protect_tag_help(noun: str = "instance") -> str:
+    return (
+        f"Never touch {noun}s carrying this tag: they are recorded failed (Protected); one "
+        "whose tags cannot be read is not touched either (exit 3). Repeatable."
+    )
+
+
 ProtectTagOpt = Annotated[
     list[str] | None,
-    typer.Option(
-        "--protect-tag",
-        metavar="KEY[=VALUE]",
-        help="Never touch instances carrying this tag: they are recorded failed "
-        "(Protected); one whose tags cannot be read is not touched either (exit 3). "
-        "Repeatable.",
-    ),
+    typer.Option("--protect-tag", metavar="KEY[=VALUE]", help=protect_tag_help()),
 ]
+
+
+def max_count_help(noun: str = "instance") -> str:
+    return (
+        f"Refuse (exit 3) a run of more than N {noun}s. With --shard, each shard counts its "
+        "own: N shards may act on N times as many in all."
+    )
 
 
 MaxCountOpt = Annotated[
     int | None,
-    typer.Option(
-        "--max-count",
-        metavar="N",
-        min=0,
-        help="Refuse (exit 3) a run of more than N instances. With --shard, each shard "
-        "counts its own: N shards may act on N times as many in all.",
-    ),
+    typer.Option("--max-count", metavar="N", min=0, help=max_count_help()),
 ]
 
 
