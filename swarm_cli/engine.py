@@ -363,8 +363,9 @@ class Engine:
                     # An earlier call of it got no answer before the run stopped: the stop's
                     # reason, and that the call may have happened.
                     earlier = f"an earlier call got no answer ({intent.unanswered.code})"
+                    said = f"{cause.message}; {earlier}" if cause and cause.message else earlier
                     why = (
-                        maybe_done(replace(cause, message=f"{cause.message}; {earlier}"))
+                        maybe_done(replace(cause, message=said))
                         if cause
                         else maybe_done(intent.unanswered)
                     )
