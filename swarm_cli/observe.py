@@ -336,8 +336,7 @@ def describe(client: Any, observe: Observe, ids: Sequence[str]) -> Mapping[str, 
 
 def observe_api(op: Operation) -> str:
     """The Describe call's API name: "DescribeSnapshots"."""
-    method = op.observe.method if op.observe else ""
-    return "".join(part.capitalize() for part in method.split("_"))
+    return op.observe.api if op.observe else ""
 
 
 def plan_operation(

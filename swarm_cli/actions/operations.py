@@ -64,6 +64,11 @@ class Observe:
     created: str | None = None
     type_key: str | None = None
 
+    @property
+    def api(self) -> str:
+        """The Describe call's API name: "DescribeSnapshots"."""
+        return "".join(part.capitalize() for part in self.method.split("_"))
+
 
 def _snapshot_in_use(
     item: Mapping[str, Any], images: Callable[[], Mapping[str, str]]

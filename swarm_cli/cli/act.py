@@ -15,7 +15,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -105,6 +105,9 @@ from .pairs import (  # the benchmarks read load_targets and plan_groups from he
     succeeded,
 )
 from .reach import Reach, expect_account, expect_account_of, load_account_map, session_region
+
+if TYPE_CHECKING:
+    from ..plan import Estimate, Plan
 
 REHEARSAL_REGION = "us-east-1"  # --sandbox without --region or AWS_REGION
 EXIT_CODES = (
@@ -306,17 +309,9 @@ def _run_action(
         if flags.output is Output.json and flags.dry_run:
             # A plan of nothing, shaped as every plan is.
             from ..plan import Plan, estimate
-            from ..plan_view import plan_json
 
             nothing = Plan(spec, [])
-            emit_json(
-                {
-                    "dry_run": True,
-                    **plan_json(nothing, estimate(spec, nothing, options.batch_size)),
-                    "exit_code": 0,
-                    "meaning": _plan_meaning(0),
-                }
-            )
+            _emit_plan(nothing, estimate(spec, nothing, options.batch_size), 0)
         elif flags.output is Output.json:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)
@@ -525,7 +520,7 @@ def show_plan(
 ) -> int:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
     from ..plan import Prediction, estimate, make_plan
-    from ..plan_view import plan_json, render_plan, write_plan_ids
+    from ..plan_view import render_plan, write_plan_ids
 
     if operation is not None:
         from ..observe import plan_operation
@@ -585,17 +580,19 @@ def show_plan(
     code = EXIT_FAILED if plan.would_fail or plan.unknown else 0
     if flags.output is Output.json:
         render_plan(plan, est, err)
-        emit_json(
-            {
-                "dry_run": True,
-                **plan_json(plan, est),
-                "exit_code": code,
-                "meaning": _plan_meaning(code),
-            }
-        )
+        _emit_plan(plan, est, code)
     else:
         render_plan(plan, est, out)
     return code
+
+
+def _emit_plan(plan: "Plan", est: "Estimate", code: int) -> None:
+    """A plan's one JSON object: the plan, its exit code and what that code means."""
+    from ..plan_view import plan_json
+
+    emit_json(
+        {"dry_run": True, **plan_json(plan, est), "exit_code": code, "meaning": _plan_meaning(code)}
+    )
 
 
 def _plan_meaning(code: int) -> str:
@@ -649,11 +646,7 @@ def register(
     noun = spec.resource
     header = "id (or instance_id)" if runs is not None else "instance_id (or id)"
     if runs is not None:
-        describe = (
-            "".join(p.capitalize() for p in runs.observe.method.split("_"))
-            if runs.observe
-            else None
-        )
+        describe = runs.observe.api if runs.observe else None
         filter_help = (
             f"Select {noun}s instead of --ids, with {describe}'s filter names (tag:env=ci, "
             "and its own; several values a,b). Repeatable: all must match."

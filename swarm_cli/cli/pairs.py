@@ -21,14 +21,13 @@ from ..errors import (
 from ..ledger import (
     Damaged,
     LedgerError,
-    Record,
     describe_damage,
     fold,
     may_have_acted,
     read_records,
     undone,
 )
-from ..ledger.merge import UNDOES, UNDONE_CODE
+from ..ledger.merge import UNDOES, UNDONE_CODE, Latest, keep_latest
 from ..outcome import Outcome
 from ..report import Pair, Recorded
 from ..run import (
@@ -289,12 +288,12 @@ def succeeded(
             f"{others} of the same instance: not known {action} now, they are looked up",
             markup=False,
         )
-    last: dict[tuple[str, str], Record] = {}  # (run, ID) -> that run's latest record of it
+    latest: Latest[None] = {}  # each run's latest record of each intent
     for r in records:
-        if r.action == action and ((key := (r.run, r.id)) not in last or r.seq >= last[key].seq):
-            last[key] = r
+        if r.action == action:
+            keep_latest(latest, r, None)
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
-    for r in last.values():
+    for r, _ in latest.values():
         if r.id not in done and may_have_acted(r):
             if recorded is not None:
                 recorded.add(r.id, r.region, r.account)

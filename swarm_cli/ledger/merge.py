@@ -10,6 +10,7 @@ import secrets
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, _reason
@@ -25,6 +26,18 @@ UNDOES: Mapping[str, frozenset[str]] = {
     "start": frozenset({"stop"}),
 }
 UNDONE_CODE = "UndoneSince"
+
+
+T = TypeVar("T")
+Latest = dict[tuple[str, str, str], tuple[Record, T]]
+
+
+def keep_latest(latest: Latest[T], record: Record, kept: T) -> None:
+    """Keep ``record`` (with ``kept``) in ``latest`` if it is its run's latest record of its
+    intent so far: ``latest`` maps (action, id, run) to it."""
+    key = (record.action, record.id, record.run)
+    if key not in latest or record.seq >= latest[key][0].seq:
+        latest[key] = (record, kept)
 
 
 def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
@@ -148,16 +161,13 @@ def merge_files(
             break  # one record: a ledger; read_records refuses a file with none
     watch = WriteAheadCheck() if watch is None else watch
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
-    # (action, id, run) -> that run's latest record of the intent: see _acted.
-    latest: dict[tuple[str, str, str], tuple[Record, bytes]] = {}
+    latest: Latest[bytes] = {}  # each run's latest record of each intent: see _acted
     for path in paths:
         count = 0
         for record, raw in _read_lines(path, damaged):
             count += 1
             watch(record)
-            mine = (record.action, record.id, record.run)
-            if mine not in latest or record.seq >= latest[mine][0].seq:
-                latest[mine] = (record, raw)
+            keep_latest(latest, record, raw)
             key = (record.action, record.id)
             current = best.get(key)
             if (
@@ -181,7 +191,7 @@ def merge_files(
 
 
 def _acted(
-    latest: Mapping[tuple[str, str, str], tuple[Record, bytes]],
+    latest: Latest[bytes],
     best: Mapping[tuple[str, str], tuple[Record, bytes]],
 ) -> list[bytes]:
     """The latest records of runs that may have acted on an intent not known done, other
