@@ -213,8 +213,10 @@ def look(
     console: Console,
     *,
     options: RunOptions,
+    fatal: list[str] | None = None,
 ) -> dict[Pair, dict[str, Seen]]:
-    """Each pair's resources as seen; an ID that could not be read is left out."""
+    """Each pair's resources as seen; an ID that could not be read is left out. Why the
+    reads ended before they could look (credentials, permission) goes to ``fatal``."""
     if op.observe is None:
         return {}
     observe = op.observe
@@ -227,6 +229,7 @@ def look(
         console,
         options,
         {},
+        fatal,
     )
     return {p: looks[p].seen if p in looks else {} for p in groups if groups[p]}
 
@@ -264,10 +267,11 @@ def _read_through(
     console: Console,
     options: RunOptions,
     unread: dict[str, str],
+    fatal: list[str] | None = None,
 ) -> dict[Pair, _Reader]:
     """Run ``make(pair)``'s reads over every pair's IDs, batched by the filter's limit and
     paced on the Describe bucket; returns each pair's reader, and puts each ID that could
-    not be read in ``unread`` with why."""
+    not be read in ``unread`` with why (and in ``fatal`` why the reads ended, if so)."""
     spec = ActionSpec(
         name=name, api=method, method=method, verb="read", limits=DESCRIBE_LIMITS, resource=resource
     )
@@ -296,6 +300,8 @@ def _read_through(
     stop_if_interrupted(report)
     for problem in report.problems:
         unread[problem.id] = ": ".join(filter(None, (problem.code, problem.message)))
+    if fatal is not None and report.fatal is not None:
+        fatal.append(report.fatal.text)
     return readers
 
 
@@ -352,7 +358,8 @@ def plan_operation(
     from .describe import InstanceInfo
     from .plan import Plan, Prediction, Row
 
-    seen = look(op, groups, make_client, console, options=options)
+    fatal: list[str] = []
+    seen = look(op, groups, make_client, console, options=options, fatal=fatal)
     rows: list[Row] = []
     for pair, ids in groups.items():
         for i in ids:
@@ -381,4 +388,4 @@ def plan_operation(
         )
         return Plan(spec, rows, {}, unchecked=unchecked)
     calls = {observe_api(op): -(-sum(map(len, groups.values())) // MAX_FILTER_VALUES)}
-    return Plan(spec, rows, calls)
+    return Plan(spec, rows, calls, fatal=fatal[0] if fatal else None)

@@ -185,6 +185,9 @@ class Plan:
     # Why nothing was looked up (an operation with no Describe call): its "would act" is
     # a guess that each ID exists.
     unchecked: str | None = None
+    # Why a read ended before it could look (credentials, permission): the run would end
+    # the same way, so the plan exits as the run would (4), not as a prediction (1).
+    fatal: str | None = None
 
     @property
     def total(self) -> int:
@@ -309,6 +312,7 @@ def make_plan(
     )
     calls = {"DescribeInstances": described.total_of("calls")}
     unread = _unread(described)
+    fatal = [described.fatal]
 
     attribute = PROTECTION_ATTRIBUTES.get(spec.name) if check_protection else None
     protected: dict[Pair, dict[str, bool]] = {}
@@ -325,6 +329,7 @@ def make_plan(
             to_check, make_client, console, attribute=attribute, options=options
         )
         calls["DescribeInstanceAttribute"] = checked.total_of("calls")
+        fatal.append(checked.fatal)
         gone = {
             (Pair(p.account, p.region or ""), p.id)
             for p in checked.problems
@@ -357,6 +362,7 @@ def make_plan(
             spec, first, make_client, console, options=options, params=params
         )
         calls[f"{spec.api} (DryRun)"] = dry.total_of("calls")
+        fatal.append(dry.fatal)
         refused = {p for p, perm in plan.permission.items() if perm.allowed is False}
         plan.rows = [
             replace(
@@ -368,6 +374,7 @@ def make_plan(
             else r
             for r in plan.rows
         ]
+    plan.fatal = next((f.text for f in fatal if f is not None), None)
     return plan
 
 

@@ -62,6 +62,11 @@ class Reason:
     def of(cls, outcome: Outcome | None) -> Reason | None:
         return None if outcome is None else cls(outcome.code, outcome.message)
 
+    @property
+    def text(self) -> str:
+        """``code: message``, either left out when it is None."""
+        return ": ".join(x for x in (self.code, self.message) if x)
+
 
 @dataclass(frozen=True)
 class Problem:

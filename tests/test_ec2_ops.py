@@ -657,3 +657,17 @@ def test_a_merged_ledger_keeps_what_a_resume_needs_of_a_run_that_may_have_acted(
     code, _, err = ec2(sandbox, "delete-snapshot", ids, merged, "--resume")
     assert code == 0, err
     assert statuses(merged)[gone] == ("succeeded", "AlreadyGone")
+
+
+def test_a_deletion_plan_without_credentials_exits_four(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(snapshots=2)["snapshots"]
+        ids = write_ids(tmp_path / "ids.txt", made)
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+        code, plan, err = ec2(box, "delete-snapshot", ids, tmp_path / "l.jsonl", "--dry-run")
+        assert code == 4 and plan["exit_code"] == 4, err
+        assert [r["prediction"] for r in plan["rows"]] == ["unknown"] * 2
+        assert still_there(box, "delete-snapshot", made) == set(made)

@@ -504,3 +504,25 @@ def test_a_pair_that_cannot_be_read_is_unknown_not_missing(sandbox: Sandbox) -> 
     assert "NoCredentialsError" in unknown[0].reason
     assert plan.would_fail == []
     assert list(plan.permission) == [HERE]
+    assert plan.fatal is not None and "NoCredentialsError" in plan.fatal
+
+
+@pytest.mark.parametrize("command", [["plan", "terminate"], ["terminate", "--dry-run"]])
+def test_a_plan_without_credentials_exits_four_as_the_run_would(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """Every row unknown for want of credentials is not a prediction (exit 1, which a CI
+    plan step passes with a warning): the run would stop with 4, and so does its plan."""
+    ids = sandbox.launch(3)
+    path = tmp_path / "ids.txt"
+    path.write_text("".join(f"{i}\n" for i in ids))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    result = CliRunner().invoke(
+        app, [*command, "--ids", str(path), "--endpoint-url", sandbox.endpoint, "-o", "json"]
+    )
+    data = json.loads(result.stdout)
+    assert result.exit_code == 4 and data["exit_code"] == 4
+    assert data["meaning"].startswith("credentials")
+    assert data["counts"]["unknown"] == 3
+    assert set(sandbox.states(ids).values()) == {"running"}

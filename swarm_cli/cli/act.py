@@ -23,6 +23,7 @@ from rich.console import Console
 from ..actions import ACTIONS, ActionSpec
 from ..actions.operations import Operation
 from ..errors import (
+    EXIT_CREDENTIALS,
     EXIT_FAILED,
     EXIT_REFUSED,
     CredentialsError,
@@ -577,7 +578,13 @@ def show_plan(
             f"{literal(flags.plan_out)}",
             markup=False,
         )
-    code = EXIT_FAILED if plan.would_fail or plan.unknown else 0
+    code = (
+        EXIT_CREDENTIALS
+        if plan.fatal is not None
+        else EXIT_FAILED
+        if plan.would_fail or plan.unknown
+        else 0
+    )
     if flags.output is Output.json:
         render_plan(plan, est, err)
         _emit_plan(plan, est, code)
