@@ -311,6 +311,8 @@ def test_a_refused_dry_run_makes_every_action_of_its_pair_not_permitted(
     assert plan.counts["not permitted"] == 5
     assert len(plan.would_fail) == 10  # everything but the terminated one
     assert estimate(ACTIONS["terminate"], plan, 10).pairs == []
+    # The run would stop on that refusal (exit 4): so does the plan.
+    assert plan.fatal is not None and "UnauthorizedOperation" in plan.fatal
 
 
 def info(i: str, state: str = "running") -> InstanceInfo:
