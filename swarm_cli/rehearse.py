@@ -278,8 +278,9 @@ def run_demo(
                     in_use=protected,
                     region=region,
                 )[kind]
-            prefix = operation.prefix if operation is not None else None
-            ids += fake_ids(missing, random.Random(config.seed), prefix or "i")
+            if region == names[0]:  # an ID names one resource: in one region only
+                prefix = operation.prefix if operation is not None else None
+                ids += fake_ids(missing, random.Random(config.seed), prefix or "i")
             groups[Pair(None, region)] = ids
         spec = ACTIONS["terminate"] if operation is None else operation.spec
         job = Job(spec, groups, options, "demo")

@@ -542,3 +542,47 @@ def test_plan_out_without_a_dry_run_is_refused(tmp_path: Path) -> None:
     code, _, err = swarm("terminate", "--ids", ids, "--plan-out", str(tmp_path / "p.txt"), "--yes")
     assert code == 2 and "--plan-out writes what a plan predicts: add --dry-run" in err
     assert not (tmp_path / "p.txt").exists() and not (tmp_path / "swarm-ledger.jsonl").exists()
+
+
+def test_an_id_listed_in_two_regions_is_refused_and_nothing_sent(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The ledger keeps one record per ID: listed in two regions, one would succeed and
+    the other end missing, and the ledger commands would count one of them."""
+    ids = sandbox.launch(2)
+    path = tmp_path / "ids.csv"
+    path.write_text(
+        "instance_id,region\n"
+        f"{ids[0]},us-east-1\n{ids[0]},eu-west-1\n{ids[1]},us-east-1\n{ids[1]},\n"
+    )
+    code, report = terminate_json(sandbox, str(path), tmp_path / "l.jsonl")
+    assert code == 2
+    assert "listed in more than one account/region" in report["error"]
+    assert f"{ids[0]}: us-east-1, eu-west-1" in report["error"]
+    assert ids[1] not in report["error"], "with the default spelled out it is one place"
+    assert set(sandbox.states(ids).values()) == {"running"}
+
+
+@pytest.mark.parametrize("region", ["mars-1", "US-EAST-1", "us-east-1 "])
+def test_a_region_not_shaped_as_one_is_refused_as_in_a_list(
+    sandbox: Sandbox, tmp_path: Path, region: str
+) -> None:
+    ids = sandbox.launch(1)
+    code, report = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--region", region
+    )
+    assert code == 2 and f"bad region {region!r} (--region)" in report["error"]
+    assert sandbox.states(ids) == {ids[0]: "running"}
+    assert not (tmp_path / "l.jsonl").exists() or not read_records(str(tmp_path / "l.jsonl"))
+
+
+def test_demo_missing_ids_are_in_the_first_region_only(tmp_path: Path) -> None:
+    code, out, err = swarm(
+        "demo", "--rate", "200", "--count", "5", "--regions", "3", "--missing", "2",
+        "--progress", "none", "--output", "json", "--ledger", str(tmp_path / "d.jsonl"),
+    )  # fmt: skip
+    report = json.loads(out)
+    assert code == 1, err
+    assert report["total"] == 17 and report["counts"]["missing"] == 2
+    summary = swarm("ledger", "summary", str(tmp_path / "d.jsonl"))[1]
+    assert "2 missing" in summary and "15 succeeded" in summary

@@ -105,7 +105,13 @@ from .pairs import (  # the benchmarks read load_targets and plan_groups from he
     select_groups,
     succeeded,
 )
-from .reach import Reach, expect_account, expect_account_of, load_account_map, session_region
+from .reach import (
+    Reach,
+    default_region,
+    expect_account,
+    expect_account_of,
+    load_account_map,
+)
 
 if TYPE_CHECKING:
     from ..plan import Estimate, Plan
@@ -241,7 +247,7 @@ def _run_action(
         raise UsageError("--sandbox rehearses an ID list: pass --ids (swarm list prints one)")
     check_outputs(flags)
     accounts = load_account_map(flags.accounts, flags.role_arn)
-    region = flags.region or session_region(flags.profile)
+    region = default_region(flags.region, flags.profile)
     if region is None and flags.sandbox:
         region = REHEARSAL_REGION  # nothing leaves the machine: any region will do
     reach = Reach(flags, accounts, flags.options.window.max_window)
@@ -1251,7 +1257,7 @@ def list_cmd(
         None,
         flags,
         account_map,
-        region or session_region(profile),
+        default_region(region, profile),
         reach,
         found,
         err,

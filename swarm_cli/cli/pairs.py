@@ -3,6 +3,7 @@ their IDs, a shard of them kept, and what a resume finds already done."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -95,18 +96,37 @@ def plan_groups(
             "--role-arn does not: nothing was sent"
         )
     groups: dict[Pair, list[str]] = {}
-    seen: set[tuple[Pair, str]] = set()
+    where: dict[str, Pair] = {}
+    elsewhere: dict[str, list[Pair]] = {}
     for target in targets.items:
         account = target.account or default_account
         region = target.region or _account_region(accounts.get(account or "")) or default_region
         if region is None:
             raise UsageError("no AWS region: pass --region or set AWS_REGION")
         pair = Pair(account, region)
-        if (pair, target.id) not in seen:  # the same instance, once with defaults spelled out
-            seen.add((pair, target.id))
+        first = where.setdefault(target.id, pair)
+        if first is pair:
             groups.setdefault(pair, []).append(target.id)
+        elif first != pair:
+            elsewhere.setdefault(target.id, [first]).append(pair)
+        # else: the same instance, once with defaults spelled out
+    if elsewhere:
+        raise UsageError(
+            f"{len(elsewhere)} ID(s) listed in more than one account/region; an ID names one "
+            "resource, and the ledger keeps one record of each: keep the line of its own "
+            "region. Nothing was sent:",
+            details=[
+                f"  {i}: {', '.join(_where(p) for p in pairs)}"
+                for i, pairs in itertools.islice(elsewhere.items(), 20)
+            ]
+            + ([f"  … and {len(elsewhere) - 20} more"] if len(elsewhere) > 20 else []),
+        )
     warn_unknown_regions({p.region for p in groups}, err)
     return groups
+
+
+def _where(pair: Pair) -> str:
+    return f"{pair.account}/{pair.region}" if pair.account else pair.region
 
 
 def warn_unknown_regions(regions: set[str], err: Console) -> None:

@@ -83,6 +83,21 @@ def session_region(profile: str | None) -> str | None:
     return str(region) if region else None
 
 
+def default_region(given: str | None, profile: str | None) -> str | None:
+    """The region of IDs whose list names none: ``--region``, else the profile's or
+    AWS_REGION. A name that is not a region's shape is refused, as in an ID list's column
+    (sent, every call would fail on an endpoint that does not exist)."""
+    from ..targets import REGION
+
+    region = given or session_region(profile)
+    if region is not None and not REGION.fullmatch(region):
+        source = "--region" if given else "the region of AWS_REGION or the profile"
+        raise UsageError(
+            f"bad region {region!r} ({source}): expected a region name such as us-east-1"
+        )
+    return region
+
+
 READ_TIMEOUT = 30.0  # seconds botocore waits on a socket, the longest measured call time-out
 
 

@@ -12,7 +12,8 @@ from ..shards import MAX_MATRIX_JOBS, PairKey, ShardError, empty_shards, matrix
 from .common import app, consoles
 from .options import AccountsOpt, RegionOpt
 from .pairs import load_targets, plan_groups, warn_unknown_regions
-from .reach import load_account_map, session_region
+from .reach import default_region as checked_region
+from .reach import load_account_map
 
 
 @app.command()
@@ -43,7 +44,7 @@ def shards(
     if not accounts and not ids:
         raise UsageError("pass --accounts FILE or --ids FILE: the pairs come from one of them")
     account_map = load_account_map(accounts, None)
-    default_region = region or session_region(None)
+    default_region = checked_region(region, None)
     weights: dict[PairKey, int] = {}
     if ids:
         targets = load_targets(ids, err)
