@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .events import (
     Answered,
@@ -104,6 +104,9 @@ class Stats(Subscriber):
     phase: str = ""
     series: list[Sample] = field(default_factory=list)
     spacing: float = 0.05  # least seconds between two samples of answers
+    # The most calls in flight since the last sample: what a sample's in_flight holds, so
+    # that the chart's peak is the run's (a sample at an answer sees one call fewer).
+    flight_peak: int = 0
     batch: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -155,7 +158,9 @@ class Stats(Subscriber):
                 self.peak_cwnd = event.cwnd
             self.last = event.at
             self.in_flight = event.in_flight
-            self.peak_in_flight = max(self.peak_in_flight, event.in_flight)
+            if event.in_flight > self.flight_peak:
+                self.flight_peak = event.in_flight
+                self.peak_in_flight = max(self.peak_in_flight, event.in_flight)
             event.deliver(self)
             self.cwnd = event.cwnd
             self.ssthresh = event.ssthresh
@@ -226,10 +231,23 @@ class Stats(Subscriber):
         t = round(event.at - self.started, 4)
         if not keep and self.series and t - self.series[-1].t < self.spacing:
             return
-        self.series.append(Sample(t, event.cwnd, event.in_flight, self.done, self.throttled_calls))
+        self.series.append(Sample(t, event.cwnd, self.flight_peak, self.done, self.throttled_calls))
+        self.flight_peak = event.in_flight
         if len(self.series) > MAX_SAMPLES:  # bounded history: halve the resolution
-            self.series = self.series[::2]
+            self.series = _halved(self.series)
             self.spacing *= 2
+
+    def _closed(self) -> list[Sample]:
+        """The series with a last point at the last event: an answer's sample is taken
+        before its IDs resolve, so the last answer's would be left out of the counts."""
+        series = list(self.series)
+        if self.started is None:
+            return series
+        t = round(self.last - self.started, 4)
+        if series and (series[-1].t, series[-1].done) == (t, self.done):
+            return series
+        series.append(Sample(t, self.cwnd, self.flight_peak, self.done, self.throttled_calls))
+        return series
 
     def report(self, into: PairReport) -> PairReport:
         """Copy the counters into a pair's report."""
@@ -242,7 +260,7 @@ class Stats(Subscriber):
             into.peak_in_flight = self.peak_in_flight
             into.errors = dict(sorted(self.errors.items()))
             into.elapsed_seconds = round(self.elapsed(), 3)
-            into.series = list(self.series)
+            into.series = self._closed()
             into.window = WindowReport(
                 final=self.cwnd,
                 peak=self.peak_cwnd,
@@ -252,6 +270,17 @@ class Stats(Subscriber):
                 trajectory=list(self.trajectory),
             )
         return into
+
+
+def _halved(series: list[Sample]) -> list[Sample]:
+    """Every other sample; each kept one also holds the peak in flight of the one dropped
+    before it (a sample's peak is that of the time since the sample before)."""
+    out = series[::2]
+    for k in range(1, len(out)):
+        dropped = series[2 * k - 1].in_flight
+        if dropped > out[k].in_flight:
+            out[k] = replace(out[k], in_flight=dropped)
+    return out
 
 
 @dataclass

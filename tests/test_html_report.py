@@ -341,3 +341,13 @@ def test_chromium_blocks_anything_the_page_would_fetch(tmp_path: Path) -> None:
     assert [(url, bool(re.search("csp", why, re.I))) for url, why in seen.failed] == [
         ("https://example.invalid/pixel.png", True)
     ]
+
+
+def test_halving_a_long_series_keeps_each_dropped_points_peak_in_flight() -> None:
+    from swarm_cli.stats import _halved
+
+    points = [Sample(float(t), 1.0, flight, t, 0) for t, flight in enumerate([1, 9, 2, 3, 4])]
+    halved = _halved(points)
+    assert [s.t for s in halved] == [0.0, 2.0, 4.0]
+    assert [s.in_flight for s in halved] == [1, 9, 4]
+    assert [s.done for s in halved] == [0, 2, 4]

@@ -528,3 +528,22 @@ def test_a_plan_without_credentials_exits_four_as_the_run_would(
     assert data["meaning"].startswith("credentials")
     assert data["counts"]["unknown"] == 3
     assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_a_runs_chart_series_ends_at_every_id_and_peaks_as_the_run_did(sandbox: Sandbox) -> None:
+    """The HTML report's rate and in-flight curves come from the series: its last point
+    holds every ID resolved (an answer's sample is taken before its IDs resolve), and its
+    peak in flight is the run's (a sample at an answer sees one call fewer)."""
+    ids = sandbox.launch(60) + fake_ids(3)
+    spec = ACTIONS["terminate"]
+    make = clients(sandbox)
+    report = run_job(
+        Job(spec, {HERE: ids}, RunOptions(progress="none", batch_size=1)),
+        lambda pair: InstanceCall(make(pair), spec),
+        quiet(),
+        classify=classify_exception,
+    )
+    row = report.pairs[0]
+    assert row.series[-1].done == 63 == row.counts["succeeded"] + row.counts["missing"]
+    assert row.series[-1].t == pytest.approx(row.elapsed_seconds, abs=1e-3)
+    assert max(s.in_flight for s in row.series) == row.peak_in_flight > 1
