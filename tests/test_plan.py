@@ -547,3 +547,22 @@ def test_a_runs_chart_series_ends_at_every_id_and_peaks_as_the_run_did(sandbox: 
     assert row.series[-1].done == 63 == row.counts["succeeded"] + row.counts["missing"]
     assert row.series[-1].t == pytest.approx(row.elapsed_seconds, abs=1e-3)
     assert max(s.in_flight for s in row.series) == row.peak_in_flight > 1
+
+
+def test_a_plan_given_a_runs_options_says_it_ignores_them_and_writes_nothing(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(2)
+    path = tmp_path / "ids.txt"
+    path.write_text("".join(f"{i}\n" for i in ids))
+    report, trace = tmp_path / "plan.html", tmp_path / "trace.jsonl"
+    result = CliRunner().invoke(
+        app,
+        ["plan", "stop", "--ids", str(path), "--endpoint-url", sandbox.endpoint,
+         "--report", str(report), "--trace", str(trace), "--wait", "--max-errors", "1"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "a plan sends nothing: --report, --trace, --wait, --max-errors (a run's options)" in said
+    assert not report.exists() and not trace.exists()
+    assert set(sandbox.states(ids).values()) == {"running"}

@@ -47,7 +47,7 @@ from ..run import Job, RunOptions
 from ..text import literal, plural
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
-from .exits import emit_json, exit_meaning
+from .exits import emit_json, exit_meaning, warn
 from .follow_up import follow_up, reconcile_undo, run_plan, save_report, step_summary
 from .guards import (
     check_outputs,
@@ -348,6 +348,7 @@ def _run_action(
     reach.connect(groups, err)
     endpoint = reach.endpoint or ""
     if flags.dry_run:
+        _warn_run_only(flags, err)
         return show_plan(
             spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err, operation
         )
@@ -475,6 +476,29 @@ def reconcile_operation(
         markup=False,
     )
     return done
+
+
+def _warn_run_only(flags: Flags, err: Console) -> None:
+    """A plan sends nothing: the options of a run's sending, given to one, say so (not
+    refused: a CI job passes one set of options to its plan and its run)."""
+    given = [
+        name
+        for name, on in (
+            ("--report", flags.report),
+            ("--trace", flags.options.trace),
+            ("--wait", flags.wait),
+            ("--max-errors", flags.max_errors),
+            ("--rollback", flags.rollback),
+            ("--headroom", flags.options.headroom),
+        )
+        if on
+    ]
+    if given:
+        warn(
+            err,
+            f"a plan sends nothing: {', '.join(given)} (a run's option"
+            f"{'s' if len(given) > 1 else ''}) ignored; no report or trace is written",
+        )
 
 
 def _reconcile_tags(
@@ -713,7 +737,8 @@ def register(
             typer.Option(
                 "--check-protection/--no-check-protection",
                 hidden=runs is not None,
-                help="With --dry-run: ask each instance's termination or stop protection "
+                help=("A" if plan else "With --dry-run: a")
+                + "sk each instance's termination or stop protection "
                 "(DescribeInstanceAttribute: one call per instance).",
             ),
         ] = True,
@@ -722,7 +747,8 @@ def register(
             typer.Option(
                 "--plan-out",
                 metavar="FILE",
-                help="With --dry-run: write the IDs that would be acted on, ready for --ids.",
+                help=("W" if plan else "With --dry-run: w")
+                + "rite the IDs that would be acted on, ready for --ids.",
             ),
         ] = None,
         region: RegionOpt = None,
@@ -809,6 +835,7 @@ def register(
             typer.Option(
                 "--max-errors",
                 metavar="N|P%",
+                hidden=plan,
                 help="N or P%: stop sending once that many instances have failed.",
             ),
         ] = None,
@@ -816,7 +843,7 @@ def register(
             bool,
             typer.Option(
                 "--rollback",
-                hidden=runs is not None,
+                hidden=plan or runs is not None,
                 help="When --max-errors stops the run, undo what it did (start what it "
                 "stopped, stop what it started). Terminate cannot be undone.",
             ),
@@ -825,7 +852,7 @@ def register(
             bool,
             typer.Option(
                 "--wait",
-                hidden=runs is not None and runs.observe is None,
+                hidden=plan or (runs is not None and runs.observe is None),
                 help="Then wait until each instance reaches the action's state (stopped, "
                 "running, terminated), or each resource swarm ec2 deleted is gone, asking "
                 "DescribeInstances (or the resource's Describe call) through a window of its own.",
@@ -837,7 +864,7 @@ def register(
                 "--wait-timeout",
                 metavar="SECONDS",
                 min=0,
-                hidden=runs is not None and runs.observe is None,
+                hidden=plan or (runs is not None and runs.observe is None),
                 help="Seconds --wait waits at most.",
             ),
         ] = 600.0,
@@ -864,6 +891,7 @@ def register(
             typer.Option(
                 "--report",
                 metavar="PATH.html",
+                hidden=plan,
                 help="Also write one self-contained HTML page: summary, the window over time "
                 "with throttles marked, rows per pair, what did not succeed.",
             ),
