@@ -36,6 +36,10 @@ _STYLES = {
 }
 
 
+# Predictions a person approving the run must see: those not acted on, for a reason.
+_ATTENTION = frozenset(_STYLES) - {Prediction.WOULD_ACT, Prediction.ALREADY, Prediction.IGNORED}
+
+
 def estimate_text(est: Estimate) -> str:
     """One line: the bound and the expected time, and what sets them."""
     head = f"at EC2's default limits for {est.api}"
@@ -79,7 +83,11 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
         table.add_column("pair")
     for name in ("ID", "Name", "type", "state", "launched", "predicted outcome"):
         table.add_column(name, no_wrap=name == "ID")
-    for row in plan.rows[:SAMPLE_ROWS]:
+    rows = plan.rows
+    if plan.total > SAMPLE_ROWS:
+        # What an approver must not miss first: the rows that would not be acted on.
+        rows = sorted(rows, key=lambda r: r.prediction not in _ATTENTION)
+    for row in rows[:SAMPLE_ROWS]:
         info = row.info
         launched = info.launch_time.strftime("%Y-%m-%d %H:%M") if info and info.launch_time else ""
         # Text cells: a Name tag is anyone's text, never markup (see swarm_cli.text).
@@ -94,7 +102,13 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
         table.add_row(*([text(row.pair.label)] if several else []), *cells)
     _print_whole(table, console)
     if plan.total > SAMPLE_ROWS:
-        console.print(f"… and {plan.total - SAMPLE_ROWS} more")
+        hidden = sum(r.prediction in _ATTENTION for r in rows[SAMPLE_ROWS:])
+        console.print(
+            f"… and {plan.total - SAMPLE_ROWS} more rows"
+            + (f", {hidden} of them not to be acted on" if hidden else "")
+            + " (rows not to be acted on come first; --output json lists every row)",
+            highlight=False,
+        )
     counts = " · ".join(f"{n} {name}" for name, n in plan.counts.items() if n)
     console.print(f"predicted: {counts or 'nothing'}; {len(plan.would_fail)} would fail")
     for pair, perm in plan.permission.items():

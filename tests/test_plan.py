@@ -328,6 +328,28 @@ def synthetic(counts: dict[Pair, int], action: str = "terminate") -> Plan:
     return Plan(ACTIONS[action], rows)
 
 
+def test_a_long_plan_shows_the_rows_not_to_be_acted_on_first() -> None:
+    """An approver reads the table in a job's summary: a protected row far down the list
+    must not fall past the rows shown."""
+    plan = synthetic({HERE: 280})
+    for k in (120, 260):
+        plan.rows[k] = replace(plan.rows[k], prediction=P, reason="termination protection")
+    plan.rows[200] = replace(plan.rows[200], prediction=Prediction.UNKNOWN, reason="?")
+    console = quiet()
+
+    render_plan(plan, estimate(ACTIONS["terminate"], plan, 2), console)
+
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    shown = [line for line in text.splitlines() if "i-0" in line]
+    assert [plan.rows[k].id in shown[n] for n, k in enumerate((120, 200, 260))] == [True] * 3
+    assert plan.rows[0].id in text and plan.rows[47].id not in text
+    assert "… and 230 more rows (rows not to be acted on come first" in text
+    many = synthetic({HERE: 280})
+    many.rows = [replace(r, prediction=P) if k % 4 == 0 else r for k, r in enumerate(many.rows)]
+    render_plan(many, estimate(ACTIONS["terminate"], many, 2), console)
+    assert "230 more rows, 20 of them not to be acted on" in console.file.getvalue()  # type: ignore[attr-defined]
+
+
 def test_the_estimate_is_the_longest_pairs_bound_times_the_overhead() -> None:
     plan = synthetic({HERE: 280, Pair(None, WEST): 10})
 
@@ -382,7 +404,7 @@ def test_rendering_samples_fifty_rows_and_states_the_estimate() -> None:
     render_plan(plan, estimate(ACTIONS["terminate"], plan, 2), console)
 
     text = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "… and 230 more" in text
+    assert "… and 230 more rows" in text and "of them not to be acted on" not in text
     assert plan.rows[49].id in text and plan.rows[50].id not in text
     assert "280 would act" in text
     assert "2 DescribeInstances, 1 TerminateInstances (DryRun)" in text
