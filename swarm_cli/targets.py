@@ -426,6 +426,14 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
                 f"(no {' or '.join(_COLUMN_NAMES[kind] for kind in missing)})",
             )
             continue
+        if any(cells[len(header) :]):
+            builder.bad(
+                number,
+                text,
+                f"{len(cells)} fields but the header names {len(header)}: a field with no "
+                "column (an account or region the header does not name?) would be dropped",
+            )
+            continue
         region = cells[columns["region"]] if "region" in columns else ""
         account = cells[columns["account"]] if "account" in columns else ""
         _check(builder, number, text, cells[columns["id"]], region or None, account or None)

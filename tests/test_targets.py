@@ -336,3 +336,19 @@ def test_two_names_for_one_field_are_refused_not_guessed(lines: list[str], says:
     targets = parse_targets(lines)
     assert targets.items == []
     assert len(targets.bad) == 1 and says in targets.bad[0].reason
+
+
+def test_a_row_with_more_fields_than_the_header_is_bad_not_cut() -> None:
+    """An account written on a row whose header names no account column would be dropped,
+    and the ID sent to the default account."""
+    targets = parse_targets(
+        [
+            "instance_id,region",
+            "i-abcdef01,us-east-1,111111111111",
+            "i-abcdef02,us-east-1,",  # a trailing comma: nothing dropped
+            "i-abcdef03,eu-west-1",
+        ]
+    )
+    assert [b.line for b in targets.bad] == [2]
+    assert "3 fields but the header names 2" in targets.bad[0].reason
+    assert [t.id for t in targets.items] == ["i-abcdef02", "i-abcdef03"]
