@@ -133,3 +133,16 @@ def test_a_plan_of_an_empty_list_is_a_plan(tmp_path: Path, command: list[str]) -
     assert code == 0 and "nothing to do" in err
     assert data["dry_run"] is True and data["rows"] == [] and data["would_act"] == 0
     assert data["exit_code"] == 0 and "nothing was sent" in data["meaning"]
+
+
+def test_a_listing_that_fails_means_failed_not_intents() -> None:
+    """swarm list has no intents and no ledger: its 1 is the error, said as such."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, data, err = run("list", "--endpoint-url", f"http://127.0.0.1:{port}", "-o", "json")
+    assert code == 1 and data["exit_code"] == 1
+    assert data["meaning"] == "failed: see error"
+    assert "DescribeInstances failed: EndpointConnectionError" in data["error"]

@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from ..errors import (
+    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_LEDGER,
     EXIT_SIGNALLED,
@@ -164,7 +165,9 @@ class SwarmGroup(TyperGroup):
         kwargs["standalone_mode"] = False
         code = self._run(wants_json, *args, **kwargs)
         if wants_json and not _json.written:
-            emit_json({"exit_code": code, "meaning": exit_meaning(code), "error": _json.error})
+            # 1 here is a command that ended on an error before any run: no intent failed.
+            meaning = "failed: see error" if code == EXIT_FAILED else exit_meaning(code)
+            emit_json({"exit_code": code, "meaning": meaning, "error": _json.error})
         sys.exit(code)
 
     def _run(self, wants_json: bool, *args: Any, **kwargs: Any) -> int:
