@@ -387,8 +387,9 @@ def _account(entry: object, where: Callable[[str | None], str]) -> Account:
         raise AccountsError(f"{where(None)}: no account_id")
     if isinstance(raw_id, int) and not isinstance(raw_id, bool):
         raise AccountsError(
-            f"{where('account_id')}: account_id {raw_id} is a number: write it in quotes, "
-            "as a string of 12 digits (an unquoted number loses its leading zeros)"
+            f"{where('account_id')}: account_id is a number (read as {raw_id}: an unquoted "
+            "number loses its leading zeros, and YAML reads one that starts with 0 as "
+            "octal): write it in quotes, as a string of 12 digits"
         )
     if not isinstance(raw_id, str) or not ACCOUNT_ID.fullmatch(raw_id):
         raise AccountsError(f"{where('account_id')}: account_id {raw_id!r}: expected 12 digits")

@@ -94,7 +94,8 @@ def test_role_in_another_account_names_file_account_and_line(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("entry", "match"),
     [
-        ("account_id: 111111111111", "is a number: write it in quotes"),
+        ("account_id: 111111111111", "is a number .read as 111111111111"),
+        ("account_id: 011111111111", "read as 1227133513: an unquoted number loses"),
         ('account_id: "11111111111"', "expected 12 digits"),
         ("name: x", "no account_id"),
         ('account_id: "111111111111"\n    role: swarm', "not an IAM role ARN"),

@@ -355,8 +355,9 @@ def sandbox_cmd(
             metavar="N",
             min=0,
             max=9,
-            help="Launch them in this many other accounts too (111111111111, 222222222222, …), "
-            "each reached through a role; --ids-out is then a CSV with region and account.",
+            help="Launch them in N accounts (111111111111, 222222222222, …) instead of the "
+            "sandbox's own, each reached through a role (swarm --accounts FILE; see "
+            "--accounts-out); --ids-out is then a CSV with region and account.",
         ),
     ] = 0,
     accounts_out: Annotated[
@@ -519,7 +520,8 @@ def sandbox_cmd(
 
 
 def sandbox_places(region: str, regions: int, accounts: int) -> list[tuple[str | None, str]]:
-    """(account, region) pairs of a sandbox: the default account, then N others."""
+    """(account, region) pairs of a sandbox: its own account, or N others instead (an ID
+    list of several accounts names an account on every line)."""
     from ..rehearse import DEMO_REGIONS
 
     names = (region, *(n for n in DEMO_REGIONS if n != region))[:regions]
