@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from swarm_cli.cli import app
-from swarm_cli.ledger import read_records
+from swarm_cli.ledger import LedgerWriter, read_records
 from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig, fake_ids
 
 runner = CliRunner()
@@ -586,3 +586,23 @@ def test_demo_missing_ids_are_in_the_first_region_only(tmp_path: Path) -> None:
     assert report["total"] == 17 and report["counts"]["missing"] == 2
     summary = swarm("ledger", "summary", str(tmp_path / "d.jsonl"))[1]
     assert "2 missing" in summary and "15 succeeded" in summary
+
+
+def test_ledger_summary_says_which_pending_a_later_run_may_have_undone(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    ids = ["i-00000001", "i-00000002"]
+    stop = LedgerWriter(str(ledger), "run-a", "stop", "us-east-1")
+    stop.write_ahead(ids)
+    for i in ids:
+        stop.write(i, "succeeded")
+    stop.close()
+    start = LedgerWriter(str(ledger), "run-b", "start", "us-east-1")
+    start.write_ahead(ids[:1])
+    start.write(ids[0], "succeeded")
+    start.close()
+    code, out, _ = swarm("ledger", "summary", str(ledger))
+    assert code == 0
+    assert "stop: 1 pending · 0 missing · 0 failed · 1 succeeded (1 of the pending done once, " \
+        "then a later run of start may have undone it)" in out  # fmt: skip
+    code, out, _ = swarm("ledger", "summary", str(ledger), "-o", "json")
+    assert json.loads(out)["undone"] == {"stop": 1}

@@ -142,7 +142,7 @@ def test_a_listing_that_fails_means_failed_not_intents() -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code, data, err = run("list", "--endpoint-url", f"http://127.0.0.1:{port}", "-o", "json")
+    code, data, _ = run("list", "--endpoint-url", f"http://127.0.0.1:{port}", "-o", "json")
     assert code == 1 and data["exit_code"] == 1
     assert data["meaning"] == "failed: see error"
     assert "DescribeInstances failed: EndpointConnectionError" in data["error"]

@@ -24,6 +24,7 @@ from ..ledger import (
     permanent,
     undone,
 )
+from ..ledger.merge import UNDOES, UNDONE_CODE
 from ..targets import Target, Targets, TargetsError, read_ids
 from ..text import literal
 from .common import ledger_app
@@ -219,14 +220,24 @@ def ledger_summary(
 
     state = _fold_ledgers(paths, empty=[])
     counts: dict[str, dict[str, int]] = {}
+    # Successes a later run of the opposite action (a start after a stop) left unknown.
+    undone: dict[str, int] = {}
     for (act, _), record in state.items():
         per = counts.setdefault(act, dict.fromkeys(STATUSES, 0))
         per[record.status] += 1
+        if record.code == UNDONE_CODE:
+            undone[act] = undone.get(act, 0) + 1
     if output is Output.json:
-        emit_json({"actions": counts})
+        emit_json({"actions": counts, "undone": undone})
         return
     for act, per in counts.items():
-        typer.echo(f"{literal(act)}: " + " · ".join(f"{n} {s}" for s, n in per.items()))
+        line = f"{literal(act)}: " + " · ".join(f"{n} {s}" for s, n in per.items())
+        if undone.get(act):
+            line += (
+                f" ({undone[act]} of the pending done once, then a later run of "
+                f"{' or '.join(sorted(UNDOES.get(act, ())))} may have undone it)"
+            )
+        typer.echo(line)
 
 
 def _fold_ledgers(
