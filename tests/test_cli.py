@@ -606,3 +606,28 @@ def test_ledger_summary_says_which_pending_a_later_run_may_have_undone(tmp_path:
         "then a later run of start may have undone it)" in out  # fmt: skip
     code, out, _ = swarm("ledger", "summary", str(ledger), "-o", "json")
     assert json.loads(out)["undone"] == {"stop": 1}
+
+
+def test_ledger_failed_formats_keep_each_id_in_its_place_or_say_they_do_not(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "l.jsonl"
+    for run, region, i in (
+        ("run-a", "us-east-1", "i-00000001"),
+        ("run-b", "eu-west-1", "i-00000002"),
+    ):
+        writer = LedgerWriter(str(ledger), run, "terminate", region)
+        writer.write_ahead([i])
+        writer.write(i, "failed", code="InternalError")
+        writer.close()
+    code, out, err = swarm("ledger", "failed", str(ledger))
+    assert code == 0
+    assert out.splitlines() == [
+        "instance_id,region,account",
+        "i-00000001,us-east-1,",
+        "i-00000002,eu-west-1,",
+    ]
+    assert "note" not in err
+    code, out, err = swarm("ledger", "failed", str(ledger), "--format", "ids")
+    assert out.split() == ["i-00000001", "i-00000002"]
+    assert "in 2 accounts/regions, which --format ids leaves out" in " ".join(err.split())

@@ -142,6 +142,12 @@ def ledger_failed(
         typer.echo("instance_id,region,account\n" + text, nl=False)
     else:
         typer.echo("".join(f"{literal(i)}\n" for i, _, _ in rows), nl=False)
+        if len(places) > 1:
+            typer.echo(
+                f"note: these IDs are in {len(places)} accounts/regions, which --format ids "
+                "leaves out; --format csv keeps each in its place",
+                err=True,
+            )
     if stuck:
         codes = Counter(r.code for r in stuck)
         typer.echo(
