@@ -62,7 +62,7 @@ th, td { padding: 3px 7px; border-bottom: 1px solid #e5e8eb; text-align: left;
   vertical-align: top; }
 th { background: #f6f8fa; font-weight: 600; vertical-align: bottom; }
 td.n, th.n { text-align: right; }
-td.n { white-space: nowrap; }
+td.n, td.id, .nw { white-space: nowrap; }
 td.msg { max-width: 460px; overflow-wrap: anywhere; }
 code, td.id { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace;
   font-size: 12.5px; }
@@ -278,7 +278,10 @@ def _pair_row(index: int, row: PairReport) -> str:
     ]
     cells = "".join(f'<td class="n">{n}</td>' for n in numbers)
     # Account IDs are long: the label may break after the account, never inside a number.
-    label = "/<wbr>".join(_e(part) for part in row.pair.label.split("/"))
+    # Nor inside a region or an ID, at a hyphen.
+    label = "/<wbr>".join(
+        f'<span class="nw">{_e(part)}</span>' for part in row.pair.label.split("/")
+    )
     # The reasons are long: the pair's own section says them, the row only flags them.
     flag = ""
     if row.fatal or row.gave_up:
