@@ -353,10 +353,13 @@ def plan_operation(
     console: Console,
     *,
     options: RunOptions,
+    params: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """--dry-run: each resource looked up, its outcome predicted; nothing sent."""
+    """--dry-run: each resource looked up, its outcome predicted, the permission checked
+    with one DryRun call per pair; nothing sent."""
     from .describe import InstanceInfo
-    from .plan import Plan, Prediction, Row
+    from .operation_call import OperationCall
+    from .plan import Plan, Prediction, Row, check_plan_permission
 
     fatal: list[str] = []
     seen = look(op, groups, make_client, console, options=options, fatal=fatal)
@@ -386,6 +389,18 @@ def plan_operation(
             f"not looked up: {op.api} takes any resource ID, and no lookup is made for it; "
             "an ID that does not exist ends missing when sent"
         )
-        return Plan(spec, rows, {}, unchecked=unchecked)
-    calls = {observe_api(op): -(-sum(map(len, groups.values())) // MAX_FILTER_VALUES)}
-    return Plan(spec, rows, calls, fatal=fatal[0] if fatal else None)
+        plan = Plan(spec, rows, {}, unchecked=unchecked)
+    else:
+        calls = {observe_api(op): -(-sum(map(len, groups.values())) // MAX_FILTER_VALUES)}
+        plan = Plan(spec, rows, calls)
+    # As for instances: one DryRun call per pair checks credentials and permission.
+    dry = check_plan_permission(
+        plan,
+        lambda pair: OperationCall(make_client(pair), op, dry_run=True, params=params),
+        console,
+        options=options,
+    )
+    if dry is not None:
+        fatal.append(dry.text)
+    plan.fatal = fatal[0] if fatal else None
+    return plan

@@ -26,8 +26,8 @@ from .describe import (
     read_attribute_job,
     stop_if_interrupted,
 )
-from .ec2 import InstanceCall
-from .report import Pair, Problem, Report
+from .ec2 import BatchCall, InstanceCall
+from .report import Pair, Problem, Reason, Report
 from .run import Job, RunOptions
 
 if TYPE_CHECKING:  # the consoles are the caller's: computing a plan renders nothing
@@ -236,11 +236,10 @@ def _unread(report: Report) -> dict[tuple[Pair, str], str]:
 def check_permission(
     spec: ActionSpec,
     first: Mapping[Pair, str],
-    make_client: MakeClient,
+    make_call: Callable[[Pair], BatchCall],
     console: Console,
     *,
     options: RunOptions,
-    params: Mapping[str, Any] | None = None,
 ) -> tuple[dict[Pair, Permission], Report]:
     """One real ``DryRun=True`` call of the action per pair, on the ID given for it.
 
@@ -264,12 +263,9 @@ def check_permission(
         title=f"{spec.name} (DryRun)",
     )
 
-    def make_action(pair: Pair) -> InstanceCall:
-        return InstanceCall(make_client(pair), spec, dry_run=True, params=params)
-
     from .views import run_job  # the views bring rich: only when a run is shown
 
-    report = run_job(job, make_action, console, classify=classify_setup)
+    report = run_job(job, make_call, console, classify=classify_setup)
     stop_if_interrupted(report)
     problems: dict[tuple[Pair, str], Problem] = {
         (Pair(p.account, p.region or ""), p.id): p for p in report.problems
@@ -356,26 +352,46 @@ def make_plan(
             rows.append(Row(pair, i, info, prediction, reason))
 
     plan = Plan(spec, rows, calls, protection_checked=attribute is not None)
-    first = {pair: ids[0] for pair, ids in plan.acting_ids().items()}
-    if first:
-        plan.permission, dry = check_permission(
-            spec, first, make_client, console, options=options, params=params
+    fatal.append(
+        check_plan_permission(
+            plan,
+            lambda pair: InstanceCall(make_client(pair), spec, dry_run=True, params=params),
+            console,
+            options=options,
         )
-        calls[f"{spec.api} (DryRun)"] = dry.total_of("calls")
-        fatal.append(dry.fatal)
-        refused = {p for p, perm in plan.permission.items() if perm.allowed is False}
-        plan.rows = [
-            replace(
-                r,
-                prediction=Prediction.NOT_PERMITTED,
-                reason=f"{plan.permission[r.pair].code}: the DryRun call was refused",
-            )
-            if r.pair in refused and r.prediction is Prediction.WOULD_ACT
-            else r
-            for r in plan.rows
-        ]
+    )
     plan.fatal = next((f.text for f in fatal if f is not None), None)
     return plan
+
+
+def check_plan_permission(
+    plan: Plan,
+    make_call: Callable[[Pair], BatchCall],
+    console: Console,
+    *,
+    options: RunOptions,
+) -> Reason | None:
+    """The permission check of :func:`check_permission` on each pair's first ID that
+    would be acted on; the rows of a pair whose DryRun was refused become not permitted.
+    Returns why the calls ended before they could ask, if they did (credentials)."""
+    spec = plan.action
+    first = {pair: ids[0] for pair, ids in plan.acting_ids().items()}
+    if not first:
+        return None
+    plan.permission, dry = check_permission(spec, first, make_call, console, options=options)
+    plan.calls[f"{spec.api} (DryRun)"] = dry.total_of("calls")
+    refused = {p for p, perm in plan.permission.items() if perm.allowed is False}
+    plan.rows = [
+        replace(
+            r,
+            prediction=Prediction.NOT_PERMITTED,
+            reason=f"{plan.permission[r.pair].code}: the DryRun call was refused",
+        )
+        if r.pair in refused and r.prediction is Prediction.WOULD_ACT
+        else r
+        for r in plan.rows
+    ]
+    return dry.fatal
 
 
 @dataclass(frozen=True)

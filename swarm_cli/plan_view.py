@@ -121,11 +121,8 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
                 )
             )
         elif perm.allowed is None:
-            console.print(
-                f"permission in {literal(pair.label)} not checked: {literal(perm.code)} "
-                f"{literal(perm.message or '')}",
-                markup=False,
-            )
+            why = " ".join(literal(x) for x in (perm.code, perm.message) if x)
+            console.print(f"permission in {literal(pair.label)} not checked: {why}", markup=False)
     if plan.unknown:
         first = plan.unknown[0]
         console.print(

@@ -125,7 +125,9 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
         assert "InvalidSnapshot.InUse" in rows[made[0]]["reason"]
         assert rows[unknown]["prediction"] == "does not exist"
         assert [rows[i]["prediction"] for i in made[1:]] == ["would act"] * 4
-        assert box.calls_by("DeleteSnapshot") == 0
+        # One DryRun call checked the permission; nothing was deleted.
+        assert box.calls_by("DeleteSnapshot") == 1 and box.done_by("DeleteSnapshot") == {}
+        assert plan["calls"] == {"DescribeSnapshots": 1, "DeleteSnapshot (DryRun)": 1}
         assert still_there(box, "delete-snapshot", made) == set(made)
         # Tags take any ID and nothing shows them done: each would act, none looked up.
         code, out, err = swarm(
@@ -139,8 +141,12 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
             "--endpoint-url",
             box.endpoint,
         )
-        assert code == 0 and "6 would act" in out and "the plan cost no call(s)" in out, err
-        assert box.calls_by("CreateTags") == 0
+        assert code == 0 and "6 would act" in out, err
+        # Its DryRun (on the first ID) checks the permission, and that is all it sends.
+        assert "the plan cost 1 CreateTags (DryRun) call(s)" in out, out
+        assert box.calls_by("CreateTags") == 1
+        tags = box.client().describe_tags(Filters=[{"Name": "key", "Values": ["a"]}])["Tags"]
+        assert tags == []
 
 
 def test_create_tags_carries_a_thousand_ids_per_call_and_delete_tags_takes_them_off(
@@ -670,4 +676,20 @@ def test_a_deletion_plan_without_credentials_exits_four(
         code, plan, err = ec2(box, "delete-snapshot", ids, tmp_path / "l.jsonl", "--dry-run")
         assert code == 4 and plan["exit_code"] == 4, err
         assert [r["prediction"] for r in plan["rows"]] == ["unknown"] * 2
+        assert still_there(box, "delete-snapshot", made) == set(made)
+
+
+def test_an_operations_plan_checks_the_permission_with_one_dry_run(tmp_path: Path) -> None:
+    """A refused DryRun makes the pair's rows not permitted, and the plan exits 4 as the
+    run would: tag operations, which look nothing up, included."""
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(snapshots=3)["snapshots"]
+        ids = write_ids(tmp_path / "ids.txt", made)
+        for op, extra in (("delete-snapshot", ()), ("create-tags", ("--tag", "a=b"))):
+            api = OPERATIONS[op].api
+            box.fail_action(api, 403, "UnauthorizedOperation", "not allowed")
+            code, plan, err = ec2(box, op, ids, tmp_path / "l.jsonl", "--dry-run", *extra)
+            assert code == 4 and plan["exit_code"] == 4, (op, err)
+            assert [r["prediction"] for r in plan["rows"]] == ["not permitted"] * 3, op
+            assert "UnauthorizedOperation" in plan["rows"][0]["reason"]
         assert still_there(box, "delete-snapshot", made) == set(made)

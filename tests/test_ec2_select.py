@@ -32,7 +32,8 @@ def test_protect_tag_spares_tagged_snapshots_in_the_plan_and_the_run(
     assert code == 1, err
     rows = {r["id"]: r["prediction"] for r in plan["rows"]}
     assert [rows[i] for i in made] == ["protected"] * 2 + ["would act"] * 4
-    assert sandbox.calls_by("DeleteSnapshot") == 0
+    assert sandbox.calls_by("DeleteSnapshot") == 1  # its DryRun, the permission check
+    assert sandbox.done_by("DeleteSnapshot") == {}
 
     code, _report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--protect-tag", "keep=yes")
     assert code == 1, err
@@ -56,10 +57,11 @@ def test_protect_tag_refuses_every_resource_whose_tags_cannot_be_read(
     assert code == 1, err
     assert {r["prediction"] for r in plan["rows"]} == {"unknown"}
     assert "UnauthorizedOperation" in plan["rows"][0]["reason"]
+    dry_run = sandbox.calls_by("DeleteVolume")
 
     code, _report, err = ec2(sandbox, "delete-volume", ids, ledger, "--protect-tag", "keep")
     assert code == 3, err  # a rail that cannot see refuses
-    assert sandbox.calls_by("DeleteVolume") == 0
+    assert sandbox.calls_by("DeleteVolume") == dry_run
     assert still_there(sandbox, "delete-volume", made) == set(made)
     assert {statuses(ledger)[i] for i in made} == {("failed", "RailUnverified")}
     assert "could not read the tags of 4 volume(s)" in err and "UnauthorizedOperation" in err
@@ -133,7 +135,8 @@ def test_a_filter_selects_the_resources_an_operation_acts_on(
     assert code == 3 and "refusing to delete-volume 3 volumes" in err, err
     code, _, err = swarm("plan", "delete-volume", "--filter", "tag:team=b", *where)
     assert code == 0 and "nothing to do: no volume IDs" in err, err
-    assert sandbox.calls_by("DeleteVolume") == 0
+    assert sandbox.calls_by("DeleteVolume") == 1  # the first plan's DryRun
+    assert sandbox.done_by("DeleteVolume") == {}
     code, _, err = swarm(
         "ec2",
         "delete-volume",

@@ -563,6 +563,7 @@ def show_plan(
             reach.client,
             err,
             options=replace(options, ledger=None, progress="none"),
+            params=flags.params,
         )
     else:
         plan = make_plan(
