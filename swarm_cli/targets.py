@@ -68,6 +68,9 @@ class Target:
 # Longest line read whole: a longer one is reported by its start and its length, never
 # held in memory (an ID list is short lines; a 1 GiB line is a mistake or an attack).
 MAX_LINE = 65536
+# A line this long is no mistake in an ID list: the reading stops (a stream with no line
+# end, such as /dev/zero, would never end).
+ENDLESS_LINE = 1 << 26
 # Characters of a bad line (or value) quoted back to the user.
 QUOTE_WIDTH = 80
 
@@ -264,13 +267,19 @@ class _Builder:
         self.targets.bad.append(BadLine(line, text, reason))
 
 
-def bounded_lines(handle: TextIO, limit: int = MAX_LINE) -> Iterator[str]:
+def bounded_lines(
+    handle: TextIO, limit: int = MAX_LINE, endless: int = ENDLESS_LINE
+) -> Iterator[str]:
     """The lines of ``handle``, none held longer than ``limit`` characters.
 
     A longer line comes as a ``_LongLine``: its first ``limit`` characters and its
-    length, the rest read and dropped a piece at a time.
+    length, the rest read and dropped a piece at a time. One past ``endless`` characters
+    ends the reading (``TargetsError``): an ID list has no such line, and a stream with
+    no line end (``/dev/zero``) would be read for ever.
     """
+    number = 0
     while line := handle.readline(limit):
+        number += 1
         if len(line) < limit or line.endswith(("\n", "\r")):
             yield line
             continue
@@ -280,6 +289,11 @@ def bounded_lines(handle: TextIO, limit: int = MAX_LINE) -> Iterator[str]:
             length += len(more) - (1 if ended else 0)
             if ended or len(more) < limit:
                 break
+            if length > endless:
+                raise TargetsError(
+                    f"line {number} runs past {endless:,} characters with no line end: "
+                    "not a list of IDs; nothing was sent"
+                )
         long = _LongLine(line)
         long.length = length
         yield long

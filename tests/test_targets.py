@@ -352,3 +352,23 @@ def test_a_row_with_more_fields_than_the_header_is_bad_not_cut() -> None:
     assert [b.line for b in targets.bad] == [2]
     assert "3 fields but the header names 2" in targets.bad[0].reason
     assert [t.id for t in targets.items] == ["i-abcdef02", "i-abcdef03"]
+
+
+def test_a_line_with_no_end_stops_the_reading_instead_of_running_for_ever() -> None:
+    import io
+
+    from swarm_cli.targets import bounded_lines
+
+    stream = io.StringIO("i-abcdef01\n" + "\0" * 5000)
+    with pytest.raises(TargetsError, match="line 2 runs past 1,000 characters with no line end"):
+        list(bounded_lines(stream, limit=100, endless=1000))
+    # A long line that ends is reported by its start and length, as before.
+    lines = list(bounded_lines(io.StringIO("x" * 500 + "\ni-abcdef01\n"), limit=100))
+    assert [len(line) for line in lines] == [100, 11]
+
+
+def test_dev_zero_as_the_id_list_is_refused(tmp_path: Path) -> None:
+    from test_cli import swarm
+
+    code, _, err = swarm("plan", "terminate", "--ids", "/dev/zero", "--region", "us-east-1")
+    assert code == 2 and "with no line end: not a list of IDs" in err
