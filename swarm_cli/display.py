@@ -17,7 +17,7 @@ from rich.text import Text
 from .ledger import PERMANENT_CODES
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
-from .stats import FALL_LASTING, RATE_SPAN, Fall, RateWatch, Snapshot, Stats
+from .stats import FALL_LASTING, RATE_SPAN, STORM_LASTING, Fall, RateWatch, Snapshot, Stats
 from .text import literal
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -51,6 +51,7 @@ IN_FLIGHT = "in flight"  # calls sent and not answered yet
 LEGEND = "allowed in flight = calls swarm may send at once · in flight = awaiting answers"
 # What a fall of the rate means, in words: see stats.RateWatch.
 FELL_WORDS = "throttles that do not answer to slowing down"
+STORM_WORDS = "the account's limit is taken by other callers, or the API refuses calls for now"
 # One style for the whole chart: the line and the area read by their shapes, and a
 # style per cell would cost rich more than everything else on the screen.
 CHART_STYLE = "cyan"
@@ -123,6 +124,9 @@ def status_line(stats: Stats | Snapshot, now: float | None = None) -> str:
     if s.outage_since is not None:
         down = (now if now is not None else s.last) - s.outage_since
         line += f" · OUTAGE: no answer from the endpoint, probing ({down:.0f}s)"
+    storm = storm_text(s, now if now is not None else s.last)
+    if storm and not s.stopping:
+        line += f" · {storm}"
     if s.stopping:
         line += f" · stopping: {literal(s.stopping)}"
     return line
@@ -153,6 +157,16 @@ def recent_rate(snap: Snapshot, t_now: float, span: float = RATE_SPAN) -> float 
         i = bisect_right(snap.series, since, key=lambda p: p.t)
         before = snap.series[i].done if i < len(snap.series) else snap.done
     return max(0, snap.done - before) / (t_now - since)
+
+
+def storm_text(s: Snapshot, now: float) -> str | None:
+    """Every answer a throttle for STORM_LASTING seconds or more, as a person reads it."""
+    if s.throttled_since is None or now - s.throttled_since < STORM_LASTING:
+        return None
+    return (
+        f"every call throttled for {duration(now - s.throttled_since)}: {STORM_WORDS}; "
+        "nothing is lost, swarm goes on probing"
+    )
 
 
 def fall_text(fall: Fall, now_rate: float | None = None) -> str:
@@ -456,8 +470,11 @@ class LiveView:
         if s.outage_since is not None:
             down = duration(now - s.outage_since)
             speed.append(Text(f"OUTAGE: no answer from the endpoint, probing ({down})", "bold red"))
+        storm = None if settled else storm_text(s, now)
         if s.stopping:
             speed.append(Text(f"stopping: {literal(s.stopping)}", "yellow"))
+        elif storm is not None:
+            speed.append(Text(storm, "yellow"))
         elif (
             fall is not None
             and not settled
@@ -563,6 +580,9 @@ def total_line(snaps: Sequence[Snapshot], now: float) -> str:
     down = sum(s.outage_since is not None for s in snaps)
     if down:
         line += f" · OUTAGE in {down} pair(s): no answer from the endpoint, probing"
+    storms = [text for s in snaps if (text := storm_text(s, now))]
+    if storms:
+        line += f" · in {len(storms)} pair(s), e.g.: {storms[0]}"
     stopping = next((s.stopping for s in snaps if s.stopping), None)
     if stopping:
         line += f" · stopping: {literal(stopping)}"
@@ -694,8 +714,14 @@ def render_summary(report: Report, console: Console) -> None:
             f", {w.decreases} decreases",
         )
         fall = RateWatch().update(row.series, row.total).fell()
-        if fall is not None:
-            where = f"  {literal(row.pair.label)}: " if len(report.pairs) > 1 else "  "
+        where = f"  {literal(row.pair.label)}: " if len(report.pairs) > 1 else "  "
+        if row.throttled_for is not None:
+            say(
+                f"{where}every call throttled for the last {duration(row.throttled_for)}: "
+                f"{STORM_WORDS}",
+                style="yellow",
+            )
+        elif fall is not None:
             say(f"{where}{fall_text(fall)} (for {duration(fall.lasted)})", style="yellow")
     for status in ("failed", "missing", "pending"):
         if c[status]:

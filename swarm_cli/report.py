@@ -130,6 +130,8 @@ class PairReport:
     crashed: Reason | None = None
     endpoint: str | None = None
     # Points over time (bounded): the charts' data; left out of the JSON summary.
+    # Seconds every answer had been a throttle when the pair ended, if STORM_LASTING or more.
+    throttled_for: float | None = None
     series: list[Sample] = field(default_factory=list, repr=False)
 
     @property

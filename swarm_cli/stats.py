@@ -22,8 +22,11 @@ from .events import (
     TimedOut,
     WindowChanged,
 )
+from .outcome import Kind
 from .report import PairReport, Sample, WindowReport
 
+# Answers that say nothing of whether the API lets calls through.
+_NOT_THROUGH = frozenset({Kind.THROTTLED, Kind.UNREACHABLE})
 MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
 RATE_SPAN = 5.0  # seconds of history behind a rate: long enough to smooth a sawtooth
 # A rate under this share of the best one reached, for this long, while work for as long
@@ -31,6 +34,9 @@ RATE_SPAN = 5.0  # seconds of history behind a rate: long enough to smooth a saw
 # ease (an API refusing a share of calls whatever the pace), not the end of the list.
 FALL_SHARE = 0.25
 FALL_LASTING = 5.0
+# Every answer a throttle for this long is worth a word: the limit is taken by others, or
+# the API refuses this caller for now. Nothing is lost; the run goes on probing.
+STORM_LASTING = 30.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class Snapshot:
     outages: int
     outage_since: float | None
     stopping: str | None
+    throttled_since: float | None
     succeeded: int
     failed: int
     missing: int
@@ -83,6 +90,8 @@ class Stats(Subscriber):
     outages: int = 0
     outage_since: float | None = None  # set while the endpoint is unreachable
     stopping: str | None = None  # why the run is winding down early
+    # When the answers turned all throttles (none let through since): None while not.
+    throttled_since: float | None = None
     succeeded: int = 0
     failed: int = 0
     missing: int = 0
@@ -130,6 +139,7 @@ class Stats(Subscriber):
                 outages=self.outages,
                 outage_since=self.outage_since,
                 stopping=self.stopping,
+                throttled_since=self.throttled_since,
                 succeeded=self.succeeded,
                 failed=self.failed,
                 missing=self.missing,
@@ -178,9 +188,13 @@ class Stats(Subscriber):
         self.batch = event.batch
 
     def on_answered(self, event: Answered) -> None:
+        if event.outcome is None or event.outcome.kind not in _NOT_THROUGH:
+            self.throttled_since = None  # the API let this call through
         self._sample(event, keep=False)
 
     def on_throttled(self, event: Throttled) -> None:
+        if self.throttled_since is None:
+            self.throttled_since = event.at
         self.throttled_calls += 1
         self._count_code(event)
         self._sample(event, keep=True)
@@ -261,6 +275,9 @@ class Stats(Subscriber):
             into.errors = dict(sorted(self.errors.items()))
             into.elapsed_seconds = round(self.elapsed(), 3)
             into.series = self._closed()
+            if self.throttled_since is not None:
+                streak = self.last - self.throttled_since
+                into.throttled_for = round(streak, 1) if streak >= STORM_LASTING else None
             into.window = WindowReport(
                 final=self.cwnd,
                 peak=self.peak_cwnd,

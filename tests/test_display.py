@@ -17,6 +17,7 @@ from swarm_cli.display import (
     render_summary,
     sparkline,
     status_line,
+    total_line,
     window_chart,
 )
 from swarm_cli.events import EVENT_TYPES, EventType
@@ -551,3 +552,35 @@ def test_the_live_view_and_the_summary_say_when_the_rate_fell() -> None:
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert re.search(r"  rate fell to [12]\.\d/s from 40\.\d/s: throttles that do not", text)
     assert re.search(r"slowing down \(for \d+s\)", text)
+
+
+def test_a_run_whose_every_answer_is_a_throttle_says_so_live_in_logs_and_at_the_end() -> None:
+    stats = run_at([(2.0, 10.0)], total=40)
+    throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", None)
+    for k in range(12):  # 4 s apart from 2 s on: 44 s of nothing but throttles
+        at = 2.0 + 4 * k
+        stats(Event("answered", at, cwnd=1, outcome=throttle))
+        stats(Event("throttled", at, ids=("i-30",), cwnd=1, outcome=throttle))
+    assert stats.throttled_since == 2.0
+    line = status_line(stats, now=20.0)
+    assert "every call throttled" not in line  # under half a minute: nothing to say yet
+    line = status_line(stats, now=46.0)
+    assert "every call throttled for 44s: the account's limit is taken by other" in line
+    assert "nothing is lost, swarm goes on probing" in line
+    assert "in 1 pair(s), e.g.: every call throttled for 44s" in total_line(
+        [stats.snapshot(), Stats().snapshot()], 46.0
+    )
+    out = console(terminal=True)
+    screen = " ".join(screen_of(LiveView(out, [("us-east-1", stats)], "terminate"), 46.0, out))
+    assert "every call throttled for 44s" in " ".join(screen.split())
+
+    row = stats.report(PairReport("us-east-1", total=40))
+    assert row.throttled_for == 44.0  # to the last event
+    out = console()
+    render_summary(Report(run="r", action="terminate", pairs=[row], elapsed_seconds=46.0), out)
+    assert "every call throttled for the last 44s" in out.file.getvalue()  # type: ignore[attr-defined]
+
+    # One call let through ends it.
+    stats(Event("answered", 47.0, cwnd=1, in_flight=0))
+    assert stats.throttled_since is None
+    assert stats.report(PairReport("us-east-1", total=40)).throttled_for is None
