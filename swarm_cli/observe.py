@@ -21,9 +21,9 @@ from .actions import DESCRIBE_LIMITS, ActionSpec
 from .actions.operations import Observe, Operation
 from .describe import MakeClient, classify_setup, stop_if_interrupted
 from .ec2 import BatchCall, answered_by
-from .operation_call import ALREADY_GONE_CODE
+from .operation_call import ALREADY_GONE_CODE, OperationCall
 from .outcome import Kind, Outcome
-from .report import Pair, Recorded
+from .report import Pair, Reason, Recorded
 from .run import Job, RunOptions
 from .select import Listing, Selected
 
@@ -213,10 +213,12 @@ def look(
     console: Console,
     *,
     options: RunOptions,
-    fatal: list[str] | None = None,
+    unread: dict[str, str] | None = None,
+    fatal: list[Reason] | None = None,
 ) -> dict[Pair, dict[str, Seen]]:
-    """Each pair's resources as seen; an ID that could not be read is left out. Why the
-    reads ended before they could look (credentials, permission) goes to ``fatal``."""
+    """Each pair's resources as seen; an ID that could not be read is left out (and put in
+    ``unread`` with why). Why the reads ended before they could look (credentials,
+    permission) goes to ``fatal``."""
     if op.observe is None:
         return {}
     observe = op.observe
@@ -228,7 +230,7 @@ def look(
         lambda pair: Look(make_client(pair), observe),
         console,
         options,
-        {},
+        {} if unread is None else unread,
         fatal,
     )
     return {p: looks[p].seen if p in looks else {} for p in groups if groups[p]}
@@ -267,7 +269,7 @@ def _read_through(
     console: Console,
     options: RunOptions,
     unread: dict[str, str],
-    fatal: list[str] | None = None,
+    fatal: list[Reason] | None = None,
 ) -> dict[Pair, _Reader]:
     """Run ``make(pair)``'s reads over every pair's IDs, batched by the filter's limit and
     paced on the Describe bucket; returns each pair's reader, and puts each ID that could
@@ -301,7 +303,7 @@ def _read_through(
     for problem in report.problems:
         unread[problem.id] = ": ".join(filter(None, (problem.code, problem.message)))
     if fatal is not None and report.fatal is not None:
-        fatal.append(report.fatal.text)
+        fatal.append(report.fatal)
     return readers
 
 
@@ -354,15 +356,16 @@ def plan_operation(
     *,
     options: RunOptions,
     params: Mapping[str, Any] | None = None,
+    permission: bool = True,
 ) -> Plan:
     """--dry-run: each resource looked up, its outcome predicted, the permission checked
-    with one DryRun call per pair; nothing sent."""
+    with one DryRun call per pair (unless not ``permission``); nothing sent."""
     from .describe import InstanceInfo
-    from .operation_call import OperationCall
-    from .plan import Plan, Prediction, Row, check_plan_permission
+    from .plan import Plan, Prediction, Row, check_plan_permission, credentials_failure
 
-    fatal: list[str] = []
-    seen = look(op, groups, make_client, console, options=options, fatal=fatal)
+    fatal: list[Reason] = []
+    unread: dict[str, str] = {}
+    seen = look(op, groups, make_client, console, options=options, unread=unread, fatal=fatal)
     rows: list[Row] = []
     for pair, ids in groups.items():
         for i in ids:
@@ -373,7 +376,8 @@ def plan_operation(
                 continue
             s = seen.get(pair, {}).get(i)
             if s is None:
-                rows.append(Row(pair, i, None, Prediction.UNKNOWN, "could not be read"))
+                why = unread.get(i, "could not be read")
+                rows.append(Row(pair, i, None, Prediction.UNKNOWN, why))
                 continue
             if s.gone:
                 reason = f"{observe_api(op)} lists no such {op.resource}"
@@ -393,14 +397,18 @@ def plan_operation(
     else:
         calls = {observe_api(op): -(-sum(map(len, groups.values())) // MAX_FILTER_VALUES)}
         plan = Plan(spec, rows, calls)
-    # As for instances: one DryRun call per pair checks credentials and permission.
-    dry = check_plan_permission(
-        plan,
-        lambda pair: OperationCall(make_client(pair), op, dry_run=True, params=params),
-        console,
-        options=options,
-    )
-    if dry is not None:
-        fatal.append(dry.text)
-    plan.fatal = fatal[0] if fatal else None
+    plan.fatal = credentials_failure(fatal)
+    if permission:
+        # As for instances: one DryRun call per pair checks credentials and permission.
+        check_plan_permission(
+            plan, dry_run_calls(op, make_client, params), console, options=options
+        )
     return plan
+
+
+def dry_run_calls(
+    op: Operation, make_client: MakeClient, params: Mapping[str, Any] | None
+) -> Callable[[Pair], BatchCall]:
+    """Each pair's ``DryRun=True`` call of ``op``: the plan's permission check."""
+
+    return lambda pair: OperationCall(make_client(pair), op, dry_run=True, params=params)

@@ -185,8 +185,10 @@ class Plan:
     # Why nothing was looked up (an operation with no Describe call): its "would act" is
     # a guess that each ID exists.
     unchecked: str | None = None
-    # Why a read ended before it could look (credentials, permission): the run would end
-    # the same way, so the plan exits as the run would (4), not as a prediction (1).
+    # Why the plan's calls ended for want of valid credentials, or its DryRun call for
+    # want of the action's permission: the run would end the same way, so the plan exits
+    # as the run would (4), not as a prediction (1). A read the run does not make being
+    # refused is no such thing: its rows are unknown.
     fatal: str | None = None
 
     @property
@@ -292,6 +294,7 @@ def make_plan(
     options: RunOptions,
     check_protection: bool = True,
     params: Mapping[str, Any] | None = None,
+    permission: bool = True,
 ) -> Plan:
     """Predict what ``spec`` would do to each instance of ``groups``; change nothing.
 
@@ -299,7 +302,8 @@ def make_plan(
     batches of up to 200; DescribeInstanceAttribute (one instance a call) for
     the instances that would be acted on, for terminate and stop unless
     ``check_protection`` is False; and one ``DryRun=True`` call of the action per
-    pair, on its first instance that would be acted on. ``params`` are the
+    pair, on its first instance that would be acted on (unless not ``permission``: a
+    caller that first marks rows a rail keeps back checks it after). ``params`` are the
     action's extra request parameters (stop's Force, Hibernate) for that call.
     """
     groups = {pair: list(dict.fromkeys(ids)) for pair, ids in groups.items() if ids}
@@ -332,7 +336,7 @@ def make_plan(
             if p.status == "missing"
         }
         for key, why in _unread(checked).items():
-            unread.setdefault(key, f"{attribute} not read: {why}")
+            unread.setdefault(key, f"{attribute} not read: {why} (--no-check-protection skips it)")
     else:
         gone = set()
 
@@ -352,16 +356,28 @@ def make_plan(
             rows.append(Row(pair, i, info, prediction, reason))
 
     plan = Plan(spec, rows, calls, protection_checked=attribute is not None)
-    fatal.append(
+    plan.fatal = credentials_failure(fatal)
+    if permission:
         check_plan_permission(
             plan,
             lambda pair: InstanceCall(make_client(pair), spec, dry_run=True, params=params),
             console,
             options=options,
         )
-    )
-    plan.fatal = next((f.text for f in fatal if f is not None), None)
     return plan
+
+
+def credentials_failure(reasons: Sequence[Reason | None]) -> str | None:
+    """The first of ``reasons`` (why reads stopped) that the run would meet too: the
+    credentials themselves (missing, expired, refused), not one read's permission."""
+    return next(
+        (r.text for r in reasons if r is not None and r.code not in NOT_PERMITTED_CODES), None
+    )
+
+
+# What a DryRun is sent on, by preference: an ID that would be acted on, else one that
+# could not be read (the run would send it too).
+_DRY_RUN_TARGETS = (Prediction.WOULD_ACT, Prediction.UNKNOWN)
 
 
 def check_plan_permission(
@@ -370,28 +386,43 @@ def check_plan_permission(
     console: Console,
     *,
     options: RunOptions,
-) -> Reason | None:
-    """The permission check of :func:`check_permission` on each pair's first ID that
-    would be acted on; the rows of a pair whose DryRun was refused become not permitted.
-    Returns why the calls ended before they could ask, if they did (credentials)."""
+    unknown_sent: bool = True,
+) -> None:
+    """The permission check of :func:`check_permission` on each pair's first ID that the
+    run would send (one that could not be read too, unless not ``unknown_sent``: a rail
+    that cannot see keeps it back). A pair whose DryRun was refused has its rows to be sent made not
+    permitted; one whose DryRun failed otherwise for good (credentials, an account not
+    opted in) has them unknown, and ``plan.fatal`` says why (the run would stop there)."""
     spec = plan.action
-    first = {pair: ids[0] for pair, ids in plan.acting_ids().items()}
+    first: dict[Pair, str] = {}
+    for wanted in _DRY_RUN_TARGETS if unknown_sent else _DRY_RUN_TARGETS[:1]:
+        for r in plan.rows:
+            if r.prediction is wanted:
+                first.setdefault(r.pair, r.id)
     if not first:
-        return None
+        return
     plan.permission, dry = check_permission(spec, first, make_call, console, options=options)
     plan.calls[f"{spec.api} (DryRun)"] = dry.total_of("calls")
     refused = {p for p, perm in plan.permission.items() if perm.allowed is False}
-    plan.rows = [
-        replace(
-            r,
-            prediction=Prediction.NOT_PERMITTED,
-            reason=f"{plan.permission[r.pair].code}: the DryRun call was refused",
-        )
-        if r.pair in refused and r.prediction is Prediction.WOULD_ACT
-        else r
-        for r in plan.rows
-    ]
-    return dry.fatal
+    failed = {
+        row.pair: row.fatal
+        for row in dry.pairs
+        if row.fatal is not None and row.pair not in refused
+    }
+
+    def judged(r: Row) -> Row:
+        if r.pair in refused and r.prediction in _DRY_RUN_TARGETS:
+            reason = f"{plan.permission[r.pair].code}: the DryRun call was refused"
+            return replace(r, prediction=Prediction.NOT_PERMITTED, reason=reason)
+        why = failed.get(r.pair)
+        if why is not None and r.prediction is Prediction.WOULD_ACT:
+            reason = f"the DryRun call failed: {why.text}"
+            return replace(r, prediction=Prediction.UNKNOWN, reason=reason)
+        return r
+
+    plan.rows = [judged(r) for r in plan.rows]
+    if plan.fatal is None and dry.fatal is not None:
+        plan.fatal = dry.fatal.text
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ _STYLES = {
 }
 
 
-# Predictions a person approving the run must see: those not acted on, for a reason.
+# Predictions a person approving the run must see: those that would fail or are unknown.
 _ATTENTION = frozenset(_STYLES) - {Prediction.WOULD_ACT, Prediction.ALREADY, Prediction.IGNORED}
 
 
@@ -85,7 +85,7 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
         table.add_column(name, no_wrap=name == "ID")
     rows = plan.rows
     if plan.total > SAMPLE_ROWS:
-        # What an approver must not miss first: the rows that would not be acted on.
+        # What an approver must not miss first: the rows that would fail or are unknown.
         rows = sorted(rows, key=lambda r: r.prediction not in _ATTENTION)
     for row in rows[:SAMPLE_ROWS]:
         info = row.info
@@ -105,12 +105,20 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
         hidden = sum(r.prediction in _ATTENTION for r in rows[SAMPLE_ROWS:])
         console.print(
             f"… and {plan.total - SAMPLE_ROWS} more rows"
-            + (f", {hidden} of them not to be acted on" if hidden else "")
-            + " (rows not to be acted on come first; --output json lists every row)",
+            + (f", {hidden} of them that would fail or could not be read" if hidden else "")
+            + " (rows that would fail or could not be read come first; --output json lists "
+            "every row)",
             highlight=False,
         )
     counts = " · ".join(f"{n} {name}" for name, n in plan.counts.items() if n)
     console.print(f"predicted: {counts or 'nothing'}; {len(plan.would_fail)} would fail")
+    if plan.fatal is not None:
+        console.print(
+            Text.assemble(
+                ("the run would stop:", "bold red"),
+                f" {literal(plan.fatal)} (credentials or permission: exit 4)",
+            )
+        )
     for pair, perm in plan.permission.items():
         if perm.allowed is False:
             console.print(
@@ -171,6 +179,7 @@ def plan_json(plan: Plan, estimate: Estimate) -> dict[str, Any]:
         "would_act": sum(len(ids) for ids in plan.acting_ids().values()),
         "protection_checked": plan.protection_checked,
         "unchecked": plan.unchecked,
+        "fatal": plan.fatal,
         "calls": dict(plan.calls),
         "permission": [
             {

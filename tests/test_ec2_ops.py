@@ -693,3 +693,20 @@ def test_an_operations_plan_checks_the_permission_with_one_dry_run(tmp_path: Pat
             assert [r["prediction"] for r in plan["rows"]] == ["not permitted"] * 3, op
             assert "UnauthorizedOperation" in plan["rows"][0]["reason"]
         assert still_there(box, "delete-snapshot", made) == set(made)
+
+
+def test_a_refused_describe_leaves_the_rows_unknown_with_why_and_exit_one(
+    tmp_path: Path,
+) -> None:
+    """The run of a deletion needs no Describe (without --resume or a rail): its refusal
+    is no reason to say the run would stop (exit 4), but the rows say it."""
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(snapshots=2)["snapshots"]
+        ids = write_ids(tmp_path / "ids.txt", made)
+        box.fail_action("DescribeSnapshots", 403, "UnauthorizedOperation", "no reads")
+        code, plan, err = ec2(box, "delete-snapshot", ids, tmp_path / "l.jsonl", "--dry-run")
+        assert code == 1 and plan["fatal"] is None, err
+        assert [r["prediction"] for r in plan["rows"]] == ["unknown"] * 2
+        assert "UnauthorizedOperation: no reads" in plan["rows"][0]["reason"]
+        assert plan["permission"][0]["allowed"] is True
+        assert still_there(box, "delete-snapshot", made) == set(made)

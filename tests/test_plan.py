@@ -343,11 +343,13 @@ def test_a_long_plan_shows_the_rows_not_to_be_acted_on_first() -> None:
     shown = [line for line in text.splitlines() if "i-0" in line]
     assert [plan.rows[k].id in shown[n] for n, k in enumerate((120, 200, 260))] == [True] * 3
     assert plan.rows[0].id in text and plan.rows[47].id not in text
-    assert "… and 230 more rows (rows not to be acted on come first" in text
+    assert "… and 230 more rows (rows that would fail or could not be read come first" in text
     many = synthetic({HERE: 280})
     many.rows = [replace(r, prediction=P) if k % 4 == 0 else r for k, r in enumerate(many.rows)]
     render_plan(many, estimate(ACTIONS["terminate"], many, 2), console)
-    assert "230 more rows, 20 of them not to be acted on" in console.file.getvalue()  # type: ignore[attr-defined]
+    assert (
+        "230 more rows, 20 of them that would fail or could not be read" in console.file.getvalue()
+    )  # type: ignore[attr-defined]
 
 
 def test_the_estimate_is_the_longest_pairs_bound_times_the_overhead() -> None:
@@ -527,7 +529,13 @@ def test_a_pair_that_cannot_be_read_is_unknown_not_missing(sandbox: Sandbox) -> 
     assert [r.pair for r in unknown] == [west_pair, west_pair]
     assert "NoCredentialsError" in unknown[0].reason
     assert plan.would_fail == []
-    assert list(plan.permission) == [HERE]
+    # The run would send the unread ones too: their pair's DryRun fails as the reads did.
+    assert list(plan.permission) == [HERE, west_pair]
+    assert plan.permission[HERE].allowed is True
+    assert (plan.permission[west_pair].allowed, plan.permission[west_pair].code) == (
+        None,
+        "NoCredentialsError",
+    )
     assert plan.fatal is not None and "NoCredentialsError" in plan.fatal
 
 
@@ -588,3 +596,64 @@ def test_a_plan_given_a_runs_options_says_it_ignores_them_and_writes_nothing(
     assert "a plan sends nothing: --report, --trace, --wait, --max-errors (a run's options)" in said
     assert not report.exists() and not trace.exists()
     assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def plan_cli(box: Sandbox, tmp_path: Path, ids: list[str], *extra: str) -> tuple[int, Any]:
+    path = tmp_path / "ids.txt"
+    path.write_text("".join(f"{i}\n" for i in ids))
+    result = CliRunner().invoke(
+        app,
+        ["plan", "terminate", "--ids", str(path), "--endpoint-url", box.endpoint, "-o", "json"]
+        + list(extra),
+    )
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_a_refused_read_the_run_does_not_make_leaves_rows_unknown_and_exit_one(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """Exit 4 is for what the run would meet too: a refused DescribeInstanceAttribute only
+    leaves the protection unknown; the DryRun still checks the action's permission."""
+    ids = sandbox.launch(3)
+    sandbox.fail_action("DescribeInstanceAttribute", 403, "UnauthorizedOperation", "no")
+    code, plan = plan_cli(sandbox, tmp_path, ids)
+    assert code == 1 and plan["fatal"] is None
+    assert {r["prediction"] for r in plan["rows"]} == {"unknown"}
+    assert "--no-check-protection skips it" in plan["rows"][0]["reason"]
+    assert plan["permission"][0]["allowed"] is True  # sent on an unread one
+    assert sandbox.calls_by("TerminateInstances") == 1
+    assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_a_dry_run_that_fails_for_good_makes_its_rows_unknown_and_exit_four(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(2)
+    sandbox.fail_action("TerminateInstances", 401, "OptInRequired", "not subscribed")
+    code, plan = plan_cli(sandbox, tmp_path, ids, "--plan-out", str(tmp_path / "acting.txt"))
+    assert code == 4 and "OptInRequired" in plan["fatal"]
+    assert [r["prediction"] for r in plan["rows"]] == ["unknown"] * 2
+    assert "the DryRun call failed: OptInRequired" in plan["rows"][0]["reason"]
+    assert "0 instance(s)" in (tmp_path / "acting.txt").read_text()
+    result = CliRunner().invoke(
+        app, ["plan", "terminate", "--ids", str(tmp_path / "ids.txt"), "--endpoint-url",
+              sandbox.endpoint],
+    )  # fmt: skip
+    said = " ".join(result.stdout.split())
+    assert "the run would stop: OptInRequired: not subscribed (credentials or permission" in said
+
+
+def test_the_dry_run_goes_to_an_id_the_run_would_send_never_one_a_rail_keeps(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(3)
+    sandbox.client().create_tags(Resources=ids[:2], Tags=[{"Key": "keep", "Value": "1"}])
+    code, plan = plan_cli(sandbox, tmp_path, ids, "--protect-tag", "keep")
+    assert code == 1
+    assert [r["prediction"] for r in plan["rows"]] == ["protected", "protected", "would act"]
+    assert plan["permission"][0]["checked_id"] == ids[2]
+    # All kept back: no DryRun at all, so a refusal of it cannot fail the plan.
+    sandbox.fail_action("TerminateInstances", 403, "UnauthorizedOperation", "no")
+    code, plan = plan_cli(sandbox, tmp_path, ids[:2], "--protect-tag", "keep")
+    assert code == 1 and plan["fatal"] is None and plan["permission"] == []
+    assert sandbox.calls_by("TerminateInstances") == 1  # the first plan's only

@@ -564,6 +564,7 @@ def show_plan(
             err,
             options=replace(options, ledger=None, progress="none"),
             params=flags.params,
+            permission=False,
         )
     else:
         plan = make_plan(
@@ -574,6 +575,7 @@ def show_plan(
             options=replace(options, ledger=None, progress="none"),
             check_protection=flags.check_protection,
             params=flags.params,
+            permission=False,
         )
     try:
         predicate = protect_tags(flags.protect_tags)
@@ -601,6 +603,20 @@ def show_plan(
             else r
             for r in plan.rows
         ]
+    # The permission last, on an ID the run would send: never one a rail keeps back.
+    from ..ec2 import InstanceCall
+    from ..observe import dry_run_calls
+    from ..plan import check_plan_permission
+
+    check_plan_permission(
+        plan,
+        dry_run_calls(operation, reach.client, flags.params)
+        if operation is not None
+        else lambda pair: InstanceCall(reach.client(pair), spec, dry_run=True, params=flags.params),
+        err,
+        options=replace(options, ledger=None, progress="none"),
+        unknown_sent=predicate is None,
+    )
     est = estimate(spec, plan, options.batch_size)
     if flags.plan_out:
         count = write_plan_ids(plan, flags.plan_out)
