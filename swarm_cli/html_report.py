@@ -473,7 +473,8 @@ def _rate_figure(series: Sequence[Sample], span: float) -> str:
     # About thirty windows across the run: smooth enough to read, short enough to see dips.
     width = max(own / 30, 0.5)
     points = rates(series, width)
-    mean = series[-1].done / own if own > 0 else 0.0  # from the pair's start, at 0
+    # From the first point: IDs settled unsent at the start (a rail, a resume) are no rate.
+    mean = (series[-1].done - series[0].done) / own if own > 0 else 0.0
     plot = _Plot(_Axis.of(span, count=8), _Axis.of(max(max(r for _, r in points), mean)))
     body = plot.frame("time (s)", "instances / s")
     if own > 0:

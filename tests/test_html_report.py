@@ -351,3 +351,11 @@ def test_halving_a_long_series_keeps_each_dropped_points_peak_in_flight() -> Non
     assert [s.t for s in halved] == [0.0, 2.0, 4.0]
     assert [s.in_flight for s in halved] == [1, 9, 4]
     assert [s.done for s in halved] == [0, 2, 4]
+
+
+def test_the_mean_rate_leaves_out_what_was_settled_unsent_at_the_start() -> None:
+    """300 IDs a rail recorded before the first call, then 20 done over 4 s: 5 per second."""
+    from swarm_cli.html_report import _rate_figure
+
+    points = [Sample(0.0, 1.0, 0, 300, 0), Sample(2.0, 2.0, 2, 310, 0), Sample(4.0, 2.0, 0, 320, 0)]
+    assert "mean 5.0/s" in _rate_figure(points, 4.0)
