@@ -558,7 +558,7 @@ def test_an_id_listed_in_two_regions_is_refused_and_nothing_sent(
     code, report = terminate_json(sandbox, str(path), tmp_path / "l.jsonl")
     assert code == 2
     assert "listed in more than one account/region" in report["error"]
-    assert f"{ids[0]}: us-east-1, eu-west-1" in report["error"]
+    assert f"{ids[0]}: us-east-1 (default account), eu-west-1 (default account)" in report["error"]
     assert ids[1] not in report["error"], "with the default spelled out it is one place"
     assert set(sandbox.states(ids).values()) == {"running"}
 
@@ -571,9 +571,20 @@ def test_a_region_not_shaped_as_one_is_refused_as_in_a_list(
     code, report = terminate_json(
         sandbox, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--region", region
     )
-    assert code == 2 and f"bad region {region!r} (--region)" in report["error"]
+    assert code == 2 and f"bad region {region!r} (--region, AWS_REGION" in report["error"]
     assert sandbox.states(ids) == {ids[0]: "running"}
     assert not (tmp_path / "l.jsonl").exists() or not read_records(str(tmp_path / "l.jsonl"))
+
+
+def test_a_bad_default_region_that_no_line_uses_is_no_error(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = sandbox.launch(1)
+    path = tmp_path / "ids.csv"
+    path.write_text(f"instance_id,region\n{ids[0]},us-east-1\n")
+    monkeypatch.setenv("AWS_REGION", "RegionOne")
+    code, report = terminate_json(sandbox, str(path), tmp_path / "l.jsonl")
+    assert code == 0 and report["counts"]["succeeded"] == 1
 
 
 def test_demo_missing_ids_are_in_the_first_region_only(tmp_path: Path) -> None:

@@ -603,8 +603,17 @@ def plan_cli(box: Sandbox, tmp_path: Path, ids: list[str], *extra: str) -> tuple
     path.write_text("".join(f"{i}\n" for i in ids))
     result = CliRunner().invoke(
         app,
-        ["plan", "terminate", "--ids", str(path), "--endpoint-url", box.endpoint, "-o", "json"]
-        + list(extra),
+        [
+            "plan",
+            "terminate",
+            "--ids",
+            str(path),
+            "--endpoint-url",
+            box.endpoint,
+            "-o",
+            "json",
+            *extra,
+        ],
     )
     return result.exit_code, json.loads(result.stdout)
 

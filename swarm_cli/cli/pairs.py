@@ -38,7 +38,7 @@ from ..targets import INSTANCES, IdRule, Targets, TargetsError, read_ids
 from ..text import clip, literal
 from .exits import warn
 from .options import Flags
-from .reach import Reach
+from .reach import Reach, used_region
 
 
 class Instance(Protocol):
@@ -98,11 +98,16 @@ def plan_groups(
     groups: dict[Pair, list[str]] = {}
     where: dict[str, Pair] = {}
     elsewhere: dict[str, list[Pair]] = {}
+    default_checked = False
     for target in targets.items:
         account = target.account or default_account
-        region = target.region or _account_region(accounts.get(account or "")) or default_region
+        region = target.region or _account_region(accounts.get(account or ""))
         if region is None:
-            raise UsageError("no AWS region: pass --region or set AWS_REGION")
+            if default_region is None:
+                raise UsageError("no AWS region: pass --region or set AWS_REGION")
+            if not default_checked:
+                default_checked = bool(used_region(default_region))
+            region = default_region
         pair = Pair(account, region)
         first = where.setdefault(target.id, pair)
         if first is pair:
@@ -112,9 +117,10 @@ def plan_groups(
         # else: the same instance, once with defaults spelled out
     if elsewhere:
         raise UsageError(
-            f"{len(elsewhere)} ID(s) listed in more than one account/region; an ID names one "
-            "resource, and the ledger keeps one record of each: keep the line of its own "
-            "region. Nothing was sent:",
+            f"{len(elsewhere)} ID(s) listed in more than one account/region (a blank "
+            "account or region is the default one); an ID names one resource, and the "
+            "ledger keeps one record of each: keep one line for it, in its own account "
+            "and region. Nothing was sent:",
             details=[
                 f"  {i}: {', '.join(_where(p) for p in pairs)}"
                 for i, pairs in itertools.islice(elsewhere.items(), 20)
@@ -126,7 +132,7 @@ def plan_groups(
 
 
 def _where(pair: Pair) -> str:
-    return f"{pair.account}/{pair.region}" if pair.account else pair.region
+    return f"{pair.account}/{pair.region}" if pair.account else f"{pair.region} (default account)"
 
 
 def warn_unknown_regions(regions: set[str], err: Console) -> None:
@@ -172,12 +178,14 @@ def selection_pairs(accounts: Mapping[str, Account], region: str | None) -> list
     if not accounts:
         if region is None:
             raise UsageError("no AWS region: pass --region or set AWS_REGION")
-        return [Pair(None, region)]
+        return [Pair(None, used_region(region))]
     pairs = []
     for account in accounts.values():
         regions = account.regions or ((region,) if region else ())
         if not regions:
             raise UsageError(f"account {account.id} lists no regions: pass --region")
+        if not account.regions:
+            used_region(regions[0])
         pairs += [Pair(account.id, r) for r in regions]
     return pairs
 

@@ -84,16 +84,22 @@ def session_region(profile: str | None) -> str | None:
 
 
 def default_region(given: str | None, profile: str | None) -> str | None:
-    """The region of IDs whose list names none: ``--region``, else the profile's or
-    AWS_REGION. A name that is not a region's shape is refused, as in an ID list's column
-    (sent, every call would fail on an endpoint that does not exist)."""
+    """The region of IDs whose list names none: ``--region`` (or AWS_REGION), else the
+    profile's. Checked where it is used (:func:`used_region`), not here: a list whose
+    every line names its region needs none."""
+    return given or session_region(profile)
+
+
+def used_region(region: str) -> str:
+    """``region``, the default one, about to be used: a name that is not a region's shape
+    is refused, as in an ID list's column (sent, every call would fail on an endpoint
+    that does not exist)."""
     from ..targets import REGION
 
-    region = given or session_region(profile)
-    if region is not None and not REGION.fullmatch(region):
-        source = "--region" if given else "the region of AWS_REGION or the profile"
+    if not REGION.fullmatch(region):
         raise UsageError(
-            f"bad region {region!r} ({source}): expected a region name such as us-east-1"
+            f"bad region {region!r} (--region, AWS_REGION, AWS_DEFAULT_REGION or the "
+            "profile's): expected a region name such as us-east-1"
         )
     return region
 
