@@ -86,7 +86,15 @@ def test_the_exit_codes_in_help_are_the_readmes_and_plan_has_its_own() -> None:
     assert "in the ledger as pending" not in plan and "Writes no ledger" in _paragraph(plan, "")
     assert " 74 " not in _paragraph(plan, "Exit codes:")
     # A plan sends nothing: the options of a run's sending are not offered.
-    for run_only in ("--report", "--wait", "--max-errors", "--rollback", "With --dry-run"):
+    for run_only in (
+        "--report",
+        "--wait",
+        "--max-errors",
+        "--rollback",
+        "--trace",
+        "--headroom",
+        "With --dry-run",
+    ):
         assert run_only not in plan, run_only
 
 

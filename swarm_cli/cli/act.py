@@ -69,7 +69,6 @@ from .options import (
     ExpectAccountOpt,
     FilterOpt,
     Flags,
-    Headroom,
     MaxAttempts,
     MaxCountOpt,
     MaxOutage,
@@ -86,14 +85,15 @@ from .options import (
     QuietOpt,
     RegionOpt,
     RoleArnOpt,
-    TraceOpt,
     VerboseOpt,
     WindowChoice,
     WindowOpt,
     batch_options,
     check_batch_size,
+    headroom_option,
     max_count_help,
     protect_tag_help,
+    trace_option,
     window_profile,
 )
 from .pairs import (  # the benchmarks read load_targets and plan_groups from here too
@@ -894,7 +894,7 @@ def register(
                 help=BATCH_SIZE_HELP + per_call,
             ),
         ] = "auto",
-        headroom: Headroom = 0.0,
+        headroom: Annotated[float, headroom_option(hidden=plan)] = 0.0,
         max_window: MaxWindow = 500,
         min_window: MinWindow = 1,
         window_profile_: WindowOpt = WindowChoice.adaptive,
@@ -917,7 +917,7 @@ def register(
         call_timeout: CallTimeout = None,
         max_outage: MaxOutage = 45.0,
         missing_ok: MissingOk = False,
-        trace: TraceOpt = None,
+        trace: Annotated[str | None, trace_option(hidden=plan)] = None,
     ) -> int:
         spec = runs.spec if runs is not None else outline
         size, auto_batch = batch_options(batch_size, spec.limits)

@@ -76,28 +76,32 @@ def _headroom(value: float) -> float:
     return value
 
 
-Headroom = Annotated[
-    float,
-    typer.Option(
+def headroom_option(hidden: bool = False) -> Any:
+    """--headroom (hidden where nothing is sent: swarm plan)."""
+    return typer.Option(
         "--headroom",
         metavar="F",
         callback=_headroom,
+        hidden=hidden,
         help="Leave this share of the rate found to the account's other clients (0.2: settle "
         "at 80% of it and never probe above). Throttles are how a rate limit is found, so "
         "the first few still happen.",
-    ),
-]
+    )
 
 
-TraceOpt = Annotated[
-    str | None,
-    typer.Option(
+def trace_option(hidden: bool = False) -> Any:
+    """--trace (hidden where nothing is sent: swarm plan)."""
+    return typer.Option(
         "--trace",
         metavar="PATH",
+        hidden=hidden,
         help="Write the window's state at every call as JSON lines (time, cwnd, calls in "
         "flight, pace, phase, batch), for plotting.",
-    ),
-]
+    )
+
+
+Headroom = Annotated[float, headroom_option()]
+TraceOpt = Annotated[str | None, trace_option()]
 
 
 MaxWindow = Annotated[
