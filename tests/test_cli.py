@@ -642,3 +642,15 @@ def test_ledger_failed_formats_keep_each_id_in_its_place_or_say_they_do_not(
     code, out, err = swarm("ledger", "failed", str(ledger), "--format", "ids")
     assert out.split() == ["i-00000001", "i-00000002"]
     assert "in 2 accounts/regions, which --format ids leaves out" in " ".join(err.split())
+
+
+def test_ledger_failed_ids_of_one_place_say_where_they_are(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "run-a", "terminate", "eu-west-1", account="111111111111")
+    writer.write_ahead(["i-00000001"])
+    writer.write("i-00000001", "failed", code="InternalError")
+    writer.close()
+    code, out, err = swarm("ledger", "failed", str(ledger), "--format", "ids")
+    assert code == 0 and out.split() == ["i-00000001"]
+    said = " ".join(err.split())
+    assert "these IDs are in 111111111111/eu-west-1, which --format ids leaves out" in said

@@ -148,6 +148,18 @@ def ledger_failed(
                 "leaves out; --format csv keeps each in its place",
                 err=True,
             )
+        elif form is ListFormat.ids and rows and places != {(None, None)}:
+            ((account, region),) = places
+            place = literal("/".join(x for x in (account, region) if x))
+            hint = (
+                f"give their run --region {literal(region)}"
+                if region and not account
+                else "--format csv keeps it"
+            )
+            typer.echo(
+                f"note: these IDs are in {place}, which --format ids leaves out: {hint}",
+                err=True,
+            )
     if stuck:
         codes = Counter(r.code for r in stuck)
         typer.echo(
