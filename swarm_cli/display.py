@@ -771,7 +771,7 @@ def render_summary(report: Report, console: Console) -> None:
             f"  wait for {waited.get('target')}: {waited.get('reached', 0)} reached"
             + "".join(
                 f", {waited[k]} {k.replace('_', ' ')}"
-                for k in ("timed_out", "wrong_state", "not_checked")
+                for k in ("timed_out", "wrong_state", "not_listed", "not_checked")
                 if waited.get(k)
             )
             + (f" ({literal(waited['not_checked_why'])})" if waited.get("not_checked") else "")

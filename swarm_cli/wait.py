@@ -20,9 +20,9 @@ from rich.console import Console
 from .actions import ACTIONS, DESCRIBE_LIMITS, ActionSpec
 from .ec2 import MISSING_CODES, BatchCall, answered_by, classify_exception
 from .engine import Clock
-from .ledger import REACHED_CODE, LedgerError, LedgerWriter, utc_now
+from .ledger import MAYBE_DONE, REACHED_CODE, LedgerError, LedgerWriter, utc_now
 from .outcome import Kind, Outcome
-from .report import Pair, Report
+from .report import Pair, Problem, Report
 from .run import Job
 
 WAIT_SPEC = ActionSpec(
@@ -38,6 +38,7 @@ MAX_WAIT_BATCH = 200
 TIMEOUT_CODE = "WaitTimeout"
 WRONG_STATE_CODE = "WrongState"
 NOT_LISTED_CODE = "NotListed"
+NOT_CHECKED_CODE = "NotChecked"
 # Once shutting down, an instance can only end up terminated.
 _TERMINAL = frozenset({"shutting-down", "terminated"})
 
@@ -268,6 +269,7 @@ def run_wait(
         "reached": counts["succeeded"],
         "timed_out": timed_out,
         "wrong_state": wrong_state,
+        "not_listed": counts["missing"],
         "not_checked": unchecked,
         **({"not_checked_why": _why(report)} if unchecked else {}),
     }
@@ -290,34 +292,83 @@ def record_reached(
     started: str | None = None,
     seq_after: int = 0,
 ) -> int:
-    """Append a ``succeeded`` record with code ``Reached`` per instance the wait saw arrive.
+    """Append a ``succeeded`` record with code ``Reached`` per instance the wait saw arrive,
+    and a record of why for each it did not (:func:`unreached`).
 
-    The records belong to the action's run (``run_id``, ``action``, and the run's
-    ``started``, so they merge as its own) and name each instance's own account
-    and region. Their seqs continue the run's after ``seq_after`` (its last),
-    so no two records of the run share one. Returns how many were written;
-    raises :class:`LedgerError` if any could not be, or the ledger not opened.
+    The records belong to the action's run (``run_id``, ``action``) and name each
+    instance's own account and region; their seqs continue the run's after
+    ``seq_after`` (its last), so no two records of the run share one. The Reached
+    ones carry the run's ``started`` and merge as its own; the others carry the wait's
+    own start, later, so they outrank the action's success of the same run: an instance
+    the wait did not see arrive is not known done, and ``swarm ledger failed`` lists it
+    and ``--resume`` looks it up. (A final action's success, terminate's, outranks them.)
+    Returns how many were written; raises :class:`LedgerError` if any could not be.
     """
     spec = ACTIONS.get(action)
     target = report.target if isinstance(report, WaitReport) else None
     target = target or (spec.target_state if spec else None) or "reached"
     reached_at = report.reached_at if isinstance(report, WaitReport) else {}
+    now = utc_now()
+    reached = [
+        (
+            i,
+            "succeeded",
+            REACHED_CODE,
+            f"{target} at {reached_at.get(i, now)}",
+            reached_at.get(i, now),
+            pair,
+        )
+        for pair, ids in report.done.items()
+        for i in ids
+    ]
+    count = _append(ledger_path, run_id, action, reached, started, seq_after)
+    rest = [
+        (p.id, *unreached(p, target), None, Pair(p.account, p.region or ""))
+        for p in report.problems
+    ]
+    return count + _append(ledger_path, run_id, action, rest, utc_now(), seq_after + count)
+
+
+def unreached(problem: Problem, target: str) -> tuple[str, str, str]:
+    """How the ledger records an instance a wait did not see reach ``target``: status,
+    code and message. In another state for good (WrongState), failed; no longer listed,
+    missing; not seen arrive in time or not checked, pending, ending as a call whose
+    answer was lost does: the action was accepted, whether it is done nobody knows."""
+    if problem.code == WRONG_STATE_CODE:
+        return "failed", WRONG_STATE_CODE, problem.message or f"not {target}"
+    if problem.status == "missing":
+        return "missing", problem.code or NOT_LISTED_CODE, problem.message or "not listed"
+    why = ": ".join(x for x in (problem.code, problem.message) if x) or problem.status
+    if problem.code == TIMEOUT_CODE:
+        return "pending", TIMEOUT_CODE, f"--wait did not see it {target} ({why}); {MAYBE_DONE}"
+    return "pending", NOT_CHECKED_CODE, f"--wait could not check it ({why}); {MAYBE_DONE}"
+
+
+def _append(
+    ledger_path: str,
+    run_id: str,
+    action: str,
+    records: Sequence[tuple[str, str, str, str, str | None, Pair]],
+    started: str | None,
+    seq_after: int,
+) -> int:
+    """Write (id, status, code, message, reached, pair) records of the run ``run_id``."""
+    if not records:
+        return 0
     writer = LedgerWriter(ledger_path, run_id, action, None, started=started, seq_after=seq_after)
     count = 0
     try:
-        for pair, ids in report.done.items():
-            for i in ids:
-                when = reached_at.get(i) or utc_now()
-                writer.write(
-                    i,
-                    "succeeded",
-                    code=REACHED_CODE,
-                    message=f"{target} at {when}",
-                    reached=when,
-                    region=pair.region,
-                    account=pair.account,
-                )
-                count += 1
+        for i, status, code, message, when, pair in records:
+            writer.write(
+                i,
+                status,
+                code=code,
+                message=message,
+                reached=when,
+                region=pair.region or None,
+                account=pair.account,
+            )
+            count += 1
     finally:
         lost = writer.close()
     if writer.error is not None or lost:
@@ -325,6 +376,6 @@ def record_reached(
         reason = (error.strerror or str(error)) if error else "records were lost"
         raise LedgerError(
             f"cannot write the ledger {ledger_path}: {reason} "
-            f"({len(lost)} of {count} reached record(s) not written)"
+            f"({len(lost)} of {count} wait record(s) not written)"
         )
     return count

@@ -283,3 +283,30 @@ def test_shards_prints_a_matrix_from_an_accounts_file(tmp_path: Path) -> None:
     )
     # No ID list: nothing counts instances, and no job claims a number of them.
     assert all("instances" not in m for m in include)
+
+
+def test_an_instance_the_wait_did_not_see_arrive_is_not_done_in_the_ledger(
+    tmp_path: Path,
+) -> None:
+    """A start accepted whose instance the wait never saw running (it fell back to
+    stopped, or the wait ran out): ledger failed lists it, and --resume looks it up
+    and starts it again instead of taking the ledger's word."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(4)
+        box.client().stop_instances(InstanceIds=ids)
+        ids_file = write_ids(tmp_path / "ids.txt", ids)
+        ledger = tmp_path / "l.jsonl"
+        code, report = act(box, "start", ids_file, ledger, "--wait", "--wait-timeout", "0")
+        assert code == 1 and report["wait"]["timed_out"] == 4
+        _, out, _ = swarm("ledger", "failed", "--action", "start", str(ledger))
+        assert sorted(out.split()) == sorted(ids)
+        last = {r.id: r for r in read_records(str(ledger))}
+        assert {(r.status, r.code) for r in last.values()} == {("pending", "WaitTimeout")}
+        # Behind swarm's back the starts did not hold: two are stopped again.
+        box.client().stop_instances(InstanceIds=ids[:2])
+        code, report = act(box, "start", ids_file, ledger, "--resume")
+        assert code == 0, report
+        assert states(box, ids) == {"running"}
+        assert box.calls_by("StartInstances") >= 2  # the two were sent again
+        _, out, _ = swarm("ledger", "failed", "--action", "start", str(ledger))
+        assert out == ""
