@@ -15,6 +15,7 @@ not found is missing, as a mistyped ID or one in another region is.
 
 from __future__ import annotations
 
+import json
 import threading
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
@@ -59,6 +60,22 @@ def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str
             raise ValueError(f"--tag {shown}: holds a control character")
         tags.append({"Key": key, "Value": value} if eq else {"Key": key})
     return tags
+
+
+def tags_text(tags: Sequence[Mapping[str, str]]) -> str:
+    """A tag run's tags as its ledger records them: one text for one set, whatever the
+    order given (JSON of the sorted [key, value] pairs; value null: any value)."""
+    pairs = sorted(([t["Key"], t.get("Value")] for t in tags), key=lambda kv: (kv[0], kv[1] or ""))
+    return json.dumps(pairs, separators=(",", ":"))
+
+
+def tags_shown(text: str) -> str:
+    """:func:`tags_text` as a person reads it: ``team=data, env``."""
+    try:
+        pairs = json.loads(text)
+        return ", ".join(f"{k}={v}" if v is not None else str(k) for k, v in pairs)
+    except (ValueError, TypeError):
+        return text
 
 
 class OperationCall(BatchCall):

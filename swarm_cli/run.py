@@ -138,6 +138,8 @@ class Job:
     title: str = ""
     # Intents recorded with an outcome and never sent (e.g. protected by --protect-tag).
     settled: Mapping[Pair, Mapping[str, Outcome]] = field(default_factory=dict)
+    # A tag run's tags (operation_call.tags_text), on its write-ahead records.
+    tags: str | None = None
 
     @classmethod
     def single(
@@ -476,6 +478,7 @@ def run(
                         region=lane.pair.region,
                         account=lane.pair.account,
                         run_intents=job.total,
+                        tags=job.tags,
                     )
             except LedgerError as err:
                 ledger_error = str(err)

@@ -396,7 +396,7 @@ def test_kill_9_mid_run_then_resume_loses_nothing_and_repeats_only_what_was_in_f
             # What was done before the kill is looked up, not sent again.
             assert f"already {OPERATIONS[op].verb}" in err
         else:
-            # The ledger does not say with which tags: DescribeTags shows what is done.
+            # What counts is the tags each resource carries: DescribeTags shows what is done.
             # (a call in flight at the kill may land after the count above)
             shown = re.search(rf"DescribeTags shows (\d+) of {n} already", err)
             assert shown is not None and int(shown.group(1)) >= n - len(left), err
@@ -710,3 +710,47 @@ def test_a_refused_describe_leaves_the_rows_unknown_with_why_and_exit_one(
         assert "UnauthorizedOperation: no reads" in plan["rows"][0]["reason"]
         assert plan["permission"][0]["allowed"] is True
         assert still_there(box, "delete-snapshot", made) == set(made)
+
+
+def test_a_tag_run_with_other_tags_is_refused_while_an_earlier_one_is_unfinished(
+    tmp_path: Path,
+) -> None:
+    """One record per (action, ID): a later run with other tags would hide what the
+    earlier one left undone from ledger failed, and those resources would lack its tags."""
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(snapshots=3)["snapshots"]
+        box.client().create_tags(Resources=[made[0]], Tags=[{"Key": "keep", "Value": "1"}])
+        ids = write_ids(tmp_path / "ids.txt", made)
+        ledger = tmp_path / "l.jsonl"
+        rail = ("--protect-tag", "keep")
+        code, _, err = ec2(box, "create-tags", ids, ledger, "--tag", "env=prod", *rail)
+        assert code == 1, err  # the kept one failed (Protected): env=prod not on it
+        written = [r for r in read_records(str(ledger)) if r.intents is not None]
+        assert {r.tags for r in written} == {'[["env","prod"]]'}
+        before = box.calls_by("CreateTags")
+        code, _, err = ec2(box, "create-tags", ids, ledger, "--tag", "team=data")
+        assert code == 2, err
+        said = " ".join(err.split())
+        assert "holds 1 create-tags intent(s) not known done of a run with other tags " \
+            "(env=prod)" in said  # fmt: skip
+        assert "own --ledger" in said and box.calls_by("CreateTags") == before
+        # The same tags are that run's to finish: once done, another set may follow.
+        box.client().delete_tags(Resources=[made[0]], Tags=[{"Key": "keep"}])
+        code, _, err = ec2(box, "create-tags", ids, ledger, "--tag", "env=prod", "--resume")
+        assert code == 0 and "other tags" not in err, err
+        code, _, err = ec2(box, "create-tags", ids, ledger, "--tag", "team=data")
+        assert code == 0, err
+        tags = box.client().describe_tags(Filters=[{"Name": "resource-id", "Values": made}])
+        assert {(t["ResourceId"], t["Key"]) for t in tags["Tags"]} >= {
+            (i, k) for i in made for k in ("env", "team")
+        }
+
+
+def test_tags_text_is_one_text_per_tag_set_whatever_the_order() -> None:
+    from swarm_cli.operation_call import parse_tags, tags_shown, tags_text
+
+    one = tags_text(parse_tags(["team=data", "env=a,b=c"], need_value=True))
+    assert one == tags_text(parse_tags(["env=a,b=c", "team=data"], need_value=True))
+    assert one == '[["env","a,b=c"],["team","data"]]'
+    assert tags_shown(one) == "env=a,b=c, team=data"
+    assert tags_shown(tags_text(parse_tags(["old"], need_value=False))) == "old"

@@ -83,6 +83,7 @@ def test_writer_appends_flushed_records_with_every_field(tmp_path: Path) -> None
         "run_intents": None,
         "reached": None,
         "started": writer.started,
+        "tags": None,
     }
     assert line["ts"].endswith("Z") and writer.started <= line["ts"]
     assert writer.close() == []
@@ -154,6 +155,7 @@ _TEXT = st.none() | st.text(max_size=12)
         st.none() | st.integers(min_value=0, max_value=10**6),  # run_intents
         _TEXT,  # reached
         _TEXT,  # started
+        _TEXT,  # tags
         st.just(FORMAT_VERSION) | st.integers(min_value=0, max_value=3),
     )
 )
@@ -167,7 +169,7 @@ def test_lines_are_json_dumps_of_the_record_text_for_text(values: tuple[Any, ...
 def test_outcome_lines_fall_back_to_json_for_values_of_other_types() -> None:
     values: tuple[Any, ...] = (
         "t", "r", 1, "stop", "i-1", "failed", None, None, 7, None, True, 2, None,
-        None, None, None, None, "s", 1,
+        None, None, None, None, "s", None, 1,
     )  # fmt: skip
     assert _outcome_line(values) == json_line(values) == _dumps(values)
     assert '"code":7' in _outcome_line(values) and '"http_status":true' in _outcome_line(values)

@@ -99,6 +99,7 @@ from .options import (
 from .pairs import (  # the benchmarks read load_targets and plan_groups from here too
     Instance,
     apply_shard,
+    check_tag_ledger,
     load_targets,
     plan_groups,
     reconcile_resume,
@@ -268,6 +269,13 @@ def _run_action(
             check_ledger_path(flags.ledger, ids_path=flags.ids)
         except LedgerError as exc:
             raise UsageError(str(exc)) from exc
+    tags: str | None = None
+    if operation is not None and operation.tags:
+        from ..operation_call import tags_text
+
+        tags = tags_text(flags.params["Tags"])
+    if tags is not None and writes_ledger:
+        check_tag_ledger(flags.ledger, spec.name, tags, err)
     resumed = 0
     # Where a run of the ledger may have acted on each ID without an answer saying so (a
     # call in flight at a kill can land after the look-up below, and its repeat here then
@@ -275,10 +283,10 @@ def _run_action(
     recorded = Recorded()
     done = succeeded(flags.ledger, spec.name, err, recorded=recorded) if flags.resume else None
     if done is not None and operation is not None and operation.tags:
-        # The ledger says which IDs a run tagged, not with which tags: their tags are read.
+        # What counts is the tags each resource carries now: they are read.
         err.print(
-            f"resume: {literal(flags.ledger)} does not say with which tags; each "
-            "resource's tags are read",
+            "resume: each resource's tags are read (DescribeTags); those already as "
+            "asked are done, unsent",
             markup=False,
         )
     elif flags.resume and done is None:
@@ -366,7 +374,7 @@ def _run_action(
     to_send = {p: ids for p, ids in to_send.items() if ids}
     if not flags.yes and to_send:
         confirm(spec, to_send, endpoint, flags, reach, found, err)
-    job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled)
+    job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled, tags)
     stage.sending = True
 
     def action(pair: Pair) -> Callable[[Sequence[str]], Mapping[str, Any]]:

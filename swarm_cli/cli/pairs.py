@@ -369,3 +369,47 @@ def reconcile_resume(
         text += f" ({seen.unread} could not be read{why}: they are sent)"
     err.print(text, markup=False)
     return seen.done
+
+
+def check_tag_ledger(ledger: str, action: str, tags: str, err: Console) -> None:
+    """A tag run on a ledger that holds intents of ``action`` not known done of a run with
+    other tags is refused: the ledger keeps one record per (action, ID), so this run's
+    outcomes would hide them from ``swarm ledger failed`` (the resources would not carry
+    the earlier run's tags, and nothing would say so). A finished earlier run is no
+    matter. Runs of an older swarm, whose records do not say their tags, are warned of.
+    """
+    from ..operation_call import tags_shown
+
+    if not os.path.lexists(ledger):
+        return
+    try:
+        records = list(read_records(ledger, []))
+    except LedgerError as exc:
+        raise UsageError(f"{exc}; nothing was sent") from exc
+    runs: dict[str, str | None] = {}  # run -> its tags, from its write-ahead records
+    for r in records:
+        if r.action == action and r.intents is not None:
+            runs.setdefault(r.run, r.tags)
+    # Pending or failed (a resource EC2 said does not exist has nothing to be left undone).
+    left = [
+        r
+        for (act, _), r in fold(records).items()
+        if act == action and r.status in ("pending", "failed")
+    ]
+    other = [r for r in left if runs.get(r.run, tags) not in (tags, None)]
+    unknown = [r for r in left if r.run in runs and runs[r.run] is None]
+    if other:
+        theirs = tags_shown(runs[other[0].run] or "")
+        raise UsageError(
+            f"{literal(ledger)} holds {len(other)} {action} intent(s) not known done of a "
+            f"run with other tags ({literal(theirs)}): this run's records would hide them "
+            f"from swarm ledger failed. Give this run its own --ledger, or first finish "
+            f"that one (the same command with --resume and its --tag). Nothing was sent"
+        )
+    if unknown:
+        warn(
+            err,
+            f"{literal(ledger)} holds {len(unknown)} {action} intent(s) not known done of "
+            "a run that did not record its tags (an older swarm): if its tags were not "
+            "these, give this run its own --ledger",
+        )

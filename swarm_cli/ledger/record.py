@@ -94,6 +94,9 @@ class Record:
     # When the run that wrote this record started (ISO 8601): the same on every
     # record of a run, so that the latest run decides. Older swarms wrote none.
     started: str | None = None
+    # On the write-ahead records of a tag run (create-tags, delete-tags): the tags it
+    # sets or removes (tags_text), so that a run with other tags never reads as its own.
+    tags: str | None = None
     v: int = FORMAT_VERSION
 
     def order(self) -> tuple[bool, str, str, int, str, int]:
@@ -202,6 +205,7 @@ _SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
     "run_intents": ((int, _NONE), False),
     "reached": ((str, _NONE), False),
     "started": ((str, _NONE), False),
+    "tags": ((str, _NONE), False),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", _NONE: "null"}
 

@@ -61,12 +61,12 @@ def _outcome_line(values: _Values) -> str:
     outcome has (the write-ahead ones are null), the generic encoding for anything else."""
     ts, run, seq, action, instance_id, status, region, account = values[:8]
     code, message, http_status, attempts, request_id = values[8:13]
-    intents, block, run_intents, reached, started, version = values[13:]
+    intents, block, run_intents, reached, started, tags, version = values[13:]
     if (
         type(seq) is not int
         or type(attempts) is not int
         or not (http_status is None or type(http_status) is int)
-        or not (intents is None and block is None and run_intents is None)
+        or not (intents is None and block is None and run_intents is None and tags is None)
         or version != FORMAT_VERSION
     ):
         return json_line(values)
@@ -83,7 +83,7 @@ def _outcome_line(values: _Values) -> str:
             f'"request_id":{"null" if request_id is None else e(request_id)},'
             f'"run":{e(run)},"run_intents":null,"seq":{seq},'
             f'"started":{"null" if started is None else e(started)},"status":{e(status)},'
-            f'"ts":{e(ts)},"v":{FORMAT_VERSION}}}'
+            f'"tags":null,"ts":{e(ts)},"v":{FORMAT_VERSION}}}'
         )
     except TypeError:  # a field that is not a string where one is expected
         return json_line(values)
@@ -198,6 +198,7 @@ class LedgerWriter:
         account: str | WriterValue | None = OWN,
         action: str | WriterValue = OWN,
         run_intents: int | None = None,
+        tags: str | None = None,
     ) -> None:
         """Record every intent as ``pending`` and make it durable before anything is sent.
 
@@ -239,6 +240,7 @@ class LedgerWriter:
                     block=first,
                     run_intents=run_intents,
                     started=self.started,
+                    tags=tags,
                 )
             if not ids:
                 return
@@ -307,6 +309,7 @@ class LedgerWriter:
                 None,
                 reached,
                 self.started,
+                None,
                 FORMAT_VERSION,
             )
             # Queued under the lock, so outcomes reach the file in sequence order.
