@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from .actions import ACTIONS, ActionSpec
-from .outcome import Kind, Outcome
+from .outcome import WAS_ALREADY_CODE, Kind, Outcome
 
 try:  # botocore's own lists, so that new throttle codes reach us with upgrades
     from botocore.retries import standard as _standard
@@ -454,7 +454,8 @@ class InstanceCall(BatchCall):
         ok = Outcome(Kind.SUCCEEDED, None, None, status, request_id)
         if self.spec.result_key is None:  # the answer lists nothing: success covers all
             return dict.fromkeys(ids, ok)
-        answered = {item["InstanceId"] for item in response.get(self.spec.result_key, [])}
+        items = response.get(self.spec.result_key, [])
+        answered = {item["InstanceId"] for item in items}
         lost = Outcome(
             Kind.TRANSIENT,
             "NotInResponse",
@@ -462,7 +463,17 @@ class InstanceCall(BatchCall):
             status,
             request_id,
         )
-        return {i: ok if i in answered else lost for i in ids}
+        out = {i: ok if i in answered else lost for i in ids}
+        target = self.spec.target_state
+        for item in items:
+            before = (item.get("PreviousState") or {}).get("Name")
+            if before is not None and before == target and item["InstanceId"] in out:
+                # EC2 says this call changed nothing: a rollback must not undo it.
+                message = f"was {before} already: the call changed nothing"
+                out[item["InstanceId"]] = Outcome(
+                    Kind.SUCCEEDED, WAS_ALREADY_CODE, message, status, request_id
+                )
+        return out
 
 
 class Terminate(InstanceCall):

@@ -57,3 +57,8 @@ class Outcome:
             Kind.REQUEUE,
             Kind.NOT_YET,
         )
+
+
+# A success whose answer says the instance was in the target state before the call
+# (EC2's PreviousState): the call changed nothing, and a rollback has nothing to undo.
+WAS_ALREADY_CODE = "WasAlready"

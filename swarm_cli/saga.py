@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .actions import ACTIONS, ActionSpec
-from .ledger import STATUS_RANK, Record, read_records
+from .ledger import STATUS_RANK, Record, WriteAheadCheck, read_records
+from .outcome import WAS_ALREADY_CODE
 from .report import Pair, Report
 from .targets import ACCOUNT_ID, INSTANCE_ID, REGION
 
@@ -88,9 +89,12 @@ def undo_plan(
     ``LedgerError`` when a ledger cannot be read.
     """
     by_run: dict[str, list[Record]] = {}
+    watch = WriteAheadCheck()
     for path in paths:
         for record in read_records(path):
-            by_run.setdefault(record.run, []).append(record)
+            by_run.setdefault(watch(record).run, []).append(record)
+    # Killed while writing its intents ahead: such a run sent nothing.
+    sent_nothing = {c.run for c in watch.cut_short()}
     where = ", ".join(paths) or "no ledger"
     if run is None:
         reversible = sorted(
@@ -112,7 +116,15 @@ def undo_plan(
     if missing:
         raise SagaError(f"no run {', '.join(missing)} in {where}")
     records = [record for r in runs for record in by_run[r]]
-    actions = _actions(records)
+    # What a run's first call found already done (EC2's PreviousState) it did not change:
+    # that run has nothing of it to undo (another run undone with it may).
+    unchanged = {
+        (r.run, r.id)
+        for r in records
+        if r.status == "succeeded" and r.code == WAS_ALREADY_CODE and r.attempts <= 1
+    }
+    records = [r for r in records if (r.run, r.id) not in unchanged]
+    actions = _actions(records) or _actions([x for r in runs for x in by_run[r]])
     label = ", ".join(runs)
     if len(actions) != 1:
         raise SagaError(f"run {label} holds several actions ({', '.join(sorted(actions))})")
@@ -139,7 +151,9 @@ def undo_plan(
     for record in best.values():
         # Pending as written ahead (a kill left no outcome: maybe sent), or after a
         # call that got no answer; a run that stopped in order says "not sent" (0 attempts).
-        maybe_sent = record.intents is not None or record.attempts > 0
+        maybe_sent = (
+            record.intents is not None and record.run not in sent_nothing
+        ) or record.attempts > 0
         if record.status == "pending" and maybe_sent and record.region is not None:
             unsure.setdefault(Pair(record.account, record.region), []).append(record.id)
     if not groups and not (allow_empty and unsure):

@@ -310,3 +310,44 @@ def test_an_instance_the_wait_did_not_see_arrive_is_not_done_in_the_ledger(
         assert box.calls_by("StartInstances") >= 2  # the two were sent again
         _, out, _ = swarm("ledger", "failed", "--action", "start", str(ledger))
         assert out == ""
+
+
+def test_rollback_leaves_alone_what_the_run_found_already_in_its_state(tmp_path: Path) -> None:
+    """EC2's answer says which instances a stop found stopped already (PreviousState):
+    the run changed nothing of them, and undoing it must not start them."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(8)
+        box.client().stop_instances(InstanceIds=ids[:3])
+        ledger = tmp_path / "l.jsonl"
+        code, report = act(box, "stop", write_ids(tmp_path / "ids.txt", ids), ledger)
+        assert code == 0 and report["counts"]["succeeded"] == 8
+        codes = {r.id: r.code for r in read_records(str(ledger)) if r.status == "succeeded"}
+        assert {codes[i] for i in ids[:3]} == {"WasAlready"}
+        assert {codes[i] for i in ids[3:]} == {None}
+        code, out, err = swarm(
+            "rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes", "--output", "json"
+        )
+        assert code == 0, err
+        assert json.loads(out)["total"] == 5
+        assert box.states(ids) == {
+            **dict.fromkeys(ids[:3], "stopped"),
+            **dict.fromkeys(ids[3:], "running"),
+        }
+
+
+def test_rollback_of_a_run_killed_while_writing_its_intents_sends_nothing(tmp_path: Path) -> None:
+    """A block cut short means the run sent nothing: its pending intents are nobody's
+    doing, even those whose instances are in its end state."""
+    from swarm_cli.ledger import LedgerWriter
+
+    with Sandbox(OPEN) as box:
+        ids = box.launch(6)
+        box.client().stop_instances(InstanceIds=ids[:2])  # stopped before, by someone else
+        ledger = tmp_path / "l.jsonl"
+        writer = LedgerWriter(str(ledger), "run-a", "stop", "us-east-1")
+        writer.write_ahead(ids[:4], run_intents=6)  # the kill came before the rest
+        writer.close()
+        code, _, err = swarm("rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes")
+        assert code != 0 and "nothing to undo" in err, err
+        assert box.states(ids[:2]) == dict.fromkeys(ids[:2], "stopped")
+        assert box.calls_by("StartInstances") == 0
