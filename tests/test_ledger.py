@@ -1144,3 +1144,27 @@ def test_a_failed_merge_leaves_the_output_as_it_was(tmp_path: Path) -> None:
         "newer.jsonl",
         "out.jsonl",
     ]
+
+
+def test_a_later_opposite_run_undoes_a_success_only_where_it_may_have_acted(
+    tmp_path: Path,
+) -> None:
+    from swarm_cli.ledger import MAYBE_DONE, undone
+
+    path = tmp_path / "l.jsonl"
+    ids = ["i-00000001", "i-00000002", "i-00000003", "i-00000004"]
+    stop = LedgerWriter(str(path), "run-a", "stop", "us-east-1")
+    stop.write_ahead(ids)
+    for i in ids:
+        stop.write(i, "succeeded")
+    stop.close()
+    start = LedgerWriter(str(path), "run-b", "start", "us-east-1")
+    start.write_ahead(ids)
+    start.write(ids[0], "failed", code="RailUnverified", message="tags not read")
+    start.write(ids[1], "pending", code="Interrupted", message="stopped before it was sent")
+    start.write(ids[2], "pending", code="CallTimeout", message=f"no answer: {MAYBE_DONE}")
+    start.close()  # ids[3]: its bare intent (a kill: maybe in flight)
+    state = undone(fold(read_records(str(path))))
+    stopped = {i: state[("stop", i)] for i in ids}
+    assert [stopped[i].status for i in ids] == ["succeeded", "succeeded", "pending", "pending"]
+    assert {stopped[i].code for i in ids[2:]} == {"UndoneSince"}

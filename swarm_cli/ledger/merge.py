@@ -62,8 +62,8 @@ def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
 
 def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Record]:
     """``state`` with each success that a later run's record of an action undoing it
-    (a start after a stop, a stop after a start; in flight, failed or done) leaves
-    unknown turned ``pending``: the instance may have left that state since. Resume
+    (a start after a stop, a stop after a start; done, or in flight or unanswered: not
+    one refused or never sent) leaves unknown turned ``pending``: the instance may have left that state since. Resume
     then looks it up and ``ledger failed`` lists it, instead of trusting the older
     success."""
     out = dict(state)
@@ -72,7 +72,12 @@ def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Rec
             continue
         for other in UNDOES.get(action, ()):
             later = state.get((other, instance))
-            if later is not None and _run_key(later) > _run_key(record):
+            if (
+                later is not None
+                and _run_key(later) > _run_key(record)
+                # A later call refused, or never sent, undid nothing.
+                and (later.status == "succeeded" or may_have_acted(later))
+            ):
                 out[(action, instance)] = replace(
                     record,
                     status="pending",
