@@ -63,9 +63,9 @@ def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
 def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Record]:
     """``state`` with each success that a later run's record of an action undoing it
     (a start after a stop, a stop after a start; done, or in flight or unanswered: not
-    one refused or never sent) leaves unknown turned ``pending``: the instance may have left that state since. Resume
-    then looks it up and ``ledger failed`` lists it, instead of trusting the older
-    success."""
+    one refused or never sent) leaves unknown turned ``pending``: the instance may have
+    left that state since. Resume then looks it up and ``ledger failed`` lists it,
+    instead of trusting the older success."""
     out = dict(state)
     for (action, instance), record in state.items():
         if record.status != "succeeded":
