@@ -799,7 +799,7 @@ def render_summary(report: Report, console: Console) -> None:
             # `ledger failed` lists only the intents on disk; the rest would be lost.
             say(
                 "  nothing was sent, and the ledger holds only some of the intents: once it "
-                "can be written, run the same command again (same --ids)",
+                "can be written, run the same command again",
                 style="bold red",
             )
         elif c["failed"] + c["pending"] > stuck:

@@ -351,3 +351,16 @@ def test_rollback_of_a_run_killed_while_writing_its_intents_sends_nothing(tmp_pa
         assert code != 0 and "nothing to undo" in err, err
         assert box.states(ids[:2]) == dict.fromkeys(ids[:2], "stopped")
         assert box.calls_by("StartInstances") == 0
+
+
+def test_rollback_wait_is_bounded_by_its_wait_timeout(tmp_path: Path) -> None:
+    with Sandbox(OPEN) as box:
+        ids = box.launch(3)
+        ledger = tmp_path / "l.jsonl"
+        assert act(box, "stop", write_ids(tmp_path / "ids.txt", ids), ledger)[0] == 0
+        code, out, err = swarm(
+            "rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes", "--output", "json",
+            "--wait", "--wait-timeout", "0",
+        )  # fmt: skip
+        assert code == 1, err
+        assert json.loads(out)["wait"]["timed_out"] == 3

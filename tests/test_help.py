@@ -115,3 +115,15 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
     _, out, _ = swarm("terminate", "--help")
     assert "--check-protection" in out and "--rollback" in out and "--wait" in out
     assert "Select instances instead of --ids" in " ".join(out.split())
+
+
+def test_rollback_speaks_of_its_own_options() -> None:
+    _, out, _ = swarm("rollback", "--help")
+    flat = " ".join(out.split())
+    assert "--shard" not in flat and "an undo of more than N instances" in flat
+    assert "--wait-timeout" in flat
+    code, _, err = swarm("rollback", "/nonexistent-folder/l.jsonl", "--yes")
+    said = " ".join(err.split())
+    assert (
+        code == 2 and "--ledger" not in said and "the undo is appended to the run's ledger" in said
+    )

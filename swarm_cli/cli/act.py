@@ -70,7 +70,6 @@ from .options import (
     FilterOpt,
     Flags,
     MaxAttempts,
-    MaxCountOpt,
     MaxOutage,
     MaxWindow,
     MinWindow,
@@ -1080,11 +1079,25 @@ def rollback(
     wait: Annotated[
         bool, typer.Option("--wait", help="Then wait until each instance is back.")
     ] = False,
+    wait_timeout: Annotated[
+        float,
+        typer.Option(
+            "--wait-timeout", metavar="SECONDS", min=0, help="Seconds --wait waits at most."
+        ),
+    ] = 600.0,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
     expect_account: ExpectAccountOpt = None,
     protect_tag: ProtectTagOpt = None,
-    max_count: MaxCountOpt = None,
+    max_count: Annotated[
+        int | None,
+        typer.Option(
+            "--max-count",
+            metavar="N",
+            min=0,
+            help="Refuse (exit 3) an undo of more than N instances.",
+        ),
+    ] = None,
 ) -> int:
     """Undo a stop or start run from its ledger: start what it stopped, stop what it started.
 
@@ -1098,7 +1111,11 @@ def rollback(
         try:
             # The undo is appended to this ledger: refused now if it could not be, not after
             # the look-ups and the confirmation.
-            check_ledger_path(ledger)
+            check_ledger_path(
+                ledger,
+                fix="the undo is appended to the run's ledger: make it writable, or copy "
+                "it to a file that is and roll back from the copy",
+            )
             plan = undo_plan([ledger], run or None, allow_empty=True)
             check_ids(plan)
         except (SagaError, LedgerError) as exc:
@@ -1119,6 +1136,7 @@ def rollback(
             accounts=accounts,
             role_arn=role_arn,
             wait=wait,
+            wait_timeout=wait_timeout,
             expect_account=expect_account,
             protect_tags=tuple(protect_tag or ()),
             max_count=max_count,

@@ -9,7 +9,7 @@ import stat
 from .errors import LedgerError, _reason
 
 
-def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
+def check_ledger_path(path: str, *, ids_path: str | None = None, fix: str | None = None) -> None:
     """Refuse, before anything is sent, a ledger path the run could not append to.
 
     A symbolic link is refused: appending through it writes wherever it points
@@ -19,32 +19,39 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
     nothing to root or about a read-only mount; a file that open created is
     removed again, so that a run refused later (or not confirmed) leaves no
     empty ledger behind. Raises :class:`LedgerError` with a one-line message
-    saying what to do.
+    saying what to do (``fix``, when given, says it instead: a rollback appends to the
+    ledger it was given, which no --ledger names).
     """
     if path == "-":
         # Not standard output: a ledger is read back (--resume, ledger failed).
         raise LedgerError("a ledger is a file swarm reads back: pass --ledger FILE, not -")
     folder = os.path.dirname(path) or "."
     if not os.path.exists(folder):
-        raise LedgerError(f"folder {folder} does not exist: create it or pass --ledger elsewhere")
+        raise LedgerError(
+            f"folder {folder} does not exist: {fix or 'create it or pass --ledger elsewhere'}"
+        )
     if not os.path.isdir(folder):
-        raise LedgerError(f"{folder} is not a folder: pass --ledger elsewhere")
+        raise LedgerError(f"{folder} is not a folder: {fix or 'pass --ledger elsewhere'}")
     if os.path.islink(path):
         raise LedgerError(f"ledger {path} is a symbolic link: pass the real path")
     exists = os.path.exists(path)
     if exists:
         mode = os.stat(path).st_mode
         if stat.S_ISDIR(mode):
-            raise LedgerError(f"ledger {path} is a folder: pass a file path to --ledger")
+            raise LedgerError(f"ledger {path} is a folder: {fix or 'pass a file path to --ledger'}")
         # A device keeps nothing (/dev/null) or refuses all (/dev/full): only a file will do.
         if not stat.S_ISREG(mode):
-            raise LedgerError(f"ledger {path} is not a regular file: pass a file path to --ledger")
+            raise LedgerError(
+                f"ledger {path} is not a regular file: {fix or 'pass a file path to --ledger'}"
+            )
     if ids_path is not None and ids_path != "-" and same_file(path, ids_path):
         raise LedgerError(f"ledger {path} is the ID list {ids_path}: pass another --ledger")
     if exists and not os.access(path, os.W_OK):
-        raise LedgerError(f"ledger {path} is not writable: fix its mode or pass --ledger elsewhere")
+        raise LedgerError(
+            f"ledger {path} is not writable: {fix or 'fix its mode or pass --ledger elsewhere'}"
+        )
     if not exists and not os.access(folder, os.W_OK | os.X_OK):
-        raise LedgerError(f"folder {folder} is not writable: pass --ledger elsewhere")
+        raise LedgerError(f"folder {folder} is not writable: {fix or 'pass --ledger elsewhere'}")
     try:
         # O_NONBLOCK: a FIFO swapped in since the checks must not hang the open.
         fd = os.open(
@@ -54,7 +61,7 @@ def check_ledger_path(path: str, *, ids_path: str | None = None) -> None:
         )
     except OSError as err:
         raise LedgerError(
-            f"cannot write the ledger {path}: {_reason(err)}: pass --ledger elsewhere"
+            f"cannot write the ledger {path}: {_reason(err)}: {fix or 'pass --ledger elsewhere'}"
         ) from None
     try:
         if not exists:
