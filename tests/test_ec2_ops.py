@@ -570,9 +570,19 @@ def test_a_tag_plan_says_it_did_not_look_the_ids_up(sandbox: Sandbox, tmp_path: 
     code, plan, err = ec2(
         sandbox, "create-tags", ids, tmp_path / "l.jsonl", "--dry-run", "--tag", "a=b"
     )
-    assert code == 0 and plan["would_act"] == 2
+    assert plan["would_act"] == 2
     assert plan["unchecked"].startswith("not looked up: CreateTags takes any resource ID")
     assert "an ID that does not exist ends missing when sent" in err
+    # Its DryRun, on an ID that does not exist, could not check the permission: exit 1.
+    (perm,) = plan["permission"]
+    assert perm["allowed"] is None and perm["code"] == "InvalidVolume.NotFound"
+    assert code == 1
+    real = sandbox.seed(volumes=1)["volumes"]
+    ids = write_ids(tmp_path / "real.txt", real)
+    code, plan, err = ec2(
+        sandbox, "create-tags", ids, tmp_path / "l.jsonl", "--dry-run", "--tag", "a=b"
+    )
+    assert code == 0 and plan["permission"][0]["allowed"] is True, err
 
 
 def test_only_the_tag_operations_take_a_list_of_ids_as_their_help_says() -> None:

@@ -632,11 +632,12 @@ def show_plan(
             f"{literal(flags.plan_out)}",
             markup=False,
         )
+    unchecked = any(perm.allowed is None for perm in plan.permission.values())
     code = (
         EXIT_CREDENTIALS
         if plan.fatal is not None
         else EXIT_FAILED
-        if plan.would_fail or plan.unknown
+        if plan.would_fail or plan.unknown or unchecked  # a permission not checked is unread
         else 0
     )
     if flags.output is Output.json:
