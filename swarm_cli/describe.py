@@ -236,7 +236,7 @@ def describe_job(
         return actions[pair]
 
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}
-    job = Job(DESCRIBE_SPEC, groups, _read_options(options, batch_size), title="describe")
+    job = Job(DESCRIBE_SPEC, groups, _read_options(options, batch_size), title="DescribeInstances")
     from .views import run_job  # the views bring rich: only when a run is shown
 
     report = run_job(job, make_action, console, classify=classify_setup)
@@ -294,7 +294,12 @@ def read_attribute_job(
         return actions[pair]
 
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}
-    job = Job(ATTRIBUTE_SPEC, groups, _read_options(options, 1), title=attribute)
+    job = Job(
+        ATTRIBUTE_SPEC,
+        groups,
+        _read_options(options, 1),
+        title=f"DescribeInstanceAttribute ({attribute})",
+    )
     from .views import run_job
 
     report = run_job(job, make_action, console, classify=classify_setup)

@@ -4,6 +4,7 @@ batch of IDs (:class:`BatchCall`) that every engine action on EC2 takes."""
 from __future__ import annotations
 
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -442,11 +443,25 @@ class InstanceCall(BatchCall):
         self.dry_run = dry_run
         self.params = dict(params or {})
         self._method = getattr(client, spec.method)
+        self._lock = threading.Lock()  # the engine calls from several worker threads
+        # ID -> calls of this run that carried it and may have acted (not surely refused):
+        # a PreviousState in the target is this run's own doing once one came before.
+        self._sent: dict[str, int] = {}
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
-        response: Mapping[str, Any] = self._method(
-            InstanceIds=list(ids), DryRun=self.dry_run, **self.params
-        )
+        with self._lock:
+            for i in ids:
+                self._sent[i] = self._sent.get(i, 0) + 1
+        try:
+            response: Mapping[str, Any] = self._method(
+                InstanceIds=list(ids), DryRun=self.dry_run, **self.params
+            )
+        except Exception as exc:
+            if refused_before_acting(exc):
+                with self._lock:  # EC2 did nothing: no earlier call for the next one
+                    for i in ids:
+                        self._sent[i] -= 1
+            raise
         return response
 
     def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
@@ -467,7 +482,9 @@ class InstanceCall(BatchCall):
         target = self.spec.target_state
         for item in items:
             before = (item.get("PreviousState") or {}).get("Name")
-            if before is not None and before == target and item["InstanceId"] in out:
+            with self._lock:
+                first = self._sent.get(item["InstanceId"], 0) <= 1
+            if before is not None and before == target and first and item["InstanceId"] in out:
                 # EC2 says this call changed nothing: a rollback must not undo it.
                 message = f"was {before} already: the call changed nothing"
                 out[item["InstanceId"]] = Outcome(

@@ -292,12 +292,14 @@ def _read_through(
         batch_size=MAX_FILTER_VALUES,
         auto_batch=False,
         trace=None,
-        progress="none",
     )
     from .views import run_job
 
     report = run_job(
-        Job(spec, wanted, read, title="look"), make_action, console, classify=classify_setup
+        Job(spec, wanted, read, title="".join(w.capitalize() for w in method.split("_"))),
+        make_action,
+        console,
+        classify=classify_setup,
     )
     stop_if_interrupted(report)
     for problem in report.problems:

@@ -19,11 +19,9 @@ from dataclasses import dataclass, field, replace
 from rich.console import Console
 
 from .describe import InstanceInfo, MakeClient, describe_job
-from .outcome import Kind, Outcome
+from .outcome import ALREADY_CODE, Kind, Outcome
 from .report import Pair, Recorded
 from .run import RunOptions
-
-ALREADY_CODE = "AlreadyInState"
 
 # The states that show an action done (or under way, which EC2 finishes by itself).
 DONE_STATES: Mapping[str, frozenset[str]] = {

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .actions import ACTIONS, ActionSpec
-from .ledger import STATUS_RANK, Record, WriteAheadCheck, read_records
+from .ledger import STATUS_RANK, Record, WriteAheadCheck, may_have_acted, read_records
 from .outcome import WAS_ALREADY_CODE
 from .report import Pair, Report
 from .targets import ACCOUNT_ID, INSTANCE_ID, REGION
@@ -119,9 +119,7 @@ def undo_plan(
     # What a run's first call found already done (EC2's PreviousState) it did not change:
     # that run has nothing of it to undo (another run undone with it may).
     unchanged = {
-        (r.run, r.id)
-        for r in records
-        if r.status == "succeeded" and r.code == WAS_ALREADY_CODE and r.attempts <= 1
+        (r.run, r.id) for r in records if r.status == "succeeded" and r.code == WAS_ALREADY_CODE
     }
     records = [r for r in records if (r.run, r.id) not in unchanged]
     actions = _actions(records) or _actions([x for r in runs for x in by_run[r]])
@@ -152,8 +150,10 @@ def undo_plan(
         # Pending as written ahead (a kill left no outcome: maybe sent), or after a
         # call that got no answer; a run that stopped in order says "not sent" (0 attempts).
         maybe_sent = (
-            record.intents is not None and record.run not in sent_nothing
-        ) or record.attempts > 0
+            (record.intents is not None and record.run not in sent_nothing)
+            or record.attempts > 0
+            or may_have_acted(record)  # e.g. accepted, then --wait did not see it arrive
+        )
         if record.status == "pending" and maybe_sent and record.region is not None:
             unsure.setdefault(Pair(record.account, record.region), []).append(record.id)
     if not groups and not (allow_empty and unsure):

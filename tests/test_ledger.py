@@ -1152,7 +1152,7 @@ def test_a_later_opposite_run_undoes_a_success_only_where_it_may_have_acted(
     from swarm_cli.ledger import MAYBE_DONE, undone
 
     path = tmp_path / "l.jsonl"
-    ids = ["i-00000001", "i-00000002", "i-00000003", "i-00000004"]
+    ids = [f"i-0000000{n}" for n in range(1, 7)]
     stop = LedgerWriter(str(path), "run-a", "stop", "us-east-1")
     stop.write_ahead(ids)
     for i in ids:
@@ -1163,8 +1163,45 @@ def test_a_later_opposite_run_undoes_a_success_only_where_it_may_have_acted(
     start.write(ids[0], "failed", code="RailUnverified", message="tags not read")
     start.write(ids[1], "pending", code="Interrupted", message="stopped before it was sent")
     start.write(ids[2], "pending", code="CallTimeout", message=f"no answer: {MAYBE_DONE}")
+    start.write(ids[4], "failed", code="InternalError", http_status=500)  # may have acted
+    start.write(ids[5], "failed", code="IncorrectInstanceState", http_status=400)
     start.close()  # ids[3]: its bare intent (a kill: maybe in flight)
     state = undone(fold(read_records(str(path))))
     stopped = {i: state[("stop", i)] for i in ids}
-    assert [stopped[i].status for i in ids] == ["succeeded", "succeeded", "pending", "pending"]
-    assert {stopped[i].code for i in ids[2:]} == {"UndoneSince"}
+    statuses = [stopped[i].status for i in ids]
+    assert statuses == ["succeeded", "succeeded", "pending", "pending", "pending", "succeeded"]
+    assert {stopped[i].code for i in ids[2:5]} == {"UndoneSince"}
+
+
+def test_a_merge_keeps_what_a_rollback_reads_when_later_runs_decided_some_intents(
+    tmp_path: Path,
+) -> None:
+    """Run A stops X and Y in one call, killed in flight; its resume B finds Y stopped
+    already (AlreadyInState). Merged, A's block still reads whole, and A's bare intent of
+    Y is kept: B changed nothing of Y, so A's undo must still look Y up."""
+    from swarm_cli.saga import undo_plan
+
+    path = tmp_path / "l.jsonl"
+    a = LedgerWriter(str(path), "run-a", "stop", "us-east-1")
+    a.write_ahead(["i-0000000x", "i-0000000y"])
+    a.close()
+    b = LedgerWriter(str(path), "run-b", "stop", "us-east-1")
+    b.write_ahead(["i-0000000y"])
+    b.write("i-0000000y", "succeeded", code="AlreadyInState")
+    b.close()
+    merged = tmp_path / "merged.jsonl"
+    found: list[CutShort] = []
+    merge_files([str(path)], str(merged), cut_short=found)
+    assert found == []
+    again: list[CutShort] = []
+    assert fold_files([str(merged)], cut_short=again) == fold_files([str(path)])
+    assert again == []
+    plan = undo_plan([str(merged)], ["run-a", "run-b"], allow_empty=True)
+    assert plan == undo_plan([str(path)], ["run-a", "run-b"], allow_empty=True)
+    assert plan.unsure == undo_plan([str(path)], ["run-a", "run-b"], allow_empty=True).unsure
+    assert [i for ids in plan.unsure.values() for i in ids] == ["i-0000000x"]
+    alone = undo_plan([str(merged)], "run-a", allow_empty=True)  # B's Y kept A's in flight
+    assert [i for ids in alone.unsure.values() for i in ids] == ["i-0000000x", "i-0000000y"]
+    before = merged.read_bytes()
+    merge_files([str(merged)], str(merged))
+    assert merged.read_bytes() == before  # a fixpoint

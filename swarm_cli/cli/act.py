@@ -569,17 +569,19 @@ def show_plan(
             groups,
             reach.client,
             err,
-            options=replace(options, ledger=None, progress="none"),
+            options=replace(options, ledger=None),
             params=flags.params,
             permission=False,
         )
     else:
+        # The reads show their progress as a run does: a plan of 100,000 instances asks
+        # each one's protection, one call each, for minutes.
         plan = make_plan(
             spec,
             groups,
             reach.client,
             err,
-            options=replace(options, ledger=None, progress="none"),
+            options=replace(options, ledger=None),
             check_protection=flags.check_protection,
             params=flags.params,
             permission=False,

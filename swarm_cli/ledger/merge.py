@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
+from ..outcome import ALREADY_CODE, WAS_ALREADY_CODE
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, _reason
 from .paths import _sync_folder
@@ -75,8 +76,8 @@ def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Rec
             if (
                 later is not None
                 and _run_key(later) > _run_key(record)
-                # A later call refused, or never sent, undid nothing.
-                and (later.status == "succeeded" or may_have_acted(later))
+                # A later call refused (a 4xx), or never sent, undid nothing.
+                and (later.status == "succeeded" or may_have_acted(later) or _unsure(later))
             ):
                 out[(action, instance)] = replace(
                     record,
@@ -86,6 +87,12 @@ def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Rec
                 )
                 break
     return out
+
+
+def _unsure(record: Record) -> bool:
+    """A failure that does not say the call did nothing: a 5xx, which EC2 may have carried
+    out before it failed (a refusal is a 4xx, or swarm's own with no HTTP status)."""
+    return record.status == "failed" and (record.http_status or 0) >= 500
 
 
 def _run_key(record: Record) -> tuple[str, str, str, int]:
@@ -152,7 +159,9 @@ def merge_files(
     ``paths`` go to ``cut_short``, and their intents' ``pending`` records are
     kept too, after the rest, so that the merged ledger still shows it; so are the
     latest records of runs that may have acted on an intent not known done (see
-    :func:`_acted`), so that a resume from it reads what it reads from ``paths``.
+    :func:`_acted`), so that a resume from it reads what it reads from ``paths``; and
+    the last intent of each write-ahead block, so that a block whose other intents
+    later runs decided still reads whole.
 
     Raises :class:`LedgerError` when an input cannot be read or ``out``
     cannot be written, and :class:`LedgerVersionError` at a record of a newer
@@ -167,12 +176,22 @@ def merge_files(
     watch = WriteAheadCheck() if watch is None else watch
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
     latest: Latest[bytes] = {}  # each run's latest record of each intent: see _acted
+    # The last intent of each write-ahead block: kept, it shows the block whole (see
+    # WriteAheadCheck) when later runs decided some of its intents.
+    ends: dict[tuple[str, int], bytes] = {}
     for path in paths:
         count = 0
         for record, raw in _read_lines(path, damaged):
             count += 1
             watch(record)
             keep_latest(latest, record, raw)
+            if (
+                record.block is not None
+                and record.intents is not None
+                and record.status == "pending"
+                and record.seq == record.block + record.intents - 1
+            ):
+                ends.setdefault((record.run, record.seq), raw.rstrip(b"\r\n") + b"\n")
             key = (record.action, record.id)
             current = best.get(key)
             if (
@@ -188,32 +207,50 @@ def merge_files(
     kept = _cut_blocks(paths, {c.run for c in cut}, best) if cut else []
     lines = [best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best)]
     already = set(kept)
-    acted = [line for line in _acted(latest, best) if line not in already]
-    _replace(out, itertools.chain(lines, kept, acted))
+    extra = [(record, line) for record, line in _acted(latest, best) if line not in already]
+    shown = [record for record, _ in best.values()] + [record for record, _ in extra]
+    acted = [line for _, line in extra]
+    _replace(out, itertools.chain(lines, kept, acted, _block_ends(ends, shown)))
     if cut_short is not None:
         cut_short.extend(cut)
     return len(best)
 
 
+# Successes that say the run's call (or look-up) found the instance done already: the
+# run changed nothing, so what an earlier run may have done still counts (a rollback).
+UNCHANGED_CODES = frozenset({WAS_ALREADY_CODE, ALREADY_CODE})
+
+
 def _acted(
     latest: Latest[bytes],
     best: Mapping[tuple[str, str], tuple[Record, bytes]],
-) -> list[bytes]:
-    """The latest records of runs that may have acted on an intent not known done, other
-    than its winner (a kill while the call was in flight, its bare intent, then a later
-    run stopped before sending it again). Kept in a merged ledger, they lose to the
-    winner when folded, and a resume from it still takes a resource gone for done, as
-    it does from the ledgers merged."""
+) -> list[tuple[Record, bytes]]:
+    """The latest records of runs that may have acted on an intent not known done (or
+    done by a success that changed nothing: :data:`UNCHANGED_CODES`), other than its
+    winner (a kill while the call was in flight, its bare intent, then a later run
+    stopped before sending it again). Kept in a merged ledger, they lose to the winner
+    when folded, and a resume or a rollback from it reads what it reads from the
+    ledgers merged."""
     out = []
     for (action, instance, _), (record, raw) in sorted(latest.items()):
         winner = best[(action, instance)][0]
         if (
-            winner.status != "succeeded"
+            (winner.status != "succeeded" or winner.code in UNCHANGED_CODES)
             and may_have_acted(record)
             and (record.run, record.seq) != (winner.run, winner.seq)
         ):
-            out.append(raw.rstrip(b"\r\n") + b"\n")
+            out.append((record, raw.rstrip(b"\r\n") + b"\n"))
     return out
+
+
+def _block_ends(ends: Mapping[tuple[str, int], bytes], kept: Iterable[Record]) -> list[bytes]:
+    """The last intents of write-ahead blocks (``ends``: (run, seq) -> line) that nothing
+    ``kept`` shows whole: no kept record of the run at or past that seq. Without them a
+    block whose other intents later runs decided reads as cut short by a kill."""
+    last: dict[str, int] = {}
+    for record in kept:
+        last[record.run] = max(last.get(record.run, -1), record.seq)
+    return [ends[(run, seq)] for run, seq in sorted(ends) if last.get(run, -1) < seq]
 
 
 def _cut_blocks(
