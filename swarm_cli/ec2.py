@@ -18,7 +18,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from .actions import ACTIONS, ActionSpec
-from .outcome import WAS_ALREADY_CODE, Kind, Outcome
+from .ledger import WAS_ALREADY_CODE
+from .outcome import Kind, Outcome
 
 try:  # botocore's own lists, so that new throttle codes reach us with upgrades
     from botocore.retries import standard as _standard

@@ -57,11 +57,3 @@ class Outcome:
             Kind.REQUEUE,
             Kind.NOT_YET,
         )
-
-
-# A success whose answer says the instance was in the target state before the call
-# (EC2's PreviousState): the call changed nothing, and a rollback has nothing to undo.
-WAS_ALREADY_CODE = "WasAlready"
-# A success recorded without a call: --resume found the instance in the action's end
-# state already (see swarm_cli.resume).
-ALREADY_CODE = "AlreadyInState"

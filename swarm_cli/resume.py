@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from rich.console import Console
 
 from .describe import InstanceInfo, MakeClient, describe_job
-from .outcome import ALREADY_CODE, Kind, Outcome
+from .ledger import ALREADY_CODE
+from .outcome import Kind, Outcome
 from .report import Pair, Recorded
 from .run import RunOptions
 

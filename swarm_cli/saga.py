@@ -14,8 +14,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .actions import ACTIONS, ActionSpec
-from .ledger import STATUS_RANK, Record, WriteAheadCheck, may_have_acted, read_records
-from .outcome import WAS_ALREADY_CODE
+from .ledger import (
+    STATUS_RANK,
+    WAS_ALREADY_CODE,
+    Record,
+    WriteAheadCheck,
+    may_have_acted,
+    read_records,
+)
 from .report import Pair, Report
 from .targets import ACCOUNT_ID, INSTANCE_ID, REGION
 

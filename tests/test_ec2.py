@@ -428,3 +428,58 @@ def test_unknown_regions_are_those_of_no_partition() -> None:
     }
     assert {"us-east-1", "cn-north-1", "us-gov-west-1"} <= known
     assert unknown_regions([*known, "us-eats-1", "eu-west-9"]) == ["eu-west-9", "us-eats-1"]
+
+
+def _throttled(request: Any, **_: Any) -> Any:
+    from botocore.awsrequest import AWSResponse
+
+    body = (
+        b"<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>slow down"
+        b"</Message></Error></Errors><RequestID>r-1</RequestID></Response>"
+    )
+
+    class Raw:
+        def stream(self, **_: Any) -> Iterator[bytes]:
+            yield body
+
+    return AWSResponse(request.url, 503, {"Content-Type": "text/xml"}, Raw())
+
+
+def test_was_already_is_said_only_when_no_earlier_call_of_the_run_may_have_acted(
+    sandbox: Any,
+) -> None:
+    """EC2's PreviousState in the target says this call changed nothing, but after a call
+    that may have acted (its answer lost) the instance may be stopped by that call: only
+    a throttled call before it (EC2 did nothing) leaves it this run's first."""
+    from swarm_cli.actions import ACTIONS
+    from swarm_cli.ec2 import InstanceCall
+    from swarm_cli.sandbox import CREDENTIALS
+
+    first, second = sandbox.launch(2)
+    sandbox.client().stop_instances(InstanceIds=[first])  # stopped before the run
+    client = make_client("us-east-1", endpoint_url=sandbox.endpoint, credentials=CREDENTIALS)
+    calls = {"n": 0}
+
+    def once_throttled(request: Any, **kw: Any) -> Any:
+        calls["n"] += 1
+        return _throttled(request) if calls["n"] == 1 else None
+
+    client.meta.events.register("before-send.ec2.StopInstances", once_throttled)
+    stop = InstanceCall(client, ACTIONS["stop"])
+    with pytest.raises(ClientError):
+        stop.send([first])
+    out = stop.read([first], stop.send([first]))
+    assert out[first].kind is Kind.SUCCEEDED and out[first].code == "WasAlready"
+
+    lost = {"n": 0}
+
+    def answer_lost(**_: Any) -> None:
+        lost["n"] += 1
+        if lost["n"] == 1:
+            raise bce.ReadTimeoutError(endpoint_url=sandbox.endpoint)
+
+    client.meta.events.register("after-call.ec2.StopInstances", answer_lost)
+    with pytest.raises(bce.ReadTimeoutError):
+        stop.send([second])  # it stopped the instance; the answer never came
+    out = stop.read([second], stop.send([second]))
+    assert out[second].kind is Kind.SUCCEEDED and out[second].code is None  # its own doing

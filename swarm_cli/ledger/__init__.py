@@ -12,6 +12,7 @@ from .merge import fold, fold_files, merge_files, succeeded_ids, undone
 from .paths import check_ledger_path, same_file
 from .reader import MAX_LINE_BYTES, Damaged, describe_damage, open_ledger, read_records
 from .record import (
+    ALREADY_CODE,
     FINAL_SUCCESS,
     FORMAT_VERSION,
     MAYBE_DONE,
@@ -19,6 +20,7 @@ from .record import (
     REACHED_CODE,
     STATUS_RANK,
     STATUSES,
+    WAS_ALREADY_CODE,
     Record,
     may_have_acted,
     permanent,
@@ -27,6 +29,7 @@ from .record import (
 from .writer import OWN, LedgerWriter, WriterValue
 
 __all__ = [
+    "ALREADY_CODE",
     "FINAL_SUCCESS",
     "FORMAT_VERSION",
     "MAX_LINE_BYTES",
@@ -36,6 +39,7 @@ __all__ = [
     "REACHED_CODE",
     "STATUSES",
     "STATUS_RANK",
+    "WAS_ALREADY_CODE",
     "CutShort",
     "Damaged",
     "LedgerError",

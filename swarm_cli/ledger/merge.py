@@ -12,12 +12,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from ..outcome import ALREADY_CODE, WAS_ALREADY_CODE
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, _reason
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
-from .record import Record, may_have_acted
+from .record import ALREADY_CODE, WAS_ALREADY_CODE, Record, may_have_acted
 from .writer import _CHUNK_BYTES
 
 # Actions that undo each other's end state: after a run of one, the other's success

@@ -43,6 +43,14 @@ PERMANENT_CODES: frozenset[str] = frozenset(
 )
 
 
+# A success whose answer says the instance was in the target state before the call
+# (EC2's PreviousState): the call changed nothing, and a rollback has nothing to undo.
+WAS_ALREADY_CODE = "WasAlready"
+# A success recorded without a call: --resume found the instance in the action's end
+# state already (see swarm_cli.resume).
+ALREADY_CODE = "AlreadyInState"
+
+
 # How a pending record ends when a call of the intent left and no answer said what came
 # of it (in flight when the run stopped, or never answered).
 MAYBE_DONE = "may or may not be done"
