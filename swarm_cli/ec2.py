@@ -357,6 +357,12 @@ def refused_before_acting(err: Exception) -> bool:
     return outcome.code in THROTTLE_CODES or (status is not None and 400 <= status < 500)
 
 
+# 4xx refusals of a call of several instances after which EC2 may still have acted on its
+# other IDs: protection refuses one instance, and those in other availability zones of
+# the same call are still terminated (AWS-FACTS); moto stops or terminates the rest too.
+ACTS_ON_THE_REST = frozenset({"OperationNotPermitted"})
+
+
 def split_batch(
     ids: Sequence[str], outcome: Outcome, named: Named | None = None
 ) -> dict[str, Outcome]:
@@ -458,7 +464,11 @@ class InstanceCall(BatchCall):
                 InstanceIds=list(ids), DryRun=self.dry_run, **self.params
             )
         except Exception as exc:
-            if refused_before_acting(exc):
+            if refused_before_acting(exc) and not (
+                len(ids) > 1
+                and isinstance(exc, ClientError)
+                and classify_error(exc).code in ACTS_ON_THE_REST
+            ):
                 with self._lock:  # EC2 did nothing: no earlier call for the next one
                     for i in ids:
                         self._sent[i] -= 1

@@ -158,7 +158,9 @@ def undo_plan(
         maybe_sent = (
             (record.intents is not None and record.run not in sent_nothing)
             or record.attempts > 0
-            or may_have_acted(record)  # e.g. accepted, then --wait did not see it arrive
+            # An outcome (not a bare intent) saying maybe done: accepted, then --wait did
+            # not see it arrive; or a call that got no answer.
+            or (record.intents is None and may_have_acted(record))
         )
         if record.status == "pending" and maybe_sent and record.region is not None:
             unsure.setdefault(Pair(record.account, record.region), []).append(record.id)

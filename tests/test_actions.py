@@ -80,18 +80,24 @@ def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: 
             "--max-errors",
             "3",
             "--rollback",
+            "--wait",  # for the run's state: nothing to wait for once it is undone
         )
         assert states(box, ids) == {"running"}
     assert code == 1
+    assert "wait" not in report
     assert report["stopped"]["code"] == "MaxErrors"
     assert report["counts"]["failed"] >= 3
     undone = report["rollback"]
+    # What it stopped, and those in flight when the budget stopped it that did stop
+    # (looked up first): as many or more, however the calls fell on a busy machine.
+    assert undone["action"] == "start"
+    assert undone["counts"]["succeeded"] >= report["counts"]["succeeded"]
     assert (
-        undone["action"] == "start"
-        and undone["counts"]["succeeded"] == report["counts"]["succeeded"]
+        undone["counts"]["succeeded"] <= report["counts"]["succeeded"] + report["counts"]["pending"]
     )
     actions = {r.action for r in read_records(str(ledger))}
     assert actions == {"stop", "start"}
+    assert not [r for r in read_records(str(ledger)) if r.code in ("WaitTimeout", "Reached")]
 
 
 def test_swarm_rollback_undoes_a_stop_later_from_its_ledger(tmp_path: Path) -> None:

@@ -78,6 +78,10 @@ def follow_up(
                 if undo.exit_code:
                     report.exit_code = undo.exit_code
     operation = RESOURCE_OPERATIONS.get(spec.name)
+    if flags.wait and "rollback" in report.extra:
+        # What the run did was undone: nothing of it is to reach the run's state.
+        err.print("--wait skipped: the run was rolled back", markup=False)
+        return
     if flags.wait and not flags.dry_run and report.done:
         from ..wait import WaitReport, record_reached, wait_for
 
