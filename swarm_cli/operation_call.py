@@ -58,6 +58,10 @@ def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str
             raise ValueError(f"--tag {shown}: keys starting aws: are AWS's own")
         if any(unicodedata.category(c) == "Cc" for c in text):
             raise ValueError(f"--tag {shown}: holds a control character")
+        if any(t["Key"] == key for t in tags):
+            # A resource holds one value per key: EC2 keeps the last, and a resume that
+            # checks for both would never find it done.
+            raise ValueError(f"--tag {shown}: the key {key!r} is given twice; give it once")
         tags.append({"Key": key, "Value": value} if eq else {"Key": key})
     return tags
 

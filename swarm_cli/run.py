@@ -467,6 +467,7 @@ def run(
                     run_id,
                     job.action.name,
                     None,
+                    tags=job.tags,
                     on_error=lambda err: stop_all(
                         Outcome(Kind.UNREACHABLE, "LedgerUnwritable", f"the ledger failed: {err}")
                     ),
@@ -478,7 +479,6 @@ def run(
                         region=lane.pair.region,
                         account=lane.pair.account,
                         run_intents=job.total,
-                        tags=job.tags,
                     )
             except LedgerError as err:
                 ledger_error = str(err)

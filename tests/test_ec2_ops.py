@@ -735,8 +735,7 @@ def test_a_tag_run_with_other_tags_is_refused_while_an_earlier_one_is_unfinished
         rail = ("--protect-tag", "keep")
         code, _, err = ec2(box, "create-tags", ids, ledger, "--tag", "env=prod", *rail)
         assert code == 1, err  # the kept one failed (Protected): env=prod not on it
-        written = [r for r in read_records(str(ledger)) if r.intents is not None]
-        assert {r.tags for r in written} == {'[["env","prod"]]'}
+        assert {r.tags for r in read_records(str(ledger))} == {'[["env","prod"]]'}
         before = box.calls_by("CreateTags")
         code, _, err = ec2(box, "create-tags", ids, ledger, "--tag", "team=data")
         assert code == 2, err
@@ -744,6 +743,11 @@ def test_a_tag_run_with_other_tags_is_refused_while_an_earlier_one_is_unfinished
         assert "holds 1 create-tags intent(s) not known done of a run with other tags " \
             "(env=prod)" in said  # fmt: skip
         assert "own --ledger" in said and box.calls_by("CreateTags") == before
+        # A merged ledger (one record per intent, no write-ahead line left) still says it.
+        merged = tmp_path / "merged.jsonl"
+        assert swarm("ledger", "merge", str(ledger), "-o", str(merged))[0] == 0
+        code, _, err = ec2(box, "create-tags", ids, merged, "--tag", "team=data")
+        assert code == 2 and "other tags (env=prod)" in " ".join(err.split()), err
         # The same tags are that run's to finish: once done, another set may follow.
         box.client().delete_tags(Resources=[made[0]], Tags=[{"Key": "keep"}])
         code, _, err = ec2(box, "create-tags", ids, ledger, "--tag", "env=prod", "--resume")
@@ -764,3 +768,16 @@ def test_tags_text_is_one_text_per_tag_set_whatever_the_order() -> None:
     assert one == '[["env","a,b=c"],["team","data"]]'
     assert tags_shown(one) == "env=a,b=c, team=data"
     assert tags_shown(tags_text(parse_tags(["old"], need_value=False))) == "old"
+
+
+def test_a_tag_key_given_twice_is_refused_before_anything_is_sent(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(snapshots=1)["snapshots"]
+    ids = write_ids(tmp_path / "ids.txt", made)
+    code, _, err = swarm(
+        "ec2", "create-tags", "--ids", ids, "--tag", "a=1", "--tag", "a=2", "--yes",
+        "--endpoint-url", sandbox.endpoint, "--ledger", str(tmp_path / "l.jsonl"),
+    )  # fmt: skip
+    assert code == 2 and "the key 'a' is given twice" in err
+    assert sandbox.calls_by("CreateTags") == 0

@@ -386,18 +386,18 @@ def check_tag_ledger(ledger: str, action: str, tags: str, err: Console) -> None:
         records = list(read_records(ledger, []))
     except LedgerError as exc:
         raise UsageError(f"{exc}; nothing was sent") from exc
-    runs: dict[str, str | None] = {}  # run -> its tags, from its write-ahead records
+    runs: dict[str, str | None] = {}  # run -> its tags (None: a run that did not say)
     for r in records:
-        if r.action == action and r.intents is not None:
-            runs.setdefault(r.run, r.tags)
+        if r.action == action and (r.tags is not None or r.run not in runs):
+            runs[r.run] = r.tags
     # Pending or failed (a resource EC2 said does not exist has nothing to be left undone).
     left = [
         r
         for (act, _), r in fold(records).items()
         if act == action and r.status in ("pending", "failed")
     ]
-    other = [r for r in left if runs.get(r.run, tags) not in (tags, None)]
-    unknown = [r for r in left if r.run in runs and runs[r.run] is None]
+    other = [r for r in left if runs[r.run] not in (tags, None)]
+    unknown = [r for r in left if runs[r.run] is None]
     if other:
         theirs = tags_shown(runs[other[0].run] or "")
         raise UsageError(

@@ -102,8 +102,8 @@ class Record:
     # When the run that wrote this record started (ISO 8601): the same on every
     # record of a run, so that the latest run decides. Older swarms wrote none.
     started: str | None = None
-    # On the write-ahead records of a tag run (create-tags, delete-tags): the tags it
-    # sets or removes (tags_text), so that a run with other tags never reads as its own.
+    # On every record of a tag run (create-tags, delete-tags): the tags it sets or
+    # removes (tags_text), so that a run with other tags never reads as its own.
     tags: str | None = None
     v: int = FORMAT_VERSION
 

@@ -125,6 +125,7 @@ class LedgerWriter:
         fsync_interval: float = 1.0,
         started: str | None = None,
         seq_after: int = 0,
+        tags: str | None = None,
     ) -> None:
         if fsync_interval < 0:
             raise ValueError("fsync_interval must not be negative")
@@ -133,6 +134,8 @@ class LedgerWriter:
         self.action = action
         self.region = region
         self.account = account
+        # On every record of a tag run: its tags (so a merged ledger keeps them too).
+        self.tags = tags
         # On every record: when the run started (now, unless this writer adds to a
         # run begun earlier, as --wait's reached records do).
         self.started = started or utc_now()
@@ -198,7 +201,6 @@ class LedgerWriter:
         account: str | WriterValue | None = OWN,
         action: str | WriterValue = OWN,
         run_intents: int | None = None,
-        tags: str | None = None,
     ) -> None:
         """Record every intent as ``pending`` and make it durable before anything is sent.
 
@@ -240,7 +242,7 @@ class LedgerWriter:
                     block=first,
                     run_intents=run_intents,
                     started=self.started,
-                    tags=tags,
+                    tags=self.tags,
                 )
             if not ids:
                 return
@@ -309,7 +311,7 @@ class LedgerWriter:
                 None,
                 reached,
                 self.started,
-                None,
+                self.tags,
                 FORMAT_VERSION,
             )
             # Queued under the lock, so outcomes reach the file in sequence order.
