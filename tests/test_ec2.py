@@ -431,18 +431,9 @@ def test_unknown_regions_are_those_of_no_partition() -> None:
 
 
 def _throttled(request: Any, **_: Any) -> Any:
-    from botocore.awsrequest import AWSResponse
+    from test_plan import ec2_error
 
-    body = (
-        b"<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>slow down"
-        b"</Message></Error></Errors><RequestID>r-1</RequestID></Response>"
-    )
-
-    class Raw:
-        def stream(self, **_: Any) -> Iterator[bytes]:
-            yield body
-
-    return AWSResponse(request.url, 503, {"Content-Type": "text/xml"}, Raw())
+    return ec2_error(request, 503, "RequestLimitExceeded", "slow down")
 
 
 def test_was_already_is_said_only_when_no_earlier_call_of_the_run_may_have_acted(

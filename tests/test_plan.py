@@ -272,19 +272,26 @@ def test_a_throttled_describe_still_reads_every_instance() -> None:
     assert {i for i, info in found.items() if info is None} == set(missing)
 
 
-def _unauthorized(request: Any, **_: Any) -> AWSResponse:
-    """EC2's answer to a caller whose policy does not allow the action."""
+def ec2_error(request: Any, status: int, code: str, message: str) -> AWSResponse:
+    """EC2's error answer, as a botocore before-send handler returns it instead of sending."""
     body = (
-        b'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
-        b"<Code>UnauthorizedOperation</Code><Message>You are not authorized to perform "
-        b"this operation.</Message></Error></Errors><RequestID>r-1</RequestID></Response>"
-    )
+        '<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
+        f"<Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+        "<RequestID>r-1</RequestID></Response>"
+    ).encode()
 
     class Raw:
         def stream(self, **_: Any) -> Iterator[bytes]:
             yield body
 
-    return AWSResponse(request.url, 403, {"Content-Type": "text/xml"}, Raw())
+    return AWSResponse(request.url, status, {"Content-Type": "text/xml"}, Raw())
+
+
+def _unauthorized(request: Any, **_: Any) -> AWSResponse:
+    """EC2's answer to a caller whose policy does not allow the action."""
+    return ec2_error(
+        request, 403, "UnauthorizedOperation", "You are not authorized to perform this operation."
+    )
 
 
 def test_a_refused_dry_run_makes_every_action_of_its_pair_not_permitted(
