@@ -1205,3 +1205,36 @@ def test_a_merge_keeps_what_a_rollback_reads_when_later_runs_decided_some_intent
     before = merged.read_bytes()
     merge_files([str(merged)], str(merged))
     assert merged.read_bytes() == before  # a fixpoint
+
+
+def test_a_merge_keeps_a_runs_success_under_a_later_one_that_changed_nothing(
+    tmp_path: Path,
+) -> None:
+    """A stops X and Y; B, run again, finds X stopped already (WasAlready). Merged, A's
+    success on X stays: undoing A and B together starts both, as from the ledger."""
+    from swarm_cli.saga import undo_plan
+
+    path = tmp_path / "l.jsonl"
+    a = LedgerWriter(str(path), "run-a", "stop", "us-east-1")
+    a.write_ahead(["i-0000000x", "i-0000000y"])
+    a.write("i-0000000x", "succeeded", attempts=1)
+    a.write("i-0000000y", "succeeded", attempts=1)
+    a.close()
+    b = LedgerWriter(str(path), "run-b", "stop", "us-east-1")
+    b.write_ahead(["i-0000000x"])
+    b.write("i-0000000x", "succeeded", code="WasAlready", attempts=1)
+    b.close()
+    merged = tmp_path / "merged.jsonl"
+    merge_files([str(path)], str(merged))
+    both = ["run-a", "run-b"]
+    plan = undo_plan([str(merged)], both)
+    assert sorted(i for ids in plan.groups.values() for i in ids) == ["i-0000000x", "i-0000000y"]
+    unmerged = undo_plan([str(path)], both)
+    assert sorted(i for ids in unmerged.groups.values() for i in ids) == [
+        "i-0000000x",
+        "i-0000000y",
+    ]
+    assert fold_files([str(merged)]) == fold_files([str(path)])
+    before = merged.read_bytes()
+    merge_files([str(merged)], str(merged))
+    assert merged.read_bytes() == before

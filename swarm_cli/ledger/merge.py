@@ -158,9 +158,8 @@ def merge_files(
     ``paths`` go to ``cut_short``, and their intents' ``pending`` records are
     kept too, after the rest, so that the merged ledger still shows it; so are the
     latest records of runs that may have acted on an intent not known done (see
-    :func:`_acted`), so that a resume from it reads what it reads from ``paths``; and
-    the last intent of each write-ahead block, so that a block whose other intents
-    later runs decided still reads whole.
+    :func:`_acted`), so that a resume or a rollback from it reads what it reads from
+    ``paths``.
 
     Raises :class:`LedgerError` when an input cannot be read or ``out``
     cannot be written, and :class:`LedgerVersionError` at a record of a newer
@@ -175,22 +174,21 @@ def merge_files(
     watch = WriteAheadCheck() if watch is None else watch
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
     latest: Latest[bytes] = {}  # each run's latest record of each intent: see _acted
-    # The last intent of each write-ahead block: kept, it shows the block whole (see
-    # WriteAheadCheck) when later runs decided some of its intents.
-    ends: dict[tuple[str, int], bytes] = {}
     for path in paths:
         count = 0
         for record, raw in _read_lines(path, damaged):
             count += 1
             watch(record)
-            keep_latest(latest, record, raw)
+            mark = (record.action, record.id, record.run)
+            seen = latest.get(mark)
+            # The same record twice with other bytes (fields a later swarm added): always
+            # the same one of them, whatever the order of the inputs.
             if (
-                record.block is not None
-                and record.intents is not None
-                and record.status == "pending"
-                and record.seq == record.block + record.intents - 1
+                seen is None
+                or record.seq > seen[0].seq
+                or (record.seq == seen[0].seq and raw > seen[1])
             ):
-                ends.setdefault((record.run, record.seq), raw.rstrip(b"\r\n") + b"\n")
+                latest[mark] = (record, raw)
             key = (record.action, record.id)
             current = best.get(key)
             if (
@@ -203,13 +201,18 @@ def merge_files(
         if not count and empty is not None:
             empty.append(path)
     cut = watch.cut_short()
-    kept = _cut_blocks(paths, {c.run for c in cut}, best) if cut else []
     lines = [best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best)]
-    already = set(kept)
-    extra = [(record, line) for record, line in _acted(latest, best) if line not in already]
-    shown = [record for record, _ in best.values()] + [record for record, _ in extra]
-    acted = [line for _, line in extra]
-    _replace(out, itertools.chain(lines, kept, acted, _block_ends(ends, shown)))
+    # Beyond the winners, in one order (run, seq) so that a merge of a merge is the same
+    # file: the intents of runs cut short, and records of runs that may have acted (or
+    # did, under a winner that changed nothing).
+    extra: dict[tuple[str, int], bytes] = {}
+    if cut:
+        extra.update(_cut_blocks(paths, {c.run for c in cut}, best))
+    for record, raw in _acted(latest, best):
+        extra.setdefault((record.run, record.seq), raw)
+    winners = {(record.run, record.seq) for record, _ in best.values()}
+    tail = [extra[mark] for mark in sorted(extra) if mark not in winners]
+    _replace(out, itertools.chain(lines, tail))
     if cut_short is not None:
         cut_short.extend(cut)
     return len(best)
@@ -217,44 +220,37 @@ def merge_files(
 
 # Successes that say the run's call (or look-up) found the instance done already: the
 # run changed nothing, so what an earlier run may have done still counts (a rollback).
-UNCHANGED_CODES = frozenset({WAS_ALREADY_CODE, ALREADY_CODE})
+UNCHANGED_CODES = frozenset({WAS_ALREADY_CODE, ALREADY_CODE, "AlreadyDone"})
 
 
 def _acted(
     latest: Latest[bytes],
     best: Mapping[tuple[str, str], tuple[Record, bytes]],
 ) -> list[tuple[Record, bytes]]:
-    """The latest records of runs that may have acted on an intent not known done (or
-    done by a success that changed nothing: :data:`UNCHANGED_CODES`), other than its
-    winner (a kill while the call was in flight, its bare intent, then a later run
-    stopped before sending it again). Kept in a merged ledger, they lose to the winner
-    when folded, and a resume or a rollback from it reads what it reads from the
-    ledgers merged."""
+    """The latest records of runs that may have acted on an intent not known done, other
+    than its winner (a kill while the call was in flight, its bare intent, then a later
+    run stopped before sending it again); and, under a winner that changed nothing
+    (:data:`UNCHANGED_CODES`: a resume that found it done, a call that found it so), each
+    other run's latest record that did or may have. Kept in a merged ledger, they lose
+    to the winner when folded, and a resume or a rollback from it reads what it reads
+    from the ledgers merged."""
     out = []
     for (action, instance, _), (record, raw) in sorted(latest.items()):
         winner = best[(action, instance)][0]
-        if (
-            (winner.status != "succeeded" or winner.code in UNCHANGED_CODES)
-            and may_have_acted(record)
-            and (record.run, record.seq) != (winner.run, winner.seq)
+        if (record.run, record.seq) == (winner.run, winner.seq):
+            continue
+        unchanged = winner.status == "succeeded" and winner.code in UNCHANGED_CODES
+        done = record.status == "succeeded" and record.code not in UNCHANGED_CODES
+        if (may_have_acted(record) and (winner.status != "succeeded" or unchanged)) or (
+            unchanged and done
         ):
             out.append((record, raw.rstrip(b"\r\n") + b"\n"))
     return out
 
 
-def _block_ends(ends: Mapping[tuple[str, int], bytes], kept: Iterable[Record]) -> list[bytes]:
-    """The last intents of write-ahead blocks (``ends``: (run, seq) -> line) that nothing
-    ``kept`` shows whole: no kept record of the run at or past that seq. Without them a
-    block whose other intents later runs decided reads as cut short by a kill."""
-    last: dict[str, int] = {}
-    for record in kept:
-        last[record.run] = max(last.get(record.run, -1), record.seq)
-    return [ends[(run, seq)] for run, seq in sorted(ends) if last.get(run, -1) < seq]
-
-
 def _cut_blocks(
     paths: Sequence[str], runs: set[str], best: Mapping[tuple[str, str], tuple[Record, bytes]]
-) -> list[bytes]:
+) -> dict[tuple[str, int], bytes]:
     """The intents on disk of the ``runs`` cut short, other than those ``best`` keeps.
 
     Kept in a merged ledger, they lose to the intents' later records when folded,
@@ -273,7 +269,7 @@ def _cut_blocks(
                 and mark not in winners
             ):
                 kept.setdefault(mark, raw.rstrip(b"\r\n") + b"\n")
-    return [kept[mark] for mark in sorted(kept)]
+    return kept
 
 
 def _replace(path: str, lines: Iterable[bytes]) -> None:
