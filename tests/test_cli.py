@@ -654,3 +654,18 @@ def test_ledger_failed_ids_of_one_place_say_where_they_are(tmp_path: Path) -> No
     assert code == 0 and out.split() == ["i-00000001"]
     said = " ".join(err.split())
     assert "these IDs are in 111111111111/eu-west-1, which --format ids leaves out" in said
+
+
+def test_demo_refuses_protected_images_and_gives_each_run_its_own_ledger() -> None:
+    code, _, err = swarm("demo", "--operation", "deregister-image", "--protected", "3")
+    assert code == 2 and "nothing makes EC2 refuse to deregister an image" in err
+    ledgers = []
+    for _ in range(2):  # within one second: the name's time is the same
+        code, out, err = swarm("demo", "--count", "2", "--rate", "200", "--progress", "none",
+                               "--output", "json")  # fmt: skip
+        assert code == 0, err
+        ledgers.append(json.loads(out)["ledger"])
+    assert ledgers[0] != ledgers[1]
+    for path in ledgers:
+        assert len({r.run for r in read_records(path)}) == 1
+        os.unlink(path)

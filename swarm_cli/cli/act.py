@@ -708,7 +708,7 @@ def register(
     path = f"ec2 {operation.name}" if operation is not None else spec.name
     # What the help says of the IDs, the selection and the plan: a resource operation's own.
     noun = spec.resource
-    header = "id (or instance_id)" if runs is not None else "instance_id (or id)"
+    header = "id (or instance_id)" if runs is not None else "instance_id (or InstanceId, id)"
     if runs is not None:
         describe = runs.observe.api if runs.observe else None
         filter_help = (
@@ -863,7 +863,8 @@ def register(
                 "--max-errors",
                 metavar="N|P%",
                 hidden=plan,
-                help="N or P%: stop sending once that many instances have failed.",
+                help="N or P%: stop sending once more than that many have failed or are "
+                "missing (0: at the first).",
             ),
         ] = None,
         rollback: Annotated[

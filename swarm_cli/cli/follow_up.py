@@ -176,8 +176,13 @@ def reconcile_undo(
     err.print(
         f"rollback: {count} intent(s) of the run were left pending; "
         + (
-            f"DescribeInstances shows {seen.already} of the {read} it could read {verb}: "
-            "they are undone too"
+            (
+                f"DescribeInstances shows {seen.already} of the {read} it could read {verb}: "
+                "they are undone too"
+                if seen.already
+                else f"DescribeInstances shows none of the {read} it could read {verb}: "
+                "nothing more to undo"
+            )
             if read
             else "DescribeInstances could read none of them"
         ),

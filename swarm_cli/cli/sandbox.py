@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import tempfile
 import time
@@ -243,7 +244,8 @@ def demo(
             metavar="OPERATION",
             help="What to run: terminate-instances, or a swarm ec2 deletion on resources the "
             "demo makes (delete-snapshot, delete-volume, deregister-image, release-address; "
-            "--protected N of them in use).",
+            "--protected N of them in use, but for images: nothing makes EC2 refuse to "
+            "deregister one).",
         ),
     ] = "terminate-instances",
 ) -> int:
@@ -264,6 +266,11 @@ def demo(
             f"--operation {operation_name}: expected terminate-instances or "
             f"{', '.join(DEMO_OPERATIONS)}"
         )
+    if protected and operation_name == "deregister-image":
+        raise UsageError(
+            "--protected with deregister-image: nothing makes EC2 refuse to deregister an "
+            "image, so none can be in use"
+        )
     require_sandbox()
 
     config = _sandbox_config(
@@ -277,8 +284,10 @@ def demo(
         seed=seed,
         throttle_share=throttle_share,
     )
+    # Unique: two demos started in the same second must not share a ledger.
     ledger_path = ledger or os.path.join(
-        tempfile.gettempdir(), f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+        tempfile.gettempdir(),
+        f"swarm-demo-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.jsonl",
     )
     spec = ACTIONS["terminate"] if operation is None else operation.spec
     size, auto_batch = batch_options(batch_size, spec.limits)
