@@ -106,7 +106,8 @@ def plan_groups(
             if default_region is None:
                 raise UsageError("no AWS region: pass --region or set AWS_REGION")
             if not default_checked:
-                default_checked = bool(used_region(default_region))
+                used_region(default_region)  # refused here if it is no region's name
+                default_checked = True
             region = default_region
         pair = Pair(account, region)
         first = where.setdefault(target.id, pair)

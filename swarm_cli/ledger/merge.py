@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import operator
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -32,11 +33,19 @@ T = TypeVar("T")
 Latest = dict[tuple[str, str, str], tuple[Record, T]]
 
 
-def keep_latest(latest: Latest[T], record: Record, kept: T) -> None:
+def keep_latest(
+    latest: Latest[T], record: Record, kept: T, tie: Callable[[T, T], bool] | None = None
+) -> None:
     """Keep ``record`` (with ``kept``) in ``latest`` if it is its run's latest record of its
-    intent so far: ``latest`` maps (action, id, run) to it."""
+    intent so far: ``latest`` maps (action, id, run) to it. Of two with one seq (the same
+    record read twice), the later one read, or the one ``tie(new, old)`` prefers."""
     key = (record.action, record.id, record.run)
-    if key not in latest or record.seq >= latest[key][0].seq:
+    old = latest.get(key)
+    if (
+        old is None
+        or record.seq > old[0].seq
+        or (record.seq == old[0].seq and (tie is None or tie(kept, old[1])))
+    ):
         latest[key] = (record, kept)
 
 
@@ -179,16 +188,9 @@ def merge_files(
         for record, raw in _read_lines(path, damaged):
             count += 1
             watch(record)
-            mark = (record.action, record.id, record.run)
-            seen = latest.get(mark)
             # The same record twice with other bytes (fields a later swarm added): always
             # the same one of them, whatever the order of the inputs.
-            if (
-                seen is None
-                or record.seq > seen[0].seq
-                or (record.seq == seen[0].seq and raw > seen[1])
-            ):
-                latest[mark] = (record, raw)
+            keep_latest(latest, record, raw, tie=operator.gt)
             key = (record.action, record.id)
             current = best.get(key)
             if (
