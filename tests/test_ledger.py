@@ -1207,6 +1207,44 @@ def test_a_merge_keeps_what_a_rollback_reads_when_later_runs_decided_some_intent
     assert merged.read_bytes() == before  # a fixpoint
 
 
+def test_a_merge_never_shows_a_whole_block_cut_short(tmp_path: Path) -> None:
+    """A stops X and Y in one call, killed in flight; its resume B stops Y (a real
+    success) and finds X stopped already. Merged, A keeps X's bare intent (it may have
+    acted) but not Y's (B's success wins): the block must still read whole, or a rollback
+    of the merge takes A for a run that sent nothing and never looks X up."""
+    from swarm_cli.saga import undo_plan
+
+    path = tmp_path / "l.jsonl"
+    a = LedgerWriter(str(path), "run-a", "stop", "us-east-1")
+    a.write_ahead(["i-0000000x", "i-0000000y"])
+    a.close()
+    b = LedgerWriter(str(path), "run-b", "stop", "us-east-1")
+    b.write_ahead(["i-0000000x", "i-0000000y"])
+    b.write("i-0000000x", "succeeded", code="AlreadyInState")
+    b.write("i-0000000y", "succeeded", attempts=1)
+    b.close()
+    whole: list[CutShort] = []
+    fold_files([str(path)], cut_short=whole)
+    assert whole == []
+    merged = tmp_path / "merged.jsonl"
+    found: list[CutShort] = []
+    merge_files([str(path)], str(merged), cut_short=found)
+    assert found == []
+    again: list[CutShort] = []
+    assert fold_files([str(merged)], cut_short=again) == fold_files([str(path)])
+    assert again == []
+    for runs in (["run-a"], ["run-a", "run-b"]):
+        plan = undo_plan([str(merged)], runs, allow_empty=True)
+        unmerged = undo_plan([str(path)], runs, allow_empty=True)
+        assert plan.unsure == unmerged.unsure
+        assert plan.groups == unmerged.groups
+    alone = undo_plan([str(merged)], "run-a", allow_empty=True)
+    assert "i-0000000x" in [i for ids in alone.unsure.values() for i in ids]
+    before = merged.read_bytes()
+    merge_files([str(merged)], str(merged))
+    assert merged.read_bytes() == before
+
+
 def test_a_merge_keeps_a_runs_success_under_a_later_one_that_changed_nothing(
     tmp_path: Path,
 ) -> None:

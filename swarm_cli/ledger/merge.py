@@ -210,7 +210,10 @@ def merge_files(
     extra: dict[tuple[str, int], bytes] = {}
     if cut:
         extra.update(_cut_blocks(paths, {c.run for c in cut}, best))
-    for record, raw in _acted(latest, best):
+    acted = _acted(latest, best)
+    for record, raw in acted:
+        extra.setdefault((record.run, record.seq), raw)
+    for record, raw in _block_ends(latest, best, acted, {c.run for c in cut}):
         extra.setdefault((record.run, record.seq), raw)
     winners = {(record.run, record.seq) for record, _ in best.values()}
     tail = [extra[mark] for mark in sorted(extra) if mark not in winners]
@@ -248,6 +251,27 @@ def _acted(
         ):
             out.append((record, raw.rstrip(b"\r\n") + b"\n"))
     return out
+
+
+def _block_ends(
+    latest: Latest[bytes],
+    best: Mapping[tuple[str, str], tuple[Record, bytes]],
+    acted: Sequence[tuple[Record, bytes]],
+    cut: set[str],
+) -> list[tuple[Record, bytes]]:
+    """For each run whose write-ahead was whole but whose blocks the merged records alone
+    would show cut short (the intents at their ends decided by later runs), the run's
+    last record written: its latest record of that intent, so it reads as in the ledgers
+    merged and loses to the winner when folded, and it shows the run's blocks whole."""
+    watch = WriteAheadCheck()
+    for record, _ in itertools.chain(best.values(), acted):
+        watch(record)
+    shown = {c.run for c in watch.cut_short()} - cut
+    last: dict[str, tuple[Record, bytes]] = {}
+    for record, raw in latest.values():
+        if record.run in shown and (record.run not in last or record.seq > last[record.run][0].seq):
+            last[record.run] = (record, raw.rstrip(b"\r\n") + b"\n")
+    return [last[run] for run in sorted(last)]
 
 
 def _cut_blocks(
