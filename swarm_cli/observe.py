@@ -215,10 +215,11 @@ def look(
     options: RunOptions,
     unread: dict[str, str] | None = None,
     fatal: list[Reason] | None = None,
+    calls: dict[str, int] | None = None,
 ) -> dict[Pair, dict[str, Seen]]:
     """Each pair's resources as seen; an ID that could not be read is left out (and put in
     ``unread`` with why). Why the reads ended before they could look (credentials,
-    permission) goes to ``fatal``."""
+    permission) goes to ``fatal``; the calls made, by API, are added to ``calls``."""
     if op.observe is None:
         return {}
     observe = op.observe
@@ -232,6 +233,7 @@ def look(
         options,
         {} if unread is None else unread,
         fatal,
+        calls,
     )
     return {p: looks[p].seen if p in looks else {} for p in groups if groups[p]}
 
@@ -243,9 +245,11 @@ def tags_of(
     console: Console,
     *,
     options: RunOptions,
+    calls: dict[str, int] | None = None,
 ) -> tuple[dict[Pair, dict[str, dict[str, str]]], dict[str, str]]:
     """Each pair's resources' tags (those of ``keys``, or all), read with DescribeTags; and
-    the IDs that could not be read, each with EC2's reason."""
+    the IDs that could not be read, each with EC2's reason. The calls made are added to
+    ``calls``."""
     unread: dict[str, str] = {}
     reads = _read_through(
         "read-tags",
@@ -256,6 +260,7 @@ def tags_of(
         console,
         options,
         unread,
+        calls=calls,
     )
     return {p: reads[p].tags if p in reads else {} for p in groups if groups[p]}, unread
 
@@ -270,10 +275,13 @@ def _read_through(
     options: RunOptions,
     unread: dict[str, str],
     fatal: list[Reason] | None = None,
+    calls: dict[str, int] | None = None,
 ) -> dict[Pair, _Reader]:
     """Run ``make(pair)``'s reads over every pair's IDs, batched by the filter's limit and
     paced on the Describe bucket; returns each pair's reader, and puts each ID that could
-    not be read in ``unread`` with why (and in ``fatal`` why the reads ended, if so)."""
+    not be read in ``unread`` with why (and in ``fatal`` why the reads ended, if so, and
+    in ``calls`` the calls made, throttled ones included)."""
+    api = "".join(w.capitalize() for w in method.split("_"))
     spec = ActionSpec(
         name=name, api=method, method=method, verb="read", limits=DESCRIBE_LIMITS, resource=resource
     )
@@ -296,12 +304,14 @@ def _read_through(
     from .views import run_job
 
     report = run_job(
-        Job(spec, wanted, read, title="".join(w.capitalize() for w in method.split("_"))),
+        Job(spec, wanted, read, title=api),
         make_action,
         console,
         classify=classify_setup,
     )
     stop_if_interrupted(report)
+    if calls is not None:
+        calls[api] = calls.get(api, 0) + report.total_of("calls")
     for problem in report.problems:
         unread[problem.id] = ": ".join(filter(None, (problem.code, problem.message)))
     if fatal is not None and report.fatal is not None:
@@ -367,7 +377,10 @@ def plan_operation(
 
     fatal: list[Reason] = []
     unread: dict[str, str] = {}
-    seen = look(op, groups, make_client, console, options=options, unread=unread, fatal=fatal)
+    calls: dict[str, int] = {}
+    seen = look(
+        op, groups, make_client, console, options=options, unread=unread, fatal=fatal, calls=calls
+    )
     rows: list[Row] = []
     for pair, ids in groups.items():
         for i in ids:
@@ -397,7 +410,6 @@ def plan_operation(
         )
         plan = Plan(spec, rows, {}, unchecked=unchecked)
     else:
-        calls = {observe_api(op): -(-sum(map(len, groups.values())) // MAX_FILTER_VALUES)}
         plan = Plan(spec, rows, calls)
     plan.fatal = credentials_failure(fatal)
     if permission:

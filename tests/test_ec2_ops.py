@@ -129,6 +129,16 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
         assert box.calls_by("DeleteSnapshot") == 1 and box.done_by("DeleteSnapshot") == {}
         assert plan["calls"] == {"DescribeSnapshots": 1, "DeleteSnapshot (DryRun)": 1}
         assert still_there(box, "delete-snapshot", made) == set(made)
+        # --protect-tag reads the tags as the run will: its DescribeTags calls are counted.
+        code, plan, err = ec2(
+            box, "delete-snapshot", ids, tmp_path / "l.jsonl", "--dry-run", "--protect-tag", "k"
+        )
+        assert code == 1, err
+        assert plan["calls"] == {
+            "DescribeSnapshots": 1,
+            "DescribeTags": 1,
+            "DeleteSnapshot (DryRun)": 1,
+        }
         # Tags take any ID and nothing shows them done: each would act, none looked up.
         code, out, err = swarm(
             "ec2",

@@ -593,7 +593,7 @@ def show_plan(
     if predicate is not None and operation is not None:
         # As the run will: tags read with DescribeTags; one that could not be read is
         # not sent, so predicted unknown.
-        read, why = read_protected_tags(flags, groups, reach, options, err)
+        read, why = read_protected_tags(flags, groups, reach, options, err, calls=plan.calls)
         unread = "--protect-tag could not read its tags"
         plan.rows = [
             replace(r, prediction=Prediction.UNKNOWN, reason=f"{unread} ({why.get(r.id, '?')})")

@@ -136,9 +136,10 @@ def read_protected_tags(
     reach: Reach,
     options: RunOptions,
     err: Console,
+    calls: dict[str, int] | None = None,
 ) -> tuple[dict[Pair, dict[str, dict[str, str]]], dict[str, str]]:
     """The tags ``--protect-tag`` names, of every resource, read with DescribeTags; and
-    the IDs that could not be read, with why."""
+    the IDs that could not be read, with why. The calls made are added to ``calls``."""
     from ..observe import tags_of
 
     return tags_of(
@@ -147,6 +148,7 @@ def read_protected_tags(
         reach.client,
         err,
         options=replace(options, ledger=None, progress="none"),
+        calls=calls,
     )
 
 
