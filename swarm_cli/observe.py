@@ -43,6 +43,9 @@ class Seen:
     state: str | None
     in_use: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    type: str | None = None  # a volume's type, an image's architecture, an address's domain
+    created: datetime | None = None
+    name: str | None = None  # the Name tag, or an image's name
 
     @property
     def gone(self) -> bool:
@@ -150,8 +153,16 @@ class Look(BatchCall):
             if i not in ids or state in o.gone_states:
                 continue
             reason = o.in_use(item, self.images) if o.in_use else None
-            tags = {t["Key"]: t.get("Value", "") for t in item.get("Tags") or []}
-            seen[i] = Seen(i, state, reason, tags)
+            tags = {t["Key"]: t.get("Value", "") for t in item.get("Tags") or [] if "Key" in t}
+            seen[i] = Seen(
+                i,
+                state,
+                reason,
+                tags,
+                type=None if o.type_key is None else str(item.get(o.type_key) or "") or None,
+                created=_when(item.get(o.created)) if o.created else None,
+                name=tags.get("Name") or item.get("Name"),
+            )
         for i in ids:
             seen.setdefault(i, Seen(i, None))
         with self._lock:
@@ -398,7 +409,7 @@ def plan_operation(
                 reason = f"{observe_api(op)} lists no such {op.resource}"
                 rows.append(Row(pair, i, None, Prediction.DOES_NOT_EXIST, reason))
                 continue
-            info = InstanceInfo(i, s.state or "", op.resource, None, s.tags, s.tags.get("Name"))
+            info = InstanceInfo(i, s.state or "", s.type or "", s.created, s.tags, s.name)
             if s.in_use:
                 rows.append(Row(pair, i, info, Prediction.WRONG_STATE, s.in_use))
             else:

@@ -81,23 +81,32 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
     table = Table(title=title, title_justify="left")
     if several:
         table.add_column("pair")
-    for name in ("ID", "Name", "type", "state", "launched", "predicted outcome"):
-        table.add_column(name, no_wrap=name == "ID")
     rows = plan.rows
     if plan.total > SAMPLE_ROWS:
         # What an approver must not miss first: the rows that would fail or are unknown.
         rows = sorted(rows, key=lambda r: r.prediction not in _ATTENTION)
-    for row in rows[:SAMPLE_ROWS]:
+    shown = rows[:SAMPLE_ROWS]
+    instances = plan.action.resource == "instance"
+    # A snapshot has no type; an instance is launched, a snapshot or a volume created.
+    typed = instances or any(r.info and r.info.type for r in shown)
+    when = "launched" if instances else "created"
+    for name in ("ID", "Name", *(("type",) if typed else ()), "state", when, "predicted outcome"):
+        table.add_column(name, no_wrap=name == "ID")
+    for row in shown:
         info = row.info
         launched = info.launch_time.strftime("%Y-%m-%d %H:%M") if info and info.launch_time else ""
         # Text cells: a Name tag is anyone's text, never markup (see swarm_cli.text).
         cells = [
             text(row.id),
             text((info.name or "") if info else ""),
-            text(info.type if info else ""),
+            *((text(info.type if info else ""),) if typed else ()),
             text(info.state if info else ""),
             Text(launched),
-            Text(row.prediction.value, style=_STYLES[row.prediction]),
+            Text.assemble(
+                (row.prediction.value, _STYLES[row.prediction]),
+                # Why it would fail, or could not be read: an AMI that uses the snapshot.
+                (f": {literal(row.reason)}" if row.reason and row.prediction in _ATTENTION else ""),
+            ),
         ]
         table.add_row(*([text(row.pair.label)] if several else []), *cells)
     _print_whole(table, console)

@@ -129,6 +129,15 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
         assert box.calls_by("DeleteSnapshot") == 1 and box.done_by("DeleteSnapshot") == {}
         assert plan["calls"] == {"DescribeSnapshots": 1, "DeleteSnapshot (DryRun)": 1}
         assert still_there(box, "delete-snapshot", made) == set(made)
+        # For people: a snapshot's columns (created, no type), and why a row would fail.
+        code, out, err = swarm(
+            "plan", "delete-snapshot", "--ids", ids, "--endpoint-url", box.endpoint
+        )
+        assert code == 1, err
+        header = out.splitlines()[2]
+        assert "created" in header and "launched" not in header and "type" not in header, out
+        assert "wrong state: in use by ami-" in out and "InvalidSnapshot.InUse" in out, out
+        assert "would act:" not in out, out  # a row that would go as asked needs no why
         # --protect-tag reads the tags as the run will: its DescribeTags calls are counted.
         code, plan, err = ec2(
             box, "delete-snapshot", ids, tmp_path / "l.jsonl", "--dry-run", "--protect-tag", "k"
