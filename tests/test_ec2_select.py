@@ -165,6 +165,44 @@ def test_a_filter_selects_the_resources_an_operation_acts_on(
     assert sandbox.calls_by("CreateTags") == 0
 
 
+def test_exclude_ids_spares_its_resources_from_a_filter_and_from_an_id_list(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(volumes=6)["volumes"]
+    sandbox.client().create_tags(Resources=made[:3], Tags=[{"Key": "team", "Value": "x"}])
+    spare = write_ids(tmp_path / "spare.txt", [made[0], made[3]])
+    where = ("--endpoint-url", sandbox.endpoint)
+    code, out, err = swarm(
+        "list", "volumes", "--filter", "tag:team=x", "--exclude-ids", spare, *where
+    )
+    assert code == 0, err
+    assert out.split() == made[1:3] and "minus 2 excluded" in err, err
+    ledger = tmp_path / "l.jsonl"
+    code, _, err = swarm(
+        "ec2", "delete-volume", "--filter", "tag:team=x", "--exclude-ids", spare,
+        "--yes", "--ledger", str(ledger), *where,
+    )  # fmt: skip
+    assert code == 0, err
+    assert still_there(sandbox, "delete-volume", made) == {made[0], *made[3:]}
+    # With an ID list: the excluded ones are never sent, nor recorded.
+    ids = write_ids(tmp_path / "ids.txt", made[3:])
+    code, _, err = swarm(
+        "ec2", "delete-volume", "--ids", ids, "--exclude-ids", spare,
+        "--yes", "--ledger", str(ledger), *where,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "1 ID(s) of the list left out" in err, err
+    assert still_there(sandbox, "delete-volume", made) == {made[0], made[3]}
+    assert made[3] not in statuses(ledger) and made[0] not in statuses(ledger)
+    # An exclusion list of another kind is refused before anything is sent.
+    wrong = write_ids(tmp_path / "wrong.txt", ["i-0123456789abcdef0"])
+    code, _, err = swarm(
+        "ec2", "delete-volume", "--ids", ids, "--exclude-ids", wrong, "--yes", *where
+    )
+    assert code == 2 and "not a volume ID" in err, err
+    assert still_there(sandbox, "delete-volume", made) == {made[0], made[3]}
+
+
 def test_unused_snapshots_listed_then_deleted_through_a_pipe(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

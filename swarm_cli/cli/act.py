@@ -99,6 +99,8 @@ from .pairs import (  # the benchmarks read load_targets and plan_groups from he
     Instance,
     apply_shard,
     check_tag_ledger,
+    exclude_from,
+    load_exclusions,
     load_targets,
     plan_groups,
     reconcile_resume,
@@ -259,7 +261,11 @@ def _run_action(
     else:
         rule = operation.id_rule if operation is not None else None
         targets = load_targets(flags.ids or "-", err, rule)
-        groups = plan_groups(targets, accounts, region, err)
+        groups = exclude_from(
+            plan_groups(targets, accounts, region, err),
+            load_exclusions(flags, err, operation),
+            err,
+        )
     groups = apply_shard(groups, flags.shard, err, by_count=not selecting)
     # Last of the checks of the command line: it creates the ledger (proving it writable).
     writes_ledger = not (flags.sandbox or flags.dry_run)

@@ -291,7 +291,10 @@ OlderThanOpt = Annotated[
 ExcludeOpt = Annotated[
     str | None,
     typer.Option(
-        "--exclude-ids", metavar="FILE", help="IDs never to select (an ID list, any format)."
+        "--exclude-ids",
+        metavar="FILE",
+        help="IDs never to act on, taken out of --ids or of what the filters select (an ID "
+        "list of the same kind, any format).",
     ),
 ]
 

@@ -75,6 +75,29 @@ def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:
     return targets
 
 
+def load_exclusions(flags: Flags, err: Console, operation: Operation | None = None) -> set[str]:
+    """--exclude-ids: the IDs never to act on, of the kind the command acts on."""
+    if not flags.exclude_ids:
+        return set()
+    rule = operation.id_rule if operation is not None else None
+    return set(load_targets(flags.exclude_ids, err, rule).ids)
+
+
+def exclude_from(
+    groups: Mapping[Pair, list[str]], exclude: set[str], err: Console
+) -> dict[Pair, list[str]]:
+    """An ID list's groups less the IDs of --exclude-ids, saying how many it took out."""
+    if not exclude:
+        return dict(groups)
+    kept = {pair: [i for i in ids if i not in exclude] for pair, ids in groups.items()}
+    taken = sum(map(len, groups.values())) - sum(map(len, kept.values()))
+    err.print(
+        f"--exclude-ids: {taken} ID(s) of the list left out ({len(exclude)} listed to exclude)",
+        markup=False,
+    )
+    return kept
+
+
 def plan_groups(
     targets: Targets,
     accounts: Mapping[str, Account],
@@ -236,9 +259,7 @@ def select_groups(
         and not any(f["Name"] == "instance-state-name" for f in filters)
     ):
         filters.append({"Name": "instance-state-name", "Values": SOURCE_STATES[spec.name]})
-    exclude: set[str] = set()
-    if flags.exclude_ids:
-        exclude = set(load_targets(flags.exclude_ids, err).ids)
+    exclude = load_exclusions(flags, err, operation)
     pairs = selection_pairs(accounts, region)
     reach.connect({p: [] for p in pairs}, err)
     now = datetime.now(timezone.utc)
