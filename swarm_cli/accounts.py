@@ -342,6 +342,7 @@ def _load_yaml(path: str, text: str) -> tuple[Any, Callable[[int, str | None], i
         raise AccountsError(f"{where}: not valid YAML: {problem}") from None
     except RecursionError:
         raise AccountsError(f"{path}: nested too deep to read") from None
+    _refuse_repeated_keys(path, root, yaml)
     # Line numbers of each account and of each of its keys, for error messages.
     items: list[tuple[int, dict[str, int]]] = []
     if isinstance(root, yaml.MappingNode):
@@ -360,6 +361,34 @@ def _load_yaml(path: str, text: str) -> tuple[Any, Callable[[int, str | None], i
         return keys.get(key, line) if key else line
 
     return data, lines
+
+
+def _refuse_repeated_keys(path: str, root: Any, yaml: Any) -> None:
+    """A key given twice in one mapping: YAML keeps the last silently, so two accounts
+    files put one after the other (``accounts:`` twice) would drop the first's accounts,
+    and a second ``regions:`` the first's regions. (``<<`` merges are YAML's own way to
+    override, and stay allowed; TOML refuses repeats itself.)"""
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))  # an alias shares its node: each is walked once
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                if name is not None and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if name in first:
+                        raise AccountsError(
+                            f"{path}:{line}: {name!r} is given twice in one table (first on "
+                            f"line {first[name]}); YAML would keep only the last: merge them"
+                        )
+                    first[name] = line
+                stack.extend((key, value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 # The keys of a c7n-org account entry. Anything else is more likely a typo ("rol:",
@@ -417,6 +446,11 @@ def _account(entry: object, where: Callable[[str | None], str]) -> Account:
         if found[2] != account_id:
             raise AccountsError(
                 f"{where(role_key)}: role {role} is in account {found[2]}, not {account_id}"
+            )
+        if not ROLE_NAME.fullmatch(found[3]):
+            raise AccountsError(
+                f"{where(role_key)}: {found[3]!r} is not a role name IAM accepts (letters, "
+                "digits and +=,.@_- up to 64, after an optional path)"
             )
     regions = entry.get("regions", [])
     if regions is None:

@@ -25,8 +25,8 @@ from .ledger import (
 from .report import Pair, Report
 from .targets import ACCOUNT_ID, INSTANCE_ID, REGION
 
-_COUNT = re.compile(r"\d+")
-_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
+_COUNT = re.compile(r"\d+", re.ASCII)
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%", re.ASCII)
 
 
 class SagaError(Exception):

@@ -29,8 +29,8 @@ MIN_PAGE_SIZE = 5
 FIRST_PAUSE = 0.1
 MAX_PAUSE = 5.0
 
-_AGE = re.compile(r"(?:\d+[smhdw])+")
-_AGE_PART = re.compile(r"(\d+)([smhdw])")
+_AGE = re.compile(r"(?:\d+[smhdw])+", re.ASCII)
+_AGE_PART = re.compile(r"(\d+)([smhdw])", re.ASCII)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 Filter = dict[str, Any]  # {"Name": "tag:env", "Values": ["ci"]}, as boto3 takes it

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
-REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")
-ACCOUNT_ID = re.compile(r"\d{12}")
+REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+", re.ASCII)
+ACCOUNT_ID = re.compile(r"\d{12}", re.ASCII)
 
 
 @dataclass(frozen=True)

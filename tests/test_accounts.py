@@ -97,6 +97,12 @@ def test_role_in_another_account_names_file_account_and_line(tmp_path: Path) -> 
         ("account_id: 111111111111", "is a number .read as 111111111111"),
         ("account_id: 011111111111", "read as 1227133513: an unquoted number loses"),
         ('account_id: "11111111111"', "expected 12 digits"),
+        (f'account_id: "{chr(0xFF11) * 12}"', "expected 12 digits"),  # full-width digits
+        (f'account_id: "111111111111"\n    regions: [us-east-{chr(0x661)}]', "is not a region"),
+        (
+            'account_id: "111111111111"\n    role: "arn:aws:iam::111111111111:role/a b"',
+            "not a role name IAM accepts",
+        ),
         ("name: x", "no account_id"),
         ('account_id: "111111111111"\n    role: swarm', "not an IAM role ARN"),
         (
@@ -141,6 +147,27 @@ def test_duplicate_account_ids_are_refused(tmp_path: Path) -> None:
 def test_bad_files_are_refused(tmp_path: Path, name: str, text: str, match: str) -> None:
     with pytest.raises(AccountsError, match=match):
         load_accounts(write(tmp_path, name, text))
+
+
+def test_a_key_given_twice_is_refused_not_kept_last(tmp_path: Path) -> None:
+    """Two accounts files put one after the other: YAML alone would keep the second
+    ``accounts:`` and drop the first's accounts without a word."""
+    one = 'accounts:\n  - account_id: "111111111111"\n'
+    two = 'accounts:\n  - account_id: "222222222222"\n'
+    path = write(tmp_path, "a.yml", one + two)
+    with pytest.raises(AccountsError, match=r"a\.yml:3: 'accounts' is given twice.*line 1"):
+        load_accounts(path)
+    twice = 'accounts:\n  - account_id: "111111111111"\n    regions: [us-east-1]\n'
+    path = write(tmp_path, "b.yml", twice + "    regions: [us-west-2]\n")
+    with pytest.raises(AccountsError, match=r"b\.yml:4: 'regions' is given twice"):
+        load_accounts(path)
+    # A merge key overriding what an anchor holds is YAML's own way, and stays.
+    text = (
+        "base: &b\n  regions: [us-east-1]\naccounts:\n  - <<: *b\n"
+        '    account_id: "111111111111"\n    regions: [eu-west-1]\n'
+    )
+    (account,) = load_accounts(write(tmp_path, "c.yml", text))
+    assert account.regions == ("eu-west-1",)
 
 
 def test_unreadable_files(tmp_path: Path) -> None:
