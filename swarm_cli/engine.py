@@ -531,15 +531,17 @@ class Engine:
                 self._result.fatal = outcome
             self.stop(outcome)
         elif kind is Kind.UNREACHABLE and self.outage.down:
-            return True  # the endpoint is down, not this intent: no attempt charged
+            # The endpoint is down, not this intent: no attempt charged. A call that may
+            # have reached it (a read timed out) may still have acted.
+            self._unanswered(intent, outcome)
+            return True
         elif kind is Kind.NOT_YET:
             due = now + self.poll_interval
             heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
         else:  # transient, or unreachable before an outage is declared
             intent.errors += 1
             if kind is Kind.UNREACHABLE or outcome.unread:
-                intent.unanswered = outcome
-                intent.maybe = intent.maybe or outcome.code not in NEVER_LEFT
+                self._unanswered(intent, outcome)
             if intent.errors >= self.max_attempts:
                 if intent.unanswered is not None:
                     # A call that got no answer may have happened: not known done, not failed.
@@ -552,6 +554,12 @@ class Engine:
                 heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
                 self._emit(Retried, ids=(intent.id,), outcome=outcome, attempts=intent.attempts)
         return False
+
+    @staticmethod
+    def _unanswered(intent: _Intent, outcome: Outcome) -> None:
+        """A call of ``intent`` got no answer: it may have happened, unless it never left."""
+        intent.unanswered = outcome
+        intent.maybe = intent.maybe or outcome.code not in NEVER_LEFT
 
     def _resolve(self, intent: _Intent, status: Status, outcome: Outcome | None) -> None:
         del self._open[intent.id]

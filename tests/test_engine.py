@@ -360,6 +360,33 @@ def test_an_endpoint_that_never_answers_is_given_up_and_everything_is_pending() 
     assert {o.code for o in pending if o} == {"EndpointUnreachable"}
 
 
+def test_a_call_that_may_have_landed_during_an_outage_is_left_maybe_done() -> None:
+    """Calls that reach the endpoint and time out (a read timeout, not a refused
+    connection) during an outage may have acted: given up, their intents say so, for a
+    resume to look them up (and never take their resources gone for a typo)."""
+    timed_out = Outcome(Kind.UNREACHABLE, "ReadTimeoutError", "read timed out")
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        return dict.fromkeys(batch, timed_out)
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        Window(RATE),
+        backoff=lambda n: 0.0,
+        outage=Outage(max_outage=0.3, first_gap=0.02, max_gap=0.05),
+        subscribers=[events.append],
+        runtime=virtual(),
+    ).run(ids(20))
+    assert result.gave_up and result.counts["pending"] == 20
+    pending = {e.ids[0]: e.outcome for e in events if e.type == "pending"}
+    sent = {i for e in events if e.type == "sent" for i in e.ids}
+    assert sent and sent < set(pending)  # some never left: those stay plain pending
+    for i, outcome in pending.items():
+        assert outcome is not None and outcome.code == "EndpointUnreachable"
+        assert (outcome.message or "").endswith("may or may not be done") == (i in sent), i
+
+
 def test_unreachable_calls_before_an_outage_stay_bounded_by_max_attempts() -> None:
     window = Window(SEED)
     flip = itertools.count()
