@@ -342,10 +342,14 @@ def classify_exception(err: Exception) -> Outcome:
 
 
 def refused_before_acting(err: Exception) -> bool:
-    """Whether a failed call surely changed nothing: EC2 said it was throttled (its code,
-    RequestLimitExceeded and the like) or answered 4xx (it checks a request before it acts
-    on it), or no connection to the endpoint was made. A 5xx without a throttle code (a
-    balancer's 503 may come after EC2 acted), a reset or a read time-out may not."""
+    """Whether a failed call surely changed nothing: it was throttled (a throttle code,
+    RequestLimitExceeded and the like, or an HTTP 429 or 503 with no EC2 answer in it, as
+    a balancer with no backend to give it to answers), or EC2 answered 4xx (it checks a
+    request before it acts on it), or no connection to the endpoint was made. A 5xx of
+    EC2's own (ServiceUnavailable, InternalError), a 502 or 504, a reset or a read
+    time-out may have come after EC2 acted. (Were a bare 503 taken as "may have acted",
+    an ID that never existed, sent again after one, would be recorded done for its
+    NotFound.)"""
     if isinstance(
         err, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError)
     ):
@@ -354,7 +358,12 @@ def refused_before_acting(err: Exception) -> bool:
         return False
     outcome = classify_exception(err)
     status = outcome.http_status
-    return outcome.code in THROTTLE_CODES or (status is not None and 400 <= status < 500)
+    bare_throttle = isinstance(err, HttpError) and outcome.kind is Kind.THROTTLED
+    return (
+        outcome.code in THROTTLE_CODES
+        or bare_throttle
+        or (status is not None and 400 <= status < 500)
+    )
 
 
 # 4xx refusals of a call of several instances after which EC2 may still have acted on its

@@ -120,6 +120,23 @@ def test_failures_before_an_answer(err: Exception, kind: Kind, hint: str) -> Non
     assert hint in (outcome.message or "")
 
 
+def test_a_throttle_of_any_body_is_a_call_refused_before_acting() -> None:
+    """A bare 503 or 429 is a throttle: the repeat of a deletion after one that finds the
+    resource gone is no proof the first call deleted it (the ID may never have existed)."""
+    from swarm_cli.ec2 import refused_before_acting
+
+    assert refused_before_acting(HttpError(503, "r", "empty body"))
+    unavailable = {"Error": {"Code": "ServiceUnavailable", "Message": "m"}}
+    answered = {"ResponseMetadata": {"HTTPStatusCode": 503}, **unavailable}
+    assert not refused_before_acting(ClientError(answered, "DeleteSnapshot"))  # EC2's own
+    assert refused_before_acting(HttpError(429, "r", "empty body"))
+    assert refused_before_acting(HttpError(404, "r", "empty body"))
+    assert not refused_before_acting(HttpError(502, "r", "empty body"))
+    assert not refused_before_acting(HttpError(500, "r", "empty body"))
+    assert not refused_before_acting(bce.ReadTimeoutError(endpoint_url="x"))
+    assert refused_before_acting(bce.EndpointConnectionError(endpoint_url="x"))
+
+
 def test_other_exceptions_are_raised_again() -> None:
     with pytest.raises(ZeroDivisionError):
         classify_exception(ZeroDivisionError())
