@@ -317,9 +317,33 @@ def _credential_hint(err: Exception) -> str:
     return "check the AWS credentials and configuration"  # pragma: no cover
 
 
+# Calls botocore makes to renew credentials inside an EC2 call (a role's session ending,
+# an SSO login's): their failure is the credentials', not the IDs' the EC2 call carried.
+RENEWAL_OPERATIONS = frozenset(
+    {
+        "AssumeRole",
+        "AssumeRoleWithWebIdentity",
+        "AssumeRoleWithSAML",
+        "GetRoleCredentials",
+        "CreateToken",
+    }
+)
+# What botocore raises when credentials it just renewed are expired already (a clock far
+# off, a session shorter than botocore's refresh margin).
+STILL_EXPIRED = "refreshed credentials are still expired"
+
+
 def classify_exception(err: Exception) -> Outcome:
     """What a failed call means; exceptions that are not botocore's are raised again."""
     code = type(err).__name__
+    if isinstance(err, ClientError) and err.operation_name in RENEWAL_OPERATIONS:
+        refused = classify_error(err)
+        return replace(
+            refused,
+            kind=Kind.FATAL,
+            message=f"renewing the credentials ({err.operation_name}) failed: "
+            f"{refused.message or refused.code} -- nothing more is sent with them",
+        )
     if isinstance(err, ClientError):
         return classify_error(err)
     if isinstance(err, HttpError):
@@ -338,6 +362,13 @@ def classify_exception(err: Exception) -> Outcome:
         return Outcome(Kind.TRANSIENT, code, _describe(err), unread=True)
     if isinstance(err, BotoCoreError):
         return Outcome(Kind.TRANSIENT, code, _describe(err))
+    if isinstance(err, RuntimeError) and STILL_EXPIRED in str(err):
+        return Outcome(
+            Kind.FATAL,
+            "ExpiredToken",
+            f"{err} -- check this machine's clock, and that the role's session lasts "
+            "over 15 minutes",
+        )
     raise err
 
 

@@ -365,6 +365,54 @@ def test_an_assumed_role_renews_itself_before_it_expires(sandbox: Sandbox) -> No
     assert sts.get_caller_identity()["Account"] == ROLE.id
 
 
+@pytest.mark.parametrize(
+    ("status", "code"), [(403, "RegionDisabledException"), (500, "InternalFailure")]
+)
+def test_a_renewal_that_fails_stops_the_credentials_not_the_ids(
+    sandbox: Sandbox, status: int, code: str
+) -> None:
+    """The role's renewal, inside an EC2 call, refused or failing: the credentials'
+    failure (nothing more sent with them, exit 4), never the instances' own."""
+    from swarm_cli.actions import ACTIONS
+    from swarm_cli.ec2 import InstanceCall, make_client
+    from swarm_cli.outcome import Kind
+
+    instance = "i-0123456789abcdef0"  # never reached: the renewal fails first
+    credentials = assume(ROLE, region="us-east-1", endpoint_url=sandbox.endpoint)
+    renewing = credentials.source
+    assert renewing is not None
+    client = make_client(
+        "us-east-1",
+        endpoint_url=sandbox.endpoint,
+        credentials=credentials.session_kwargs(),
+        renewing=renewing,
+    )
+    renewing._expiry_time = datetime.now(timezone.utc) + timedelta(seconds=30)
+    sandbox.fail_action("AssumeRole", status, code, "no renewal")
+    try:
+        outcome = InstanceCall(client, ACTIONS["terminate"])([instance])[instance]
+    finally:
+        sandbox.fail_action("AssumeRole", None)
+    assert outcome.kind is Kind.FATAL, outcome
+    assert outcome.code == code and "renewing the credentials (AssumeRole)" in (
+        outcome.message or ""
+    )
+    assert sandbox.calls_by("TerminateInstances") == 0
+
+
+def test_credentials_renewed_but_expired_already_are_fatal() -> None:
+    from swarm_cli.ec2 import classify_exception
+    from swarm_cli.outcome import Kind
+
+    err = RuntimeError(
+        "Credentials were refreshed, but the refreshed credentials are still expired."
+    )
+    outcome = classify_exception(err)
+    assert outcome.kind is Kind.FATAL and "clock" in (outcome.message or "")
+    with pytest.raises(RuntimeError):
+        classify_exception(RuntimeError("something else"))
+
+
 def test_without_a_role_the_default_chain_renews_itself(sandbox: Sandbox) -> None:
     session = boto3.session.Session(region_name="us-east-1")
     credentials = assume(

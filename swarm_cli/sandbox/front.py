@@ -360,6 +360,16 @@ class Ec2Front:
         action = params.get("Action", [""])[0] if caller.is_ec2 else ""
         if caller.admin:
             return self._forward(environ, start_response, action, params, caller, body)
+        if not caller.is_ec2:
+            # STS (a role assumed, or renewed inside an EC2 call): only its faults.
+            with self._lock:
+                fault = self._failing.get(params.get("Action", [""])[0])
+                self.counters.injected += fault is not None
+            if fault is not None:
+                reason = http.HTTPStatus(fault.status).phrase
+                return self._error(
+                    start_response, f"{fault.status} {reason}", fault.code, fault.message, False
+                )
         mutating = action in MUTATING
         ids = _instance_ids(params)
         resources = _resource_ids(params) if action in RESOURCE_ACTIONS else ids
@@ -554,8 +564,10 @@ class Ec2Front:
         return [body]
 
     @staticmethod
-    def _error(start_response: StartResponse, status: str, code: str, message: str) -> list[bytes]:
-        body, request_id = _error_xml(code, message)
+    def _error(
+        start_response: StartResponse, status: str, code: str, message: str, ec2: bool = True
+    ) -> list[bytes]:
+        body, request_id = _error_xml(code, message, ec2)
         start_response(
             status,
             [

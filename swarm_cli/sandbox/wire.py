@@ -22,13 +22,16 @@ StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
-def _error_xml(code: str, message: str) -> tuple[bytes, str]:
+def _error_xml(code: str, message: str, ec2: bool = True) -> tuple[bytes, str]:
+    """An error answer as EC2 writes it, or (``ec2`` False) as STS and IAM do."""
     request_id = str(uuid.uuid4())
-    body = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Errors><Error><Code>{xml_escape(code)}</Code>"
-        f"<Message>{xml_escape(message)}</Message>"
-        f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
+    error = f"<Code>{xml_escape(code)}</Code><Message>{xml_escape(message)}</Message>"
+    body = '<?xml version="1.0" encoding="UTF-8"?>\n' + (
+        f"<Response><Errors><Error>{error}</Error></Errors>"
+        f"<RequestID>{request_id}</RequestID></Response>"
+        if ec2
+        else f"<ErrorResponse><Error><Type>Sender</Type>{error}</Error>"
+        f"<RequestId>{request_id}</RequestId></ErrorResponse>"
     )
     return body.encode(), request_id
 
