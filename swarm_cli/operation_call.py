@@ -30,17 +30,18 @@ from .outcome import Kind, Outcome
 ALREADY_GONE_CODE = "AlreadyGone"
 
 
-# EC2's limits on a tag, in characters.
+# EC2's limits on a tag, in characters, and on the tags of one resource.
 MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 256
+MAX_TAGS = 50
 
 
 def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str]]:
     """``--tag KEY=VALUE`` as EC2's Tags; a bare KEY (for delete-tags) matches any value.
 
     What EC2 refuses is refused here, before anything is sent: a key over 128
-    characters or a value over 256, a key starting ``aws:`` (AWS's own), and control
-    characters, which no tag needs and a terminal would act on.
+    characters or a value over 256, a key starting ``aws:`` (AWS's own), more than 50
+    tags, and control characters, which no tag needs and a terminal would act on.
     """
     tags: list[dict[str, str]] = []
     for text in values:
@@ -63,6 +64,8 @@ def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str
             # checks for both would never find it done.
             raise ValueError(f"--tag {shown}: the key {key!r} is given twice; give it once")
         tags.append({"Key": key, "Value": value} if eq else {"Key": key})
+    if len(tags) > MAX_TAGS:
+        raise ValueError(f"{len(tags)} tags: a resource holds at most {MAX_TAGS}")
     return tags
 
 

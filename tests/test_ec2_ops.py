@@ -543,6 +543,40 @@ def test_a_tag_ec2_would_refuse_is_refused_before_anything_is_sent(
     assert ok == [{"Key": "k" * 128, "Value": "é" * 256}]
 
 
+def test_more_tags_than_a_resource_holds_are_refused_before_anything_is_sent(
+    tmp_path: Path,
+) -> None:
+    ids = write_ids(tmp_path / "ids.txt", ["i-0123456789abcdef0"])
+    many = [arg for n in range(51) for arg in ("--tag", f"k{n}=v")]
+    code, _, err = swarm("ec2", "create-tags", "--ids", ids, *many, "--yes")
+    assert code == 2 and "51 tags: a resource holds at most 50" in err, err
+
+
+def test_delete_tags_splits_off_an_id_of_any_kind_that_does_not_exist() -> None:
+    """One volume that does not exist fails a whole DeleteTags call: it is named and
+    split off (missing), the rest sent again, as for CreateTags."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from swarm_cli.operation_call import OperationCall
+    from swarm_cli.outcome import Kind
+
+    client = boto3.client("ec2", region_name="us-east-1")
+    gone, kept = "vol-0123456789abcdef0", ["snap-0123456789abcdef0", "i-0123456789abcdef0"]
+    with Stubber(client) as stub:
+        stub.add_client_error(
+            "delete_tags",
+            "InvalidVolume.NotFound",
+            f"The volume '{gone}' does not exist.",
+            400,
+        )
+        outcomes = OperationCall(
+            client, OPERATIONS["delete-tags"], params={"Tags": [{"Key": "k"}]}
+        )([gone, *kept])
+    assert outcomes[gone].kind is Kind.MISSING
+    assert {outcomes[i].kind for i in kept} == {Kind.REQUEUE}
+
+
 def test_an_id_throttled_then_not_found_is_missing_not_gone(tmp_path: Path) -> None:
     """A throttle is EC2 saying no before it acts: the call after it is no repeat, and an
     ID it then does not find (a typo, another region) is missing, not done."""

@@ -203,6 +203,15 @@ def test_exclude_ids_spares_its_resources_from_a_filter_and_from_an_id_list(
     assert still_there(sandbox, "delete-volume", made) == {made[0], made[3]}
 
 
+def test_older_than_is_refused_for_a_kind_ec2_gives_no_creation_time() -> None:
+    for command in (("list", "addresses"), ("ec2", "release-address")):
+        code, out, err = swarm(
+            *command, "--older-than", "1d", "--endpoint-url", "http://127.0.0.1:9"
+        )
+        assert code == 2 and "EC2 gives no creation time for addresses" in err, err
+        assert out == ""
+
+
 def test_unused_snapshots_listed_then_deleted_through_a_pipe(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

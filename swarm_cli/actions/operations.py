@@ -238,6 +238,19 @@ _DESCRIBE_ADDRESSES = Observe(
     type_key="Domain",
 )
 
+# What CreateTags and DeleteTags answer for an ID that does not exist, by its kind: the
+# call names it, and it is split off while the rest of the call is sent again.
+_TAGGED_MISSING = frozenset(
+    {
+        "InvalidID",
+        "InvalidInstanceID.NotFound",
+        "InvalidSnapshot.NotFound",
+        "InvalidVolume.NotFound",
+        "InvalidAMIID.NotFound",
+        "InvalidAllocationID.NotFound",
+    }
+)
+
 _ENTRIES = (
     Operation(
         name="delete-snapshot",
@@ -283,7 +296,7 @@ _ENTRIES = (
         prefix="eipalloc",
         verb="released",
         missing_codes=frozenset({"InvalidAllocationID.NotFound"}),
-        in_use_codes=frozenset({"InvalidIPAddress.InUse", "AuthFailure"}),
+        in_use_codes=frozenset({"InvalidIPAddress.InUse"}),
         observe=_DESCRIBE_ADDRESSES,
         summary="Release Elastic IPs; associated ones fail.",
     ),
@@ -293,16 +306,7 @@ _ENTRIES = (
         id_param="Resources",
         resource="resource",
         verb="tagged",
-        missing_codes=frozenset(
-            {
-                "InvalidID",
-                "InvalidInstanceID.NotFound",
-                "InvalidSnapshot.NotFound",
-                "InvalidVolume.NotFound",
-                "InvalidAMIID.NotFound",
-                "InvalidAllocationID.NotFound",
-            }
-        ),
+        missing_codes=_TAGGED_MISSING,
         idempotent=True,
         inverse="delete-tags",
         tags=True,
@@ -314,7 +318,7 @@ _ENTRIES = (
         id_param="Resources",
         resource="resource",
         verb="untagged",
-        missing_codes=frozenset({"InvalidID", "InvalidInstanceID.NotFound"}),
+        missing_codes=_TAGGED_MISSING,
         idempotent=True,
         inverse="create-tags",
         tags=True,

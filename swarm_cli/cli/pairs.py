@@ -35,7 +35,7 @@ from ..run import (
     RunOptions,
 )
 from ..targets import INSTANCES, IdRule, Targets, TargetsError, read_ids
-from ..text import clip, literal
+from ..text import clip, literal, plural
 from .exits import warn
 from .options import Flags
 from .reach import Reach, used_region
@@ -252,6 +252,17 @@ def select_groups(
         raise UsageError(
             f"{operation.name} takes any resource ID and has no Describe call to select with: "
             "pass --ids (swarm list snapshots|volumes|images|addresses prints them)"
+        )
+    if (
+        older is not None
+        and operation is not None
+        and operation.observe is not None
+        and (operation.observe.created is None)
+    ):
+        # Nothing would be old enough: "none selected" would read as "none that old".
+        raise UsageError(
+            f"--older-than: EC2 gives no creation time for {plural(operation.resource)}; "
+            "select them with --filter"
         )
     if (
         operation is None

@@ -39,6 +39,8 @@ PERMANENT_CODES: frozenset[str] = frozenset(
         "InvalidSnapshot.InUse",
         "VolumeInUse",
         "InvalidIPAddress.InUse",
+        # A resource holding EC2's 50 tags already: a retry fails until some are removed.
+        "TagLimitExceeded",
     }
 )
 
