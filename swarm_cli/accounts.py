@@ -226,7 +226,7 @@ def assume(
             f"account {account.label}: assumed {account.role_arn} but got account {got} ({arn})"
         )
     if account.role_arn is not None:
-        renewing = _renewing(session, account, request, credentials, endpoint_url, config)
+        renewing = _renewing(session, account, request, credentials, region, endpoint_url, config)
         credentials = replace(credentials, source=renewing)
     return credentials
 
@@ -236,6 +236,7 @@ def _renewing(
     account: Account,
     request: dict[str, Any],
     issued: Credentials,
+    region: str,
     endpoint_url: str | None,
     config: Config,
 ) -> Any:
@@ -248,6 +249,9 @@ def _renewing(
         return None  # not a boto3 session: the credentials as issued, for their hour
 
     def create_client(service: str, **kwargs: Any) -> Any:
+        # botocore's renewal names no region: the session's alone (none without
+        # AWS_REGION or a profile's) would fail it an hour into the run.
+        kwargs.setdefault("region_name", region)
         kwargs.setdefault("endpoint_url", endpoint_url)
         kwargs["config"] = config
         return core.create_client(service, **kwargs)

@@ -413,6 +413,22 @@ def test_credentials_renewed_but_expired_already_are_fatal() -> None:
         classify_exception(RuntimeError("something else"))
 
 
+def test_a_role_renews_itself_in_its_region_when_the_session_names_none(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No AWS_REGION, no profile region, the region given per pair: botocore's renewal
+    names no region of its own, and must not fail for want of one an hour in."""
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    session = boto3.session.Session()
+    assert session.region_name is None
+    credentials = assume(ROLE, region="eu-west-1", endpoint_url=sandbox.endpoint, session=session)
+    renewing = credentials.source
+    assert renewing is not None
+    renewing._expiry_time = datetime.now(timezone.utc) + timedelta(seconds=30)
+    assert renewing.get_frozen_credentials().access_key != credentials.access_key
+
+
 def test_without_a_role_the_default_chain_renews_itself(sandbox: Sandbox) -> None:
     session = boto3.session.Session(region_name="us-east-1")
     credentials = assume(
