@@ -186,3 +186,26 @@ def test_rollback_of_a_ledger_behind_a_link_is_refused_before_anything(
     assert code == 2 and "is a symbolic link" in err, err
     assert sandbox.calls_by("DescribeInstances") == looked
     assert sandbox.counters.accepted_by_action.get("StartInstances") is None
+
+
+def test_rollback_with_an_accounts_file_names_the_refused_role_not_a_flag_given(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    from test_actions import ACCOUNTS, accounts_file
+
+    ids = sandbox.launch(1, account=ACCOUNTS[0])
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "run1", "stop", EAST, ACCOUNTS[0])
+    writer.write_ahead(ids)
+    writer.write(ids[0], "succeeded")
+    assert writer.close() == []
+    sandbox.fail_action("AssumeRole", 403, "AccessDenied", "not this role")
+    code, _, err = swarm(
+        *("rollback", str(ledger), "--endpoint-url", sandbox.endpoint, "--yes"),
+        *("--accounts", str(accounts_file(tmp_path)), "--progress", "none"),
+    )
+    text = " ".join(err.split())
+    assert code == 4, err
+    assert f"cannot reach account(s) {ACCOUNTS[0]}" in text and "not this role" in text, err
+    assert "pass --accounts" not in text and "check their roles; nothing was sent" in text
+    assert sandbox.counters.accepted == 0

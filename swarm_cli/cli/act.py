@@ -1157,9 +1157,16 @@ def rollback(
         reach.connect({**plan.groups, **plan.unsure}, err)
         if reach.unreachable:
             # An undo is all or nothing: nothing is written or sent until every account is in reach.
+            failures = reach.failures
+            hint = (
+                "check their roles"
+                if accounts or role_arn
+                else "pass --accounts FILE or --role-arn ARN to reach them"
+            )
             raise CredentialsError(
-                f"cannot reach account(s) {', '.join(sorted(reach.unreachable))}: pass --accounts "
-                "FILE or --role-arn ARN to reach them; nothing was sent"
+                f"cannot reach account(s) {', '.join(sorted(failures))} ("
+                + "; ".join(failures[a] for a in sorted(failures))
+                + f"): {hint}; nothing was sent"
             )
         endpoint = reach.endpoint or ""
         groups, unread = reconcile_undo(plan, reach, flags.options, err)

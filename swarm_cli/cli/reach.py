@@ -180,6 +180,11 @@ class Reach:
     def unreachable(self) -> list[str]:
         return [a or "(default)" for a in self._errors]
 
+    @property
+    def failures(self) -> dict[str, str]:
+        """Each unreachable account, with why."""
+        return {a or "(default)": str(exc) for a, exc in self._errors.items()}
+
     def alias(self, pair: Pair) -> str | None:
         """The account's alias, where IAM lets us read it (a nicety: None otherwise)."""
         from ..ec2 import new_session
