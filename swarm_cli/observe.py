@@ -114,17 +114,24 @@ def _when(value: Any) -> datetime | None:
     return None
 
 
+_IN_USE = "swarm:in_use"  # where Look.send leaves why each item would be refused
+
+
 class Look(BatchCall):
     """An engine action: one filtered Describe call for a batch of IDs."""
 
     split_codes: frozenset[str] = frozenset()
 
-    def __init__(self, client: Any, observe: Observe) -> None:
+    def __init__(self, client: Any, observe: Observe, in_use: bool = True) -> None:
         self.client = client
         self.observe = observe
+        # Whether to say why EC2 would refuse each one (a plan, swarm list): a resume
+        # needs only what is gone, and no DescribeImages for it.
+        self.in_use = in_use and observe.in_use is not None
         self._lock = threading.Lock()
         self._seen: dict[str, Seen] = {}
         self._images: dict[str, str] | None = None
+        self.image_calls = 0
 
     @property
     def seen(self) -> dict[str, Seen]:
@@ -136,23 +143,35 @@ class Look(BatchCall):
         with self._lock:
             if self._images is not None:
                 return self._images
+        with self._lock:
+            self.image_calls += 1
         used = images_using(self.client)
         with self._lock:
             self._images = used
         return used
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
-        return describe(self.client, self.observe, ids)
+        response = describe(self.client, self.observe, ids)
+        o = self.observe
+        if not self.in_use or o.in_use is None:
+            return response
+        # Why each would be refused, asked here: a read refused (DescribeImages denied)
+        # is the call's failure, classified as such, not an error retried blindly.
+        reasons = {
+            item.get(o.id_key): o.in_use(item, self.images) for item in response.get(o.key, [])
+        }
+        return {**response, _IN_USE: reasons}
 
     def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
         o = self.observe
         seen: dict[str, Seen] = {}
+        reasons: Mapping[Any, str | None] = response.get(_IN_USE, {})
         for item in response.get(o.key, []):
             i = item.get(o.id_key)
             state = str(item.get("State") or "present")
             if i not in ids or state in o.gone_states:
                 continue
-            reason = o.in_use(item, self.images) if o.in_use else None
+            reason = reasons.get(i)
             tags = {t["Key"]: t.get("Value", "") for t in item.get("Tags") or [] if "Key" in t}
             seen[i] = Seen(
                 i,
@@ -227,6 +246,7 @@ def look(
     unread: dict[str, str] | None = None,
     fatal: list[Reason] | None = None,
     calls: dict[str, int] | None = None,
+    in_use: bool = True,
 ) -> dict[Pair, dict[str, Seen]]:
     """Each pair's resources as seen; an ID that could not be read is left out (and put in
     ``unread`` with why). Why the reads ended before they could look (credentials,
@@ -239,13 +259,16 @@ def look(
         observe.method,
         op.resource,
         groups,
-        lambda pair: Look(make_client(pair), observe),
+        lambda pair: Look(make_client(pair), observe, in_use),
         console,
         options,
         {} if unread is None else unread,
         fatal,
         calls,
     )
+    images = sum(reader.image_calls for reader in looks.values())
+    if calls is not None and images:
+        calls["DescribeImages"] = calls.get("DescribeImages", 0) + images
     return {p: looks[p].seen if p in looks else {} for p in groups if groups[p]}
 
 
@@ -342,7 +365,7 @@ def reconcile_gone(
     """--resume: the intents whose resource is gone already, as done (unsent); and how
     many were checked. Only those ``recorded`` (None: all): a resource gone that no run
     of the ledger acted on is sent, to be found missing (another region, a typo)."""
-    seen = look(op, groups, make_client, console, options=options)
+    seen = look(op, groups, make_client, console, options=options, in_use=False)
     done: dict[Pair, dict[str, Outcome]] = {}
     checked = 0
     for pair, found in seen.items():

@@ -543,6 +543,26 @@ def test_a_tag_ec2_would_refuse_is_refused_before_anything_is_sent(
     assert ok == [{"Key": "k" * 128, "Value": "é" * 256}]
 
 
+def test_a_plan_that_cannot_read_what_uses_a_snapshot_says_so_once_and_a_resume_never_asks(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(snapshots=3, in_use=1)["snapshots"]
+    ids = write_ids(tmp_path / "ids.txt", made)
+    code, plan, err = ec2(sandbox, "delete-snapshot", ids, tmp_path / "l.jsonl", "--dry-run")
+    assert code == 1 and plan["calls"]["DescribeImages"] == 1, err
+    sandbox.fail_action("DescribeImages", 403, "UnauthorizedOperation", "no images for you")
+    code, plan, err = ec2(sandbox, "delete-snapshot", ids, tmp_path / "l.jsonl", "--dry-run")
+    assert code == 1, err
+    assert {r["prediction"] for r in plan["rows"]} == {"unknown"}
+    assert "UnauthorizedOperation" in plan["rows"][0]["reason"]
+    assert plan["calls"]["DescribeImages"] == 1, plan["calls"]  # refused: not asked again
+    # A resume needs only what is gone: it never asks what uses a snapshot.
+    ledger = tmp_path / "r.jsonl"
+    code, report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--resume")
+    assert code == 1 and report["counts"]["succeeded"] == 2, err
+    assert report["counts"]["failed"] == 1  # the one in use, as EC2 answered
+
+
 def test_more_tags_than_a_resource_holds_are_refused_before_anything_is_sent(
     tmp_path: Path,
 ) -> None:
