@@ -127,7 +127,11 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
         assert [rows[i]["prediction"] for i in made[1:]] == ["would act"] * 4
         # One DryRun call checked the permission; nothing was deleted.
         assert box.calls_by("DeleteSnapshot") == 1 and box.done_by("DeleteSnapshot") == {}
-        assert plan["calls"] == {"DescribeSnapshots": 1, "DeleteSnapshot (DryRun)": 1}
+        assert plan["calls"] == {
+            "DescribeSnapshots": 1,
+            "DescribeImages": 1,  # which AMIs use them
+            "DeleteSnapshot (DryRun)": 1,
+        }
         assert still_there(box, "delete-snapshot", made) == set(made)
         # For people: a snapshot's columns (created, no type), and why a row would fail.
         code, out, err = swarm(
@@ -145,6 +149,7 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
         assert code == 1, err
         assert plan["calls"] == {
             "DescribeSnapshots": 1,
+            "DescribeImages": 1,
             "DescribeTags": 1,
             "DeleteSnapshot (DryRun)": 1,
         }
