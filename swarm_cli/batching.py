@@ -6,8 +6,9 @@ the batch the less that bucket limits; but a batch needs all its instance
 tokens at once, so too big a batch waits for the instance bucket to refill
 and wastes the calls it could have made meanwhile.
 
-``auto`` starts at half a second of the action's documented instance rate and
-never goes below it: calls smaller than that spend the call bucket faster for the
+``auto`` starts at half a second of the action's documented instance rate (an
+action that spends no instance token: as many IDs as a call takes) and never goes
+below it: calls smaller than that spend the call bucket faster for the
 same IDs, and where the call bucket is the tighter one (what the account's other
 clients leave of it), smaller calls get fewer IDs through, which would size the
 next calls smaller still. Before any throttle it doubles each time the window
@@ -33,7 +34,6 @@ from .window import Control
 AUTO_SECONDS = 0.5
 AUTO_MOST = 1000  # the most IDs per call when no limits are handed in
 AUTO_EVERY = 1.0  # seconds between changes of size
-WITHOUT_INSTANCE_BUCKET = 10  # an action whose calls do not spend instance tokens
 MIN_ANSWERS = 4  # answers to calls of a size before it changes, once throttled
 TOO_BIG_SHARE = 0.5  # more of those throttled: the size is too big
 GROW_SHARE = 0.2  # this share or more throttled: the size does not grow
@@ -54,9 +54,12 @@ class CallLimits(Protocol):
 
 
 def initial_size(limits: CallLimits, seconds: float = AUTO_SECONDS) -> int:
-    """The size to start with: ``seconds`` of the documented instance rate."""
+    """The size to start with: ``seconds`` of the documented instance rate. Calls that
+    spend no instance token (RebootInstances, CreateTags) have only the call bucket to
+    spend: as full as a call may be, from the first, and never smaller (half a second of
+    what gets through would size them by their own small size)."""
     if limits.instance_rate is None:
-        return min(limits.per_call, WITHOUT_INSTANCE_BUCKET)
+        return limits.per_call
     return max(1, min(limits.per_call, math.ceil(limits.instance_rate * seconds)))
 
 

@@ -171,7 +171,9 @@ def rehearse(
         )
     ids = [i for group in job.groups.values() for i in group]
     config = PRESETS["ec2"]
-    batch = min(job.options.batch_size, job.action.limits.per_call)
+    # auto: at the most IDs a call may carry, which auto may grow to (a lower bound).
+    per_call = job.action.limits.per_call
+    batch = per_call if job.options.auto_batch else min(job.options.batch_size, per_call)
     api = job.action.api if job.action.name in RESOURCE_OPERATIONS else "TerminateInstances"
     bound = max(bound_seconds(config, len(group), batch, api) for group in job.groups.values())
     operation = RESOURCE_OPERATIONS.get(job.action.name)

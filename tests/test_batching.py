@@ -15,7 +15,7 @@ from swarm_cli.window import PROFILES, RATE, Window, new_controller
 def test_initial_size_is_half_a_second_of_the_documented_instance_rate() -> None:
     assert initial_size(ACTIONS["terminate"].limits) == 10  # 20 instances/s
     assert initial_size(ACTIONS["start"].limits) == 1  # 2 instances/s
-    assert initial_size(ACTIONS["reboot"].limits) == 10  # no instance bucket
+    assert initial_size(ACTIONS["reboot"].limits) == 1000  # no instance bucket: full calls
 
 
 def feed(

@@ -632,7 +632,8 @@ def show_plan(
         options=replace(options, ledger=None, progress="none"),
         unknown_sent=predicate is None,
     )
-    est = estimate(spec, plan, options.batch_size)
+    # auto: the bound at the most IDs a call may carry, which auto may grow to.
+    est = estimate(spec, plan, spec.limits.per_call if options.auto_batch else options.batch_size)
     if flags.plan_out:
         count = write_plan_ids(plan, flags.plan_out)
         err.print(
