@@ -66,6 +66,26 @@ def test_a_list_all_done_passes_the_gate(tmp_path: Path) -> None:
     assert "0 of 2 ID(s)" in err
 
 
+def test_an_id_ec2_did_not_find_is_left_unless_the_gate_says_missing_is_ok(
+    tmp_path: Path,
+) -> None:
+    """A list sent to the wrong region ends all `missing`: the instances still run
+    elsewhere, so the gate fails; --missing-ok (as the runs' own) lets them pass."""
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(record(IDS[0], "succeeded") + "".join(record(i, "missing") for i in IDS[1:3]))
+    ids = write_ids(tmp_path / "ids.txt", IDS[:3])
+    code, out, err = swarm("ledger", "failed", "--ids", ids, str(ledger))
+    assert code == 1 and out.split() == IDS[1:3], err
+    assert "2 of 3 ID(s)" in err and "2 of them that EC2 said do not exist" in err
+    code, out, err = swarm("ledger", "failed", "--ids", ids, "--missing-ok", str(ledger))
+    assert (code, out) == (0, ""), err
+    # Without the list, the list of what to retry stays failed and pending, as before.
+    code, out, _ = swarm("ledger", "failed", str(ledger))
+    assert (code, out) == (0, "")
+    code, _, err = swarm("ledger", "failed", "--missing-ok", str(ledger))
+    assert code == 2 and "--missing-ok is for a gate with --ids" in err
+
+
 def test_with_the_list_a_ledger_cut_short_does_not_fail_the_gate_by_itself(
     tmp_path: Path,
 ) -> None:

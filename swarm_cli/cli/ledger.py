@@ -91,6 +91,15 @@ def ledger_failed(
             "which a retry would only repeat; they are counted on stderr.",
         ),
     ] = False,
+    missing_ok: Annotated[
+        bool,
+        typer.Option(
+            "--missing-ok",
+            help="With --ids: leave out the IDs EC2 said do not exist (gone long ago), as "
+            "the runs' own --missing-ok does. Without it, --ids counts them as left: an "
+            "ID listed in the wrong region or account is not done.",
+        ),
+    ] = False,
 ) -> int:
     """Print the IDs worth retrying (failed or pending), one per line.
 
@@ -98,7 +107,14 @@ def ledger_failed(
 
     Exit 1 when the list may not be the whole (a run stopped while recording its intents, a ledger with no records, damaged lines that may have held intents), or with --ids when any ID of the list is left; a gate checks the exit code as well as the list: if ! swarm ledger failed L >left.txt || [ -s left.txt ]; then exit 1; fi
     """  # noqa: E501 - rich keeps a docstring's line breaks
-    wanted = {"failed", "pending"} | ({"missing"} if missing else set())
+    if missing_ok and ids is None:
+        raise UsageError("--missing-ok is for a gate with --ids LIST")
+    if missing_ok and missing:
+        raise UsageError("--missing lists what --missing-ok leaves out: give one of them")
+    # A gate (--ids) asks what is not known done: an ID EC2 did not find where it was
+    # sent (the wrong region, a typo) is not done, unless the runs said it may be so.
+    with_missing = missing or (ids is not None and not missing_ok)
+    wanted = {"failed", "pending"} | ({"missing"} if with_missing else set())
     cut_short: list[CutShort] = []
     empty: list[str] = []
     hidden: list[int] = []
@@ -171,9 +187,16 @@ def ledger_failed(
         )
     if ids is not None:
         verb = _verb(action)
+        absent = sum(1 for r in left if r.status == "missing" and r.id in listed)
         typer.echo(
             f"{len(rows)} of {len(targets.items)} ID(s) of {literal(str(ids))} not known {verb}"
-            + (f", {len(never)} of them in no ledger at all" if never else ""),
+            + (f", {len(never)} of them in no ledger at all" if never else "")
+            + (
+                f", {absent} of them that EC2 said do not exist where they were sent "
+                "(another region or account, or gone long ago: --missing-ok leaves those out)"
+                if absent
+                else ""
+            ),
             err=True,
         )
         if rows:
