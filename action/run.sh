@@ -38,6 +38,13 @@ done <<<"${SWARM_FILTERS:-}"
 [ -n "${SWARM_ACCOUNTS:-}" ] && args+=(--accounts "$SWARM_ACCOUNTS")
 [ -n "${SWARM_SHARD:-}" ] && args+=(--shard "$SWARM_SHARD")
 if [ -n "${SWARM_ARGS:-}" ]; then
+  # Split on whitespace, not as a shell would: a quote would stay in the value, and
+  # --protect-tag "keep" would protect the tag named "keep" with its quotes, no other.
+  case "$SWARM_ARGS" in
+    *[\"\'\\]*)
+      echo "swarm action: args holds a quote or a backslash, which it does not read as a shell does (it splits on whitespace only): write --protect-tag keep, not --protect-tag \"keep\"" >&2
+      exit 2 ;;
+  esac
   set -f  # split on whitespace, but never expand a glob
   # shellcheck disable=SC2206
   extra=($SWARM_ARGS)
@@ -48,6 +55,14 @@ fi
 ledger=${SWARM_LEDGER:-swarm-ledger.jsonl}
 report=${SWARM_REPORT:-swarm-report.html}
 output=${GITHUB_OUTPUT:-/dev/null}
+for path in "$ledger" "$report" "${SWARM_PLAN_OUT:-}"; do
+  case "$path" in
+    *$'\n'* | *$'\r'*)
+      # One per line in GITHUB_OUTPUT: a line end would write an output of its own.
+      echo "swarm action: a file name holds a line end: $(printf %q "$path")" >&2
+      exit 2 ;;
+  esac
+done
 
 if [ "$command" = plan ]; then
   # A plan changes nothing, so this step may outlive swarm: its table goes to the job's
@@ -62,16 +77,24 @@ if [ "$command" = plan ]; then
     {
       echo "### swarm plan ${SWARM_ACTION:-terminate}"
       echo
-      echo '```text'
-      cat "$table"
-      echo '```'
+      if [ -s "$table" ]; then
+        echo '```text'
+        cat "$table"
+        echo '```'
+      else
+        echo "swarm plan exited $status before a plan: its error is in the step's log."
+      fi
     } >>"$GITHUB_STEP_SUMMARY"
+  fi
+  why="some instances would fail or could not be read"
+  if grep -q '^permission in .* not checked' "$table"; then
+    why="the permission could not be checked (the line 'permission in … not checked' says why)"
   fi
   rm -f "$table"
   if [ "$status" -eq 1 ]; then
-    # Some instances would not be acted on (protected, gone, in another state): the
-    # table says which, for the person who approves; the runs record them as failed.
-    echo "::warning title=swarm plan::some instances would not be acted on (swarm plan exit 1): see the table"
+    # Rows that would fail (protected, gone, in another state) or could not be read, or
+    # a permission not checked: the table says which, for the person who approves.
+    echo "::warning title=swarm plan::$why (swarm plan exit 1): see the table"
     exit 0
   fi
   exit "$status"

@@ -179,10 +179,38 @@ def test_a_plan_with_instances_that_would_fail_passes_its_step_with_a_warning(
             ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
         )
     assert done.returncode == 0, done.stderr
-    assert "::warning title=swarm plan::some instances would not be acted on" in done.stdout
+    assert "::warning title=swarm plan::some instances would fail" in done.stdout
     summary = (tmp_path / "github_step_summary").read_text()
     assert gone in summary and all(i in summary for i in ids)
     assert bad.returncode == 2 and "::warning" not in bad.stdout
+    # Its summary says there was no plan, rather than an empty table.
+    assert "exited 2 before a plan: its error is in the step's log" in summary
+
+
+def test_the_action_refuses_quotes_in_its_args_rather_than_keep_them(tmp_path: Path) -> None:
+    """args is split on whitespace, not as a shell would: --protect-tag "keep" would
+    protect a tag named with its quotes, and no instance tagged keep."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(1)
+        for args in ('--protect-tag "keep"', "--protect-tag 'keep'", r"--protect-tag k\ eep"):
+            env = _step_env(
+                tmp_path,
+                box,
+                command="terminate",
+                ids=write_ids(tmp_path / "ids.txt", ids),
+                args=args,
+            )
+            done = subprocess.run(
+                ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+            )
+            assert done.returncode == 2 and "holds a quote or a backslash" in done.stderr
+        env = _step_env(tmp_path, box, command="terminate", ids="x", ledger="l.jsonl\nmatrix=[]")
+        done = subprocess.run(
+            ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        assert done.returncode == 2 and "holds a line end" in done.stderr
+        assert box.states(ids) == {ids[0]: "running"}
+    assert "matrix" not in (tmp_path / "github_output").read_text()
 
 
 # --- the workflow worth copying ----------------------------------------------------------
