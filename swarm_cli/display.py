@@ -18,7 +18,7 @@ from .ledger import PERMANENT_CODES
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .stats import FALL_LASTING, RATE_SPAN, STORM_LASTING, Fall, RateWatch, Snapshot, Stats
-from .text import literal
+from .text import clip, literal
 
 SPARKS = "▁▂▃▄▅▆▇█"
 PLAIN_INTERVAL = 2.0  # seconds between plain lines when neither flag nor env says
@@ -731,7 +731,8 @@ def render_summary(report: Report, console: Console) -> None:
         where = f"  {literal(place)}" if len(report.pairs) > 1 and place else ""
         say(
             f"    {literal(item.id)}{where}  {item.status}  {literal(item.code or '')}  "
-            f"{literal(item.message or '')}"
+            # EC2's NotFound names every ID of its call: the ledger holds it whole.
+            f"{clip(item.message or '', 300)}"
         )
     if len(report.problems) > 20:
         where = (

@@ -21,6 +21,9 @@ from .report import PairReport, Problem, Reason, Report, Sample
 from .text import html_text
 
 MAX_PROBLEM_ROWS = 1000  # the ledger has them all; a page this long is already a lot
+MESSAGE_CHARS = (
+    500  # of one message (EC2's NotFound names every ID of a call): the ledger has it whole
+)
 
 # Chart geometry, in SVG user units (the charts scale down with the page).
 _WIDTH = 760
@@ -526,9 +529,13 @@ def _problem_row(p: Problem) -> str:
     cells = (
         f'<td class="id">{_e(p.id)}</td><td>{_e(p.region or "")}</td>'
         f'<td>{_e(p.account or "")}</td><td class="status {_e(p.status)}">{_e(p.status)}</td>'
-        f'<td><code>{_e(p.code or "")}</code></td><td class="msg">{_e(p.message or "")}</td>'
+        f'<td><code>{_e(p.code or "")}</code></td><td class="msg">{_e(_cut(p.message or ""))}</td>'
     )
     return f"<tr>{cells}</tr>"
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MESSAGE_CHARS else message[: MESSAGE_CHARS - 1] + "…"
 
 
 # --- helpers -------------------------------------------------------------------------------

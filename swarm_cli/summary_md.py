@@ -14,12 +14,24 @@ CHART_PAIRS = 4  # lines in one chart; more would be a tangle
 # Set explicitly so the legend under the chart can name each line's colour.
 PALETTE = (("blue", "#1f77b4"), ("orange", "#ff7f0e"), ("green", "#2ca02c"), ("red", "#d62728"))
 ORDER = ("failed", "pending", "missing")  # what needs doing first, first
+MESSAGE_CHARS = 300  # of one message in the table (EC2's NotFound names every ID of a call)
+PAIR_ROWS = 200  # pairs shown in the pairs table; the rest are counted
+# GitHub refuses a step's summary over 1 MiB, and then shows none of it: past this, only
+# the title, the notes and the counts are written.
+SUMMARY_BYTES = 1024 * 1024
 
 
 def cell(value: object) -> str:
     """A value shown literally inside a table cell (or any line): a pipe would end the
     cell, a newline the row, and markup or HTML would be rendered; see ``text``."""
     return "" if value is None else markdown_text(value)
+
+
+def _cut(message: str | None) -> str | None:
+    """A message cut to MESSAGE_CHARS characters (shown literally by ``cell``)."""
+    if message is None or len(message) <= MESSAGE_CHARS:
+        return message
+    return message[: MESSAGE_CHARS - 1] + "…"
 
 
 def _number(value: float) -> str:
@@ -91,6 +103,17 @@ def _notes(report: Report) -> list[str]:
         )
     if report.ledger_error:
         notes.append(f"**Ledger not fully written:** {cell(report.ledger_error)}")
+    from .display import STORM_WORDS, duration
+
+    for p in report.pairs:
+        if p.throttled_for is not None:
+            where = (
+                f" in {cell(p.account or '—')}/{cell(p.region)}" if len(report.pairs) > 1 else ""
+            )
+            notes.append(
+                f"**Every call throttled**{where} for the last {duration(p.throttled_for)}: "
+                f"{STORM_WORDS}."
+            )
     return notes
 
 
@@ -120,9 +143,14 @@ def _pairs_table(report: Report) -> list[str]:
         f"| {cell(p.account or '—')} | {cell(p.region)} | {p.counts['succeeded']} "
         f"| {p.counts['failed']} | {p.counts['missing']} | {p.counts['pending']} "
         f"| {p.calls} | {p.throttled_calls} | {_number(p.window.peak)} |"
-        for p in report.pairs
+        for p in report.pairs[:PAIR_ROWS]
     ]
-    return head + rows
+    more = len(report.pairs) - PAIR_ROWS
+    return (
+        head
+        + rows
+        + (["", f"… and {more} more pairs (the JSON output lists them)."] if more > 0 else [])
+    )
 
 
 def _problems(
@@ -139,7 +167,7 @@ def _problems(
     for p in ranked[:limit]:
         place = f" {cell(p.account or '—')} | {cell(p.region)} |" if several else ""
         out.append(
-            f"| {cell(p.id)} | {cell(p.status)} | {cell(p.code)} |{place} {cell(p.message)} |"
+            f"| {cell(p.id)} | {cell(p.status)} | {cell(p.code)} |{place} {cell(_cut(p.message))} |"
         )
     if len(problems) > limit:
         where = "see the ledger" if has_ledger else "the run wrote no ledger"
@@ -183,6 +211,14 @@ def append_step_summary(
     if not path:
         return None
     text = markdown_summary(report, max_failed=max_failed) + "\n"
+    try:
+        there = os.stat(path).st_size
+    except OSError:
+        there = 0
+    if there + len(text.encode()) > SUMMARY_BYTES:
+        # What is there already (a plan's table) and this would pass GitHub's limit.
+        short = [_title(report), "", *(f"{n}\n" for n in _notes(report)), *_counts_table(report)]
+        text = "\n".join([*short, "", "(the rest is left out: the summary would pass 1 MiB)", ""])
     try:
         # O_NONBLOCK: a FIFO nobody reads is refused (ENXIO) instead of hanging the run.
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC)

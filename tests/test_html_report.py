@@ -246,6 +246,23 @@ def test_problem_table_stops_at_the_cap_and_points_to_the_ledger() -> None:
     assert "7 more, see the ledger /var/lib/swarm/terminate.jsonl" in more.all_text()
 
 
+def test_a_message_naming_a_thousand_ids_is_cut_in_the_page() -> None:
+    from swarm_cli.html_report import MESSAGE_CHARS
+
+    named = "The instance IDs '" + ", ".join(f"i-{n:017x}" for n in range(1000)) + "' do not exist"
+    report = make_report(
+        problems=[
+            Problem(f"i-{n:08x}", "missing", "InvalidInstanceID.NotFound", named)
+            for n in range(1000)
+        ]
+    )
+    page = render_html(report)
+    assert len(page) < 2_000_000  # 21 MB whole
+    (table,) = parse(page).select("table", "problems")
+    first = table.select("tbody")[0].select("tr")[0].select("td")[-1].all_text()
+    assert len(first) == MESSAGE_CHARS and first.endswith("…")
+
+
 def test_summary_says_what_ran_and_why_it_stopped() -> None:
     report = make_report(signal="SIGINT", endpoint="<http://127.0.0.1:5000>", dry_run=True)
     report.pairs[0].fatal = Reason("AuthFailure", "AWS was not able to <validate>")

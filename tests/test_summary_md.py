@@ -168,3 +168,39 @@ def test_step_summary_is_skipped_without_the_variable_or_a_writable_file(
 ) -> None:
     assert append_step_summary(recorded_report(), {}) is None
     assert append_step_summary(recorded_report(), {"GITHUB_STEP_SUMMARY": str(tmp_path)}) is None
+
+
+def test_a_summary_stays_under_githubs_limit_whatever_the_messages(tmp_path: Path) -> None:
+    """EC2's NotFound names every ID of a call: 1000 of them in each of 50 rows would make
+    a summary GitHub refuses (over 1 MiB), and then shows nothing at all."""
+    from dataclasses import replace
+
+    from swarm_cli.summary_md import MESSAGE_CHARS, SUMMARY_BYTES
+
+    named = "The instance IDs '" + ", ".join(f"i-{n:017x}" for n in range(1000)) + "' do not exist"
+    report = recorded_report()
+    report = replace(
+        report,
+        problems=[
+            Problem(f"i-{n:08x}", "missing", "InvalidInstanceID.NotFound", named, "us-east-1")
+            for n in range(3000)
+        ],
+    )
+    text = markdown_summary(report)
+    assert len(text.encode()) < 64 * 1024
+    rows = [line for line in text.splitlines() if "InvalidInstanceID.NotFound" in line]
+    assert len(rows) == 50 and all(len(row) < MESSAGE_CHARS + 120 for row in rows)
+    assert all(row.endswith("… |") for row in rows)
+    # A summary file nearly full already (a plan's table): only the head is added.
+    target = tmp_path / "summary.md"
+    target.write_text("x" * (SUMMARY_BYTES - 2000))
+    assert append_step_summary(report, {"GITHUB_STEP_SUMMARY": str(target)}) == str(target)
+    assert target.stat().st_size <= SUMMARY_BYTES
+    assert "the rest is left out" in target.read_text()[-400:]
+
+
+def test_a_throttle_storm_is_said_in_the_summary() -> None:
+    report = recorded_report()
+    report.pairs[0].throttled_for = 125.0
+    text = markdown_summary(report)
+    assert "**Every call throttled** in 111111111111/us-east-1 for the last 2m05s" in text
