@@ -572,3 +572,22 @@ def test_sigterm_during_the_wait_says_the_command_was_stopped(
     report = json.loads(out)
     assert report["signal"] == "SIGTERM" and report["interrupted"] is True
     assert report["counts"]["succeeded"] == 3  # the run itself was done and recorded
+
+
+def test_a_second_run_on_a_ledger_in_use_sends_nothing(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Two pods of one shard on one volume, or a job started twice: the second run would
+    send every intent the first sends. It is refused before its first call."""
+    ids = sandbox.launch(3)
+    ledger = tmp_path / "l.jsonl"
+    running = LedgerWriter(str(ledger), "first", "reboot", "us-east-1")  # the first run
+    try:
+        listed = write_ids(tmp_path / "ids.txt", ids)
+        for extra in ((), ("--resume",)):
+            code, report = terminate_json(sandbox, listed, ledger, *extra, action="reboot")
+            assert code == 74, report
+            assert "in use by another swarm run" in report["ledger_error"]
+            assert sandbox.calls_by("RebootInstances") == 0
+    finally:
+        running.close()
+    code, report = terminate_json(sandbox, listed, ledger, action="reboot")
+    assert code == 0, report

@@ -791,6 +791,29 @@ def test_succeeded_beats_a_later_failure() -> None:
     assert fold([later, done])[("terminate", "i-00000001")] is done
 
 
+def test_one_run_at_a_time_writes_a_ledger(tmp_path: Path) -> None:
+    """Two runs on one ledger would both send its intents (a pod restarted beside its
+    old self): the second is refused before anything is sent; once the first closes,
+    or is killed, the ledger is free."""
+    path = tmp_path / "l.jsonl"
+    first = LedgerWriter(str(path), "run-a", "reboot", "us-east-1")
+    with pytest.raises(LedgerError, match="is in use by another swarm run"):
+        LedgerWriter(str(path), "run-b", "reboot", "us-east-1")
+    # Another process: as a second swarm would be.
+    code = (
+        "import sys; from swarm_cli.ledger import LedgerWriter, LedgerError\n"
+        "try: LedgerWriter(sys.argv[1], 'run-c', 'reboot', 'us-east-1')\n"
+        "except LedgerError as e: print(e); sys.exit(3)\n"
+    )
+    other = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+    assert other.returncode == 3 and "in use" in other.stdout, other.stderr
+    first.close()
+    LedgerWriter(str(path), "run-b", "reboot", "us-east-1").close()
+    # A device is no file to hold: two runs may write to /dev/null.
+    LedgerWriter(os.devnull, "a", "reboot", None)
+    LedgerWriter(os.devnull, "b", "reboot", None)
+
+
 def test_a_new_run_after_a_line_cut_short_starts_on_a_line_of_its_own(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     path.write_bytes(b'{"v":1,"ts":')  # a crash in the middle of a line

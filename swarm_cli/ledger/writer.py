@@ -154,6 +154,13 @@ class LedgerWriter:
             # Character devices such as /dev/null cannot be synced: nothing there is durable.
             info = os.fstat(self._fd)
             self._syncable = stat.S_ISREG(info.st_mode)
+            if self._syncable and not _lock(self._fd):
+                os.close(self._fd)
+                raise LedgerError(
+                    f"the ledger {path} is in use by another swarm run: two runs on one ledger "
+                    "would both send its intents; give each its own --ledger, or wait for "
+                    "that run to end"
+                )
             if self._syncable:
                 # The file's name is durable only once its folder is synced.
                 _sync_folder(path)
@@ -512,6 +519,23 @@ def _pending_lines(shape: Record, ids: Sequence[str], first: int) -> Iterator[st
             else json.dumps(instance_id)
         )
         yield head + encoded + middle + str(first + offset) + tail
+
+
+def _lock(fd: int) -> bool:
+    """Hold the file for this run alone (released when ``fd`` closes, also by a kill);
+    False when another process holds it. Where locks are not kept (some network file
+    systems, platforms without flock), the run goes on unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux or macOS
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _last_byte(path: str) -> bytes | None:
