@@ -323,7 +323,8 @@ def _run_action(
     )
     title = f"{spec.name} (dry run)" if flags.dry_run else spec.name
     if flags.shard and not groups and not resumed:
-        err.print(f"shard {flags.shard} holds no account/region pair of this list: nothing to do")
+        what = "this selection" if selecting else "this list"
+        err.print(f"shard {flags.shard} holds no {spec.resource} of {what}: nothing to do")
     if not groups:
         err.print(f"nothing to do: no {spec.resource} IDs to {spec.name}")
         if flags.output is Output.json and flags.dry_run:
