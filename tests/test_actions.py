@@ -258,7 +258,7 @@ def test_two_shards_as_two_processes_then_merged_equal_the_whole_run(tmp_path: P
         )  # fmt: skip
         assert code == 0, err
         assert "not known terminated" in err and "nothing to do" in err
-        assert "holds no account/region pair" not in err
+        assert "holds no instance of" not in err
     # The unsharded run, on a fresh sandbox holding the same instances, ends the same.
     with Sandbox(config) as box:
         for (account, region), ids in launched.items():
