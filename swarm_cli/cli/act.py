@@ -67,14 +67,12 @@ from .options import (
     EndpointOpt,
     ExcludeOpt,
     ExpectAccountOpt,
-    FilterOpt,
     Flags,
     MaxAttempts,
     MaxOutage,
     MaxWindow,
     MinWindow,
     MissingOk,
-    OlderThanOpt,
     Output,
     OutputOpt,
     ProfileOpt,
@@ -725,12 +723,28 @@ def register(
             if describe
             else f"Not for {runs.name}: it has no Describe call to select with."
         )
-        older_help = f"Select {noun}s created at least this long ago (30m, 2h, 7d, 1w)."
+        older_help = (
+            f"Select {plural(noun)} created at least this long ago (30m, 2h, 7d, 1w)."
+            if describe and runs.observe is not None and runs.observe.created
+            else f"Not for {runs.name}: EC2 gives no creation time to select by."
+        )
         # Not from botocore's model, which help must not load: the tag operations take a
         # list, the others one ID (a test holds the registry to the model).
         per_call = "" if runs.tags else f" {runs.api} takes one ID per call."
     else:
         filter_help, older_help, per_call = "", "", ""
+    if runs is None:
+        resume_read = "DescribeInstances"
+        wait_help = (
+            "Then wait until each instance reaches the action's state (stopped, running, "
+            "terminated), asking DescribeInstances through a window of its own."
+        )
+    else:
+        resume_read = "DescribeTags" if runs.tags else describe or "its Describe call"
+        wait_help = (
+            f"Then wait until each {noun} is {runs.verb} (gone), asking {describe} through "
+            "a window of its own."
+        )
 
     def command(
         ids: Annotated[
@@ -803,7 +817,7 @@ def register(
             typer.Option(
                 "--resume",
                 help=f"Skip IDs the ledger already records as {spec.verb}; look the rest up "
-                "first (Describe) and record those already there done, unsent.",
+                f"first ({resume_read}) and record those already there done, unsent.",
             ),
         ] = False,
         yes: Annotated[
@@ -814,7 +828,7 @@ def register(
             typer.Option(
                 "--dry-run",
                 hidden=plan,
-                help=f"{spec.name.capitalize()} nothing: look every {noun} up and predict "
+                help=f"Change nothing: look every {noun} up and predict "
                 "its outcome (would act, already done, missing, wrong state, protected, not "
                 "permitted), and how long the run would take; exit 1 if any would fail."
                 + (" Tag operations look nothing up." if takes_tags else ""),
@@ -889,9 +903,7 @@ def register(
             typer.Option(
                 "--wait",
                 hidden=plan or (runs is not None and runs.observe is None),
-                help="Then wait until each instance reaches the action's state (stopped, "
-                "running, terminated), or each resource swarm ec2 deleted is gone, asking "
-                "DescribeInstances (or the resource's Describe call) through a window of its own.",
+                help=wait_help,
             ),
         ] = False,
         wait_timeout: Annotated[
@@ -1272,8 +1284,26 @@ def list_cmd(
             show_default=False,
         ),
     ] = "instances",
-    filters: FilterOpt = None,
-    older_than: OlderThanOpt = None,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            metavar="NAME=VALUE",
+            help="Keep those EC2's filter selects, with the Describe call's filter names "
+            "(instances: tag:env=ci, instance-state-name=running; snapshots: "
+            "status=completed; several values a,b). Repeatable: all must match.",
+            show_default=False,
+        ),
+    ] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            metavar="AGE",
+            help="Keep those launched (instances) or created at least this long ago (30m, "
+            "2h, 7d, 1w); not for addresses, which EC2 gives no creation time.",
+        ),
+    ] = None,
     exclude_ids: ExcludeOpt = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,

@@ -52,7 +52,7 @@ def check_batch_size(value: str) -> str:
 
 
 BATCH_SIZE_HELP = (
-    "IDs per call (EC2 takes up to 1000 instances). auto: start from half a second of "
+    "IDs per call (EC2 takes up to 1000). auto: start from half a second of "
     "the action's documented instance rate and never go below it; then carry about half "
     "a second of what gets through, so calls leave about twice a second and the call "
     "bucket stays free for other clients."
@@ -182,7 +182,7 @@ MaxAttempts = Annotated[
         metavar="N",
         min=1,
         max=100,
-        help="Tries per instance on server errors and timeouts (throttles never count).",
+        help="Tries per ID on server errors and timeouts (throttles never count).",
     ),
 ]
 
@@ -266,7 +266,7 @@ AccountsOpt = Annotated[
 
 RoleArnOpt = Annotated[
     str | None,
-    typer.Option("--role-arn", metavar="ARN", help="One IAM role to assume for every instance."),
+    typer.Option("--role-arn", metavar="ARN", help="One IAM role to assume for every call."),
 ]
 
 
@@ -275,17 +275,7 @@ FILTER_HELP = (
     "instance-state-name=running, instance-type=t3.micro; several values a,b). "
     "Repeatable: all must match."
 )
-FilterOpt = Annotated[
-    list[str] | None,
-    typer.Option("--filter", metavar="NAME=VALUE", help=FILTER_HELP),
-]
-
-
 OLDER_THAN_HELP = "Select instances launched at least this long ago (30m, 2h, 7d, 1w)."
-OlderThanOpt = Annotated[
-    str | None,
-    typer.Option("--older-than", metavar="AGE", help=OLDER_THAN_HELP),
-]
 
 
 ExcludeOpt = Annotated[
@@ -367,8 +357,7 @@ MissingOk = Annotated[
     bool,
     typer.Option(
         "--missing-ok",
-        help="Instances that do not exist count as done for the exit code (a retry loop "
-        "can go green).",
+        help="IDs that do not exist count as done for the exit code (a retry loop can go green).",
     ),
 ]
 
