@@ -38,13 +38,20 @@ class IdRule:
     pattern: re.Pattern[str]
     what: str  # "an instance ID (expected i- followed by 8 or 17 hex digits)"
     prefix: str = "i-"
+    # Names of the ID column or field, case-insensitive, in order of preference: a file
+    # with both a row number column "id" and an "instance_id" column means the latter.
+    columns: tuple[str, ...] = ("instance_id", "instanceid", "id")
+
+    @property
+    def column_hint(self) -> str:
+        """The names an error asks for: "instance_id (or InstanceId, id)"."""
+        first = self.columns[0]
+        camel = "".join(word.capitalize() for word in first.split("_"))
+        return f"{first} (or {camel}, id)"
 
 
 INSTANCES = IdRule(INSTANCE_ID, "an instance ID (expected i- followed by 8 or 17 hex digits)")
 
-# Header names, case-insensitive, in order of preference: a file with both a row
-# number column "id" and an "instance_id" column means the latter.
-ID_COLUMNS = ("instance_id", "instanceid", "id")
 REGION_COLUMNS = ("region",)
 ACCOUNT_COLUMNS = ("account", "account_id", "accountid")
 # Fields that every ledger record has and no list of targets is likely to.
@@ -177,7 +184,7 @@ def _parse_targets(lines: Iterable[str], source: str, rule: IdRule = INSTANCES) 
     if head.startswith("{"):
         builder.targets.format = "jsonl"
         _parse_jsonl(numbered, builder, source)
-    elif (delimiter := _table_delimiter(head)) is not None:
+    elif (delimiter := _table_delimiter(head, rule)) is not None:
         builder.targets.format = "tsv" if delimiter == "\t" else "csv"
         _parse_table(numbered, delimiter, builder)
     else:
@@ -314,25 +321,25 @@ def _content(text: str) -> bool:
     return bool(stripped) and not stripped.startswith("#")
 
 
-def _table_delimiter(head: str) -> str | None:
+def _table_delimiter(head: str, rule: IdRule = INSTANCES) -> str | None:
     """The header's delimiter if ``head`` is a CSV/TSV header, else None (plain)."""
     if "," in head:
         # No instance ID holds a comma, so this is a table even if its header is
         # wrong; the table parser says what is missing.
         return ","
     if "\t" not in head:
-        return "," if _column_kind(head.strip('"')) == "id" else None
+        return "," if _column_kind(head.strip('"'), rule) == "id" else None
     cells = next(csv.reader([head], delimiter="\t"))
-    if any(_column_kind(cell) for cell in cells) and not any(
+    if any(_column_kind(cell, rule) for cell in cells) and not any(
         cell.strip().startswith("i-") for cell in cells
     ):
         return "\t"
     return None
 
 
-def _column_kind(name: str) -> str | None:
+def _column_kind(name: str, rule: IdRule = INSTANCES) -> str | None:
     key = name.strip().lower()
-    if key in ID_COLUMNS:
+    if key in rule.columns:
         return "id"
     if key in REGION_COLUMNS:
         return "region"
@@ -360,7 +367,7 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
     lowered = [name.lower() for name in header]
     columns: dict[str, int] = {}
     for kind, names in (
-        ("id", ID_COLUMNS),
+        ("id", builder.rule.columns),
         ("region", REGION_COLUMNS),
         ("account", ACCOUNT_COLUMNS),
     ):
@@ -368,8 +375,15 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         if name is None:
             continue
         # Two names of one column (instance_id and InstanceId, account and account_id):
-        # which holds it is a guess. A bare "id" beside a named one is another column.
-        aliases = [n for n in names if n in lowered and not (n == "id" and n != name)]
+        # which holds it is a guess. A bare "id" beside a named one is another column, and
+        # so is another kind's (a volume list's instance_id: the instance it is attached to).
+        aliases = [
+            n
+            for n in names
+            if n in lowered
+            and not (n == "id" and n != name)
+            and (kind != "id" or n.replace("_", "") == name.replace("_", ""))
+        ]
         if len(aliases) > 1:
             builder.bad(
                 header_line,
@@ -394,7 +408,7 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         builder.bad(
             header_line,
             header_text,
-            f"missing column: the header names no instance_id (or InstanceId, id) column; {found}",
+            f"missing column: the header names no {builder.rule.column_hint} column; {found}",
         )
         return
     # Bad records are reported with their own line numbers and text, a quoted
@@ -437,7 +451,7 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
                 number,
                 text,
                 f"missing column: {len(cells)} field(s) but the header has {len(header)} "
-                f"(no {' or '.join(_COLUMN_NAMES[kind] for kind in missing)})",
+                f"(no {' or '.join(header[columns[kind]] for kind in missing)})",
             )
             continue
         if any(cells[len(header) :]):
@@ -451,9 +465,6 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         region = cells[columns["region"]] if "region" in columns else ""
         account = cells[columns["account"]] if "account" in columns else ""
         _check(builder, number, text, cells[columns["id"]], region or None, account or None)
-
-
-_COLUMN_NAMES = {"id": "instance_id", "region": "region", "account": "account"}
 
 
 def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str) -> None:
@@ -481,17 +492,23 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
                 "lists the ones not known to be done"
             )
         reasons: list[str] = []
-        for names in (("instance_id", "InstanceId"), ("account", "account_id")):
+        named = {key.lower(): key for key in data}
+        ids = tuple(named[c] for c in builder.rule.columns if c in named and c != "id")
+        # One field under two of its names is refused; another kind's field is not.
+        same = tuple(
+            k for k in ids if ids and k.lower().replace("_", "") == ids[0].lower().replace("_", "")
+        )
+        for names in (same, ("account", "account_id")):
             given = [name for name in names if data.get(name) is not None]
             if len(given) > 1:
                 reasons.append(f"{' and '.join(given)} name one field twice; keep one of them")
-        instance = _field(data, ("instance_id", "InstanceId", "id"), reasons)
+        instance = _field(data, (*ids, "id"), reasons)
         region = _field(data, ("region",), reasons)
         account = _field(data, ("account", "account_id"), reasons)
         if reasons:
             builder.bad(number, text, "; ".join(reasons))
         elif instance is None:
-            builder.bad(number, text, "missing field: instance_id (or InstanceId, id)")
+            builder.bad(number, text, f"missing field: {builder.rule.column_hint}")
         else:
             _check(builder, number, text, instance, region, account)
 

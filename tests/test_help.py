@@ -104,7 +104,7 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
     assert "Select snapshots instead of --ids, with DescribeSnapshots's filter names" in flat
     assert "Select snapshots created at least this long ago" in flat
     assert "DeleteSnapshot takes one ID per call." in flat
-    assert "header names id (or instance_id)" in flat
+    assert "header names snapshot_id (or SnapshotId, id)" in flat
     assert "Never touch snapshots carrying this tag" in flat
     assert "a run of more than N snapshots" in flat
     for instance_only in ("--check-protection", "--rollback"):

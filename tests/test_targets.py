@@ -372,3 +372,29 @@ def test_dev_zero_as_the_id_list_is_refused(tmp_path: Path) -> None:
 
     code, _, err = swarm("plan", "terminate", "--ids", "/dev/zero", "--region", "us-east-1")
     assert code == 2 and "with no line end: not a list of IDs" in err
+
+
+def test_a_resource_list_names_its_id_column_as_exports_do() -> None:
+    """SnapshotId (the AWS CLI's), snapshot_id, or swarm list's id; a volume list's
+    InstanceId (the instance it is attached to) is another column, not a second name."""
+    from swarm_cli.actions.operations import OPERATIONS
+
+    rule = OPERATIONS["delete-volume"].id_rule
+    vol = "vol-0123456789abcdef0"
+    for text in (
+        f"SnapshotId\n{vol}\n",
+        f"VolumeId,InstanceId,region\n{vol},i-0123456789abcdef0,eu-west-1\n",
+        f"volume_id\n{vol}\n",
+        f"id,region\n{vol},eu-west-1\n",
+        f'{{"VolumeId": "{vol}", "InstanceId": "i-0123456789abcdef0"}}\n',
+    ):
+        got = parse_targets(text.splitlines(keepends=True), rule=rule)
+        if text.startswith("SnapshotId"):
+            # Another kind's column: a plain list whose first line is no volume ID.
+            assert [b.text for b in got.bad] == ["SnapshotId"], got.bad
+            continue
+        assert [t.id for t in got.items] == [vol] and not got.bad, (text, got.bad)
+    both = parse_targets(["VolumeId,volume_id\n", f"{vol},{vol}\n"], rule=rule)
+    assert both.bad and "names one column twice" in both.bad[0].reason
+    wrong = parse_targets(["SnapshotId,region\n", f"{vol},eu-west-1\n"], rule=rule)
+    assert wrong.bad and "no volume_id (or VolumeId, id) column" in wrong.bad[0].reason

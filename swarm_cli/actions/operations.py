@@ -139,13 +139,21 @@ class Operation:
     @property
     def id_rule(self) -> IdRule:
         """What an ID of its list must look like."""
+        # The ID column as the AWS CLI and exports name it (SnapshotId, snapshot_id), then
+        # swarm list's own (id), then an instance list's.
+        stem = re.sub(r"(?<!^)(?=[A-Z])", "_", self.id_param.removesuffix("s")).lower()
+        stem = "resource_id" if stem == "resource" else stem
+        columns = tuple(
+            dict.fromkeys((stem, stem.replace("_", ""), "id", "instance_id", "instanceid"))
+        )
         if self.prefix is None:
-            return IdRule(ANY_ID, "a resource ID (such as vol-0123456789abcdef0)", "")
+            return IdRule(ANY_ID, "a resource ID (such as vol-0123456789abcdef0)", "", columns)
         return IdRule(
             re.compile(rf"{self.prefix}-(?:[0-9a-f]{{8}}|[0-9a-f]{{17}})"),
             f"{'an' if self.resource[0] in 'aeiou' else 'a'} {self.resource} ID (expected "
             f"{self.prefix}- followed by 8 or 17 hex digits)",
             f"{self.prefix}-",
+            columns,
         )
 
     @property

@@ -44,6 +44,7 @@ from ..rails import (
 )
 from ..report import Pair, Recorded
 from ..run import Job, RunOptions
+from ..targets import INSTANCES
 from ..text import literal, plural
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
@@ -714,7 +715,7 @@ def register(
     path = f"ec2 {operation.name}" if operation is not None else spec.name
     # What the help says of the IDs, the selection and the plan: a resource operation's own.
     noun = spec.resource
-    header = "id (or instance_id)" if runs is not None else "instance_id (or InstanceId, id)"
+    header = (runs.id_rule if runs is not None else INSTANCES).column_hint
     if runs is not None:
         describe = runs.observe.api if runs.observe else None
         filter_help = (
