@@ -237,12 +237,16 @@ def plan_ids_text(plan: Plan) -> str:
     if len(pairs) <= 1:
         where = pairs[0].label if pairs else "no pair"
         ids = [i for group in acting.values() for i in group]
-        what = f"{len(ids)} instance(s) in {where} that {plan.action.name} would act on"
+        what = (
+            f"{len(ids)} {plan.action.resource}(s) in {where} that {plan.action.name} would act on"
+        )
         head = f"# swarm plan: {what}\n"
         return head + "".join(f"{i}\n" for i in ids)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["instance_id", "region", "account"])
+    # As --ids reads it: an instance list's column, or swarm list's id for other resources.
+    column = "instance_id" if plan.action.resource == "instance" else "id"
+    writer.writerow([column, "region", "account"])
     for pair, ids in acting.items():
         for i in ids:
             writer.writerow([i, pair.region, pair.account or ""])

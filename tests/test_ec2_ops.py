@@ -166,6 +166,7 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
             box.endpoint,
         )
         assert code == 0 and "6 would act" in out, err
+        assert "the tags it would set: a=b" in out
         # Its DryRun (on the first ID) checks the permission, and that is all it sends.
         assert "the plan cost 1 CreateTags (DryRun) call(s)" in out, out
         assert box.calls_by("CreateTags") == 1

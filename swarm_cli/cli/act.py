@@ -637,7 +637,7 @@ def show_plan(
     if flags.plan_out:
         count = write_plan_ids(plan, flags.plan_out)
         err.print(
-            f"plan: {count} instance(s) that would be acted on written to "
+            f"plan: {count} {spec.resource}(s) that would be acted on written to "
             f"{literal(flags.plan_out)}",
             markup=False,
         )
@@ -649,11 +649,16 @@ def show_plan(
         if plan.would_fail or plan.unknown or unchecked  # a permission not checked is unread
         else 0
     )
+    shown = err if flags.output is Output.json else out
+    render_plan(plan, est, shown)
+    if operation is not None and operation.tags:
+        from ..operation_call import tags_shown, tags_text
+
+        verb = "set" if operation.name == "create-tags" else "take off"
+        tags = tags_shown(tags_text(flags.params["Tags"]))
+        shown.print(f"the tags it would {verb}: {literal(tags)}", markup=False, highlight=False)
     if flags.output is Output.json:
-        render_plan(plan, est, err)
         _emit_plan(plan, est, code)
-    else:
-        render_plan(plan, est, out)
     return code
 
 
