@@ -192,12 +192,14 @@ def confirmation_text(
     alias: str | None,
     sample: Sequence[tuple[str, str | None]],
     resource: str = "instance",
+    unreachable: Mapping[str, int] | None = None,
 ) -> str:
     """What a person must see before saying yes: what, how many, where, and examples.
 
     ``pairs`` maps each (account, region) label (``Pair.label``) to its instance
     count; ``sample`` is (instance ID, Name tag) pairs, of which the first
-    ``SAMPLE_SIZE`` are shown.
+    ``SAMPLE_SIZE`` are shown. ``unreachable`` counts, by account, the instances of
+    accounts that could not be reached: named apart, for nothing is sent to them.
     """
     from .ec2 import redact_url
 
@@ -224,6 +226,9 @@ def confirmation_text(
         )
         if count > len(shown):
             lines.append(f"    … and {count - len(shown)} more")
+    if unreachable:
+        held = ", ".join(f"{_printable(a)}: {n}" for a, n in unreachable.items())
+        lines.append(f"  not reached (nothing is sent there, recorded pending): {held}")
     return "\n".join(lines)
 
 

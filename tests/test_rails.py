@@ -203,6 +203,21 @@ def test_confirmation_text_names_everything() -> None:
     assert f"and {1200 - SAMPLE_SIZE} more" in text
 
 
+def test_confirmation_text_names_apart_the_accounts_it_could_not_reach() -> None:
+    text = confirmation_text(
+        "terminate",
+        20,
+        {f"{ACCOUNT}/us-east-1": 20},
+        None,
+        ACCOUNT,
+        None,
+        [("i-1", None)],
+        unreachable={"222222222222": 20},
+    )
+    assert "TERMINATE 20 instances" in text and "222222222222/" not in text
+    assert "not reached (nothing is sent there, recorded pending): 222222222222: 20" in text
+
+
 def test_confirmation_text_without_account_or_alias() -> None:
     text = confirmation_text("stop", 1, {"us-west-2": 1}, None, None, None, [("i-1", "db")])
     assert "STOP 1 instance\n" in text

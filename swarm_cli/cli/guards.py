@@ -253,6 +253,13 @@ def confirm(
     err: Console,
 ) -> None:
     """Name what is about to happen (account, regions, count, endpoint, a sample) and ask."""
+    # An account that could not be reached sends nothing: counted apart, not as acted on.
+    held: dict[str, int] = {}
+    for pair, ids in groups.items():
+        if not reach.reachable(pair):
+            label = pair.account or "(default)"
+            held[label] = held.get(label, 0) + len(ids)
+    groups = {p: ids for p, ids in groups.items() if reach.reachable(p)} or groups
     count = sum(len(v) for v in groups.values())
     first = next(iter(groups.items()))
     sample_ids = list(first[1][:SAMPLE_SIZE])
@@ -274,6 +281,7 @@ def confirm(
         alias,
         sample,
         spec.resource,
+        held,
     )
     on_stdin = flags.ids == "-"
     if not sys.stdin.isatty() and not on_stdin:

@@ -180,6 +180,10 @@ class Reach:
     def unreachable(self) -> list[str]:
         return [a or "(default)" for a in self._errors]
 
+    def reachable(self, pair: Pair) -> bool:
+        """Whether ``pair``'s account was reached (its calls can be made)."""
+        return pair.account not in self._errors
+
     @property
     def failures(self) -> dict[str, str]:
         """Each unreachable account, with why."""
