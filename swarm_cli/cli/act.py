@@ -729,11 +729,12 @@ def register(
             if describe
             else f"Not for {runs.name}: it has no Describe call to select with."
         )
-        older_help = (
-            f"Select {plural(noun)} created at least this long ago (30m, 2h, 7d, 1w)."
-            if describe and runs.observe is not None and runs.observe.created
-            else f"Not for {runs.name}: EC2 gives no creation time to select by."
-        )
+        if runs.observe is None:
+            older_help = f"Not for {runs.name}: it has no Describe call to select with."
+        elif runs.observe.created is None:
+            older_help = f"Not for {runs.name}: EC2 gives no creation time to select by."
+        else:
+            older_help = f"Select {plural(noun)} created at least this long ago (30m, 2h, 7d, 1w)."
         # Not from botocore's model, which help must not load: the tag operations take a
         # list, the others one ID (a test holds the registry to the model).
         per_call = "" if runs.tags else f" {runs.api} takes one ID per call."

@@ -253,12 +253,10 @@ def select_groups(
             f"{operation.name} takes any resource ID and has no Describe call to select with: "
             "pass --ids (swarm list snapshots|volumes|images|addresses prints them)"
         )
-    if (
-        older is not None
-        and operation is not None
-        and operation.observe is not None
-        and (operation.observe.created is None)
-    ):
+    timeless = (
+        operation is not None and operation.observe is not None and not operation.observe.created
+    )
+    if older is not None and operation is not None and timeless:
         # Nothing would be old enough: "none selected" would read as "none that old".
         raise UsageError(
             f"--older-than: EC2 gives no creation time for {plural(operation.resource)}; "
