@@ -585,8 +585,14 @@ def test_a_second_run_on_a_ledger_in_use_sends_nothing(sandbox: Sandbox, tmp_pat
         for extra in ((), ("--resume",)):
             code, report = terminate_json(sandbox, listed, ledger, *extra, action="reboot")
             assert code == 74, report
-            assert "in use by another swarm run" in report["ledger_error"]
+            assert "in use by another swarm run" in report["error"]
+            assert report["error"].endswith("nothing was done")
             assert sandbox.calls_by("RebootInstances") == 0
+        # Nor is the ledger undone, or merged over, while that run writes it.
+        code, _, err = swarm("rollback", str(ledger), "--yes", "--endpoint-url", sandbox.endpoint)
+        assert code == 74 and "in use by another swarm run" in err, err
+        code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(ledger))
+        assert code == 74 and "merge once that run has ended" in err, err
     finally:
         running.close()
     code, report = terminate_json(sandbox, listed, ledger, action="reboot")

@@ -814,6 +814,65 @@ def test_one_run_at_a_time_writes_a_ledger(tmp_path: Path) -> None:
     LedgerWriter(os.devnull, "b", "reboot", None)
 
 
+def test_a_command_holds_its_ledger_between_its_writers(tmp_path: Path) -> None:
+    """A run's writer closes before its --wait writes: the command's hold keeps the
+    ledger its own in between, and its own writers open it as they please."""
+    from swarm_cli.ledger import LedgerInUse, hold_ledger
+
+    path = tmp_path / "l.jsonl"
+    code = (
+        "import sys; from swarm_cli.ledger import LedgerWriter, LedgerError\n"
+        "try: LedgerWriter(sys.argv[1], 'other', 'reboot', 'us-east-1')\n"
+        "except LedgerError as e: print(e); sys.exit(3)\n"
+    )
+
+    def other() -> int:
+        return subprocess.run(
+            [sys.executable, "-c", code, str(path)], capture_output=True
+        ).returncode
+
+    with hold_ledger(str(path)):
+        run = LedgerWriter(str(path), "run", "reboot", "us-east-1")
+        run.write_ahead(["i-00000001"])
+        run.close()
+        assert other() == 3  # between the run and its wait: still held
+        wait = LedgerWriter(str(path), "run", "reboot", "us-east-1", seq_after=1)
+        wait.close()
+    assert other() == 0
+    # A merge does not replace a ledger a run holds.
+    with hold_ledger(str(path)):
+        before = path.read_bytes()
+        code_merge = (
+            "import sys; from swarm_cli.ledger import merge_files, LedgerInUse\n"
+            "try: merge_files([sys.argv[1]], sys.argv[1])\n"
+            "except LedgerInUse as e: print(e); sys.exit(3)\n"
+        )
+        merged = subprocess.run(
+            [sys.executable, "-c", code_merge, str(path)], capture_output=True, text=True
+        )
+        assert merged.returncode == 3 and "merge once that run has ended" in merged.stdout
+        assert path.read_bytes() == before
+    # A hold on a file it made, that nothing wrote to, leaves no file behind.
+    fresh = tmp_path / "fresh.jsonl"
+    with hold_ledger(str(fresh)):
+        assert fresh.exists()
+    assert not fresh.exists()
+    with pytest.raises(LedgerInUse):
+        held = subprocess.Popen(
+            [sys.executable, "-c", "import sys,time; from swarm_cli.ledger import hold_ledger\n"
+             "with hold_ledger(sys.argv[1]):\n print('held', flush=True); time.sleep(30)\n",
+             str(fresh)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert held.stdout is not None and held.stdout.readline().strip() == "held"
+            with hold_ledger(str(fresh)):
+                pass
+        finally:
+            held.kill()
+            held.wait()
+
+
 def test_a_new_run_after_a_line_cut_short_starts_on_a_line_of_its_own(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     path.write_bytes(b'{"v":1,"ts":')  # a crash in the middle of a line

@@ -34,6 +34,7 @@ from ..errors import (
 )
 from ..ledger import (
     LedgerError,
+    LedgerInUse,
     check_ledger_path,
 )
 from ..outcome import Kind, Outcome
@@ -133,10 +134,19 @@ PLAN_EXIT_CODES = (
 
 
 class _Stage:
-    """How far a command got: once ``sending``, a stop is the run's own to record."""
+    """How far a command got: once ``sending``, a stop is the run's own to record. It holds
+    the ledger (``hold``) until the command ends: the run, its --wait, its --rollback."""
 
-    def __init__(self) -> None:
+    def __init__(self, holds: contextlib.ExitStack | None = None) -> None:
         self.sending = False
+        self._holds = holds
+
+    def hold(self, ledger: str) -> None:
+        """Hold ``ledger`` for this command alone (see ``ledger.lock``)."""
+        from ..ledger import hold_ledger
+
+        if self._holds is not None:
+            self._holds.enter_context(hold_ledger(ledger))
 
 
 def run_action(spec: ActionSpec, flags: Flags, operation: Operation | None = None) -> int:
@@ -146,19 +156,10 @@ def run_action(spec: ActionSpec, flags: Flags, operation: Operation | None = Non
     ``operation``: an operation of the registry that is not an instance action (``swarm
     ec2 delete-snapshot``): its calls, plan and resume are the operation's.
     """
-    stage = _Stage()
-    ledger = flags.ledger if not (flags.sandbox or flags.dry_run) else None
-    existed = ledger is None or os.path.lexists(ledger)
-    try:
-        with _nothing_sent_if_stopped(stage):
-            code = _run_action(spec, flags, stage, operation)
-    except (SwarmError, LedgerError):  # an interruption before sending included
-        if not stage.sending and not existed and ledger is not None:
-            remove_empty(ledger)
-        raise
-    if not stage.sending and not existed and ledger is not None:
-        remove_empty(ledger)
-    return code
+    # The ledger, once its path is checked, is held to the end; a file the command made
+    # and never wrote to goes with the hold (ledger.lock), never another run's.
+    with contextlib.ExitStack() as holds, _nothing_sent_if_stopped(stage := _Stage(holds)):
+        return _run_action(spec, flags, stage, operation)
 
 
 class _Signalled(KeyboardInterrupt):
@@ -210,15 +211,6 @@ def _nothing_sent_if_stopped(stage: _Stage) -> Iterator[None]:
         raise Interrupted(
             f"interrupted by {name}: nothing was sent", signum=signal.Signals[name].value
         ) from None
-
-
-def remove_empty(path: str) -> None:
-    """Delete ``path`` if it is a regular file holding nothing (a ledger nobody wrote)."""
-    import stat
-
-    with contextlib.suppress(OSError):
-        if stat.S_ISREG(os.lstat(path).st_mode) and os.lstat(path).st_size == 0:
-            os.unlink(path)
 
 
 def _run_action(
@@ -273,6 +265,7 @@ def _run_action(
             check_ledger_path(flags.ledger, ids_path=flags.ids)
         except LedgerError as exc:
             raise UsageError(str(exc)) from exc
+        stage.hold(flags.ledger)  # before it is read (--resume): no other run writes it
     tags: str | None = None
     if operation is not None and operation.tags:
         from ..operation_call import tags_text
@@ -1134,8 +1127,7 @@ def rollback(
 
     The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
     """  # noqa: E501 - rich keeps a docstring's line breaks
-    stage = _Stage()
-    with _nothing_sent_if_stopped(stage):
+    with contextlib.ExitStack() as holds, _nothing_sent_if_stopped(stage := _Stage(holds)):
         from ..saga import SagaError, check_ids, undo_plan
 
         out, err = consoles()
@@ -1147,8 +1139,13 @@ def rollback(
                 fix="the undo is appended to the run's ledger: make it writable, or copy "
                 "it to a file that is and roll back from the copy",
             )
+            # Held before it is read: a run still writing it is not yet there to undo.
+            if os.path.isfile(ledger):
+                stage.hold(ledger)
             plan = undo_plan([ledger], run or None, allow_empty=True)
             check_ids(plan)
+        except LedgerInUse:
+            raise  # exit 74, as for a run
         except (SagaError, LedgerError) as exc:
             raise UsageError(str(exc)) from exc
         flags = Flags(

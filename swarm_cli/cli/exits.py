@@ -29,7 +29,7 @@ from ..errors import (
     SwarmError,
     error_for,
 )
-from ..ledger import LedgerError, LedgerWriteError
+from ..ledger import LedgerError, LedgerInUse, LedgerWriteError
 from ..text import literal
 from . import quick_params
 
@@ -103,6 +103,8 @@ def as_swarm_error(exc: BaseException) -> SwarmError | None:
         return exc
     if isinstance(exc, LedgerWriteError):
         return error_for(EXIT_LEDGER, str(exc))
+    if isinstance(exc, LedgerInUse):  # another run writes it: nothing was sent or changed
+        return error_for(EXIT_LEDGER, f"{exc}; nothing was done")
     if isinstance(exc, LedgerError):  # a ledger that cannot be opened, read or created
         return error_for(EXIT_USAGE, str(exc))
     return None

@@ -3,11 +3,12 @@
 One module per job: ``record`` (the record and its JSON form), ``writer`` (the
 write-ahead blocks and the writer thread), ``reader`` (reading and checking
 lines), ``blocks`` (write-ahead blocks cut short), ``merge`` (fold and merge),
-``paths`` (checking a ledger's path), ``errors``.
+``paths`` (checking a ledger's path), ``lock`` (one run per ledger), ``errors``.
 """
 
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, LedgerVersionError, LedgerWriteError
+from .lock import LedgerInUse, hold_ledger
 from .merge import fold, fold_files, merge_files, succeeded_ids, undone
 from .paths import check_ledger_path, same_file
 from .reader import MAX_LINE_BYTES, Damaged, describe_damage, open_ledger, read_records
@@ -43,6 +44,7 @@ __all__ = [
     "CutShort",
     "Damaged",
     "LedgerError",
+    "LedgerInUse",
     "LedgerVersionError",
     "LedgerWriteError",
     "LedgerWriter",
@@ -53,6 +55,7 @@ __all__ = [
     "describe_damage",
     "fold",
     "fold_files",
+    "hold_ledger",
     "may_have_acted",
     "merge_files",
     "open_ledger",

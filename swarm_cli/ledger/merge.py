@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, _reason
+from .lock import hold_ledger
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
 from .record import ALREADY_CODE, WAS_ALREADY_CODE, Record, may_have_acted
@@ -180,6 +181,22 @@ def merge_files(
         # A file that is not a ledger (an ID list, notes) is not one to replace.
         for _ in read_records(out):
             break  # one record: a ledger; read_records refuses a file with none
+    # A ledger a run is writing is not replaced under it (its records would go to the
+    # file the merge unlinks): refused, as a second run on it is.
+    busy = "a merge would replace the file it appends to; merge once that run has ended"
+    held = hold_ledger(out, busy) if os.path.isfile(out) else contextlib.nullcontext()
+    with held:
+        return _merge_into(paths, out, damaged, cut_short, empty, watch)
+
+
+def _merge_into(
+    paths: Sequence[str],
+    out: str,
+    damaged: list[Damaged] | None,
+    cut_short: list[CutShort] | None,
+    empty: list[str] | None,
+    watch: WriteAheadCheck | None,
+) -> int:
     watch = WriteAheadCheck() if watch is None else watch
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
     latest: Latest[bytes] = {}  # each run's latest record of each intent: see _acted

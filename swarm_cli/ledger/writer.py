@@ -15,6 +15,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, Final, TypeVar
 
 from .errors import LedgerError, LedgerWriteError, _reason
+from .lock import LedgerInUse, held, try_lock
 from .paths import _sync_folder
 from .record import FORMAT_VERSION, STATUS_RANK, Record, json_line, utc_now
 
@@ -154,13 +155,11 @@ class LedgerWriter:
             # Character devices such as /dev/null cannot be synced: nothing there is durable.
             info = os.fstat(self._fd)
             self._syncable = stat.S_ISREG(info.st_mode)
-            if self._syncable and not _lock(self._fd):
+            # One run per ledger: held by this process for the command (lock.hold), or
+            # taken here for this writer alone.
+            if self._syncable and not (held(self._fd) or try_lock(self._fd)):
                 os.close(self._fd)
-                raise LedgerError(
-                    f"the ledger {path} is in use by another swarm run: two runs on one ledger "
-                    "would both send its intents; give each its own --ledger, or wait for "
-                    "that run to end"
-                )
+                raise LedgerInUse(path)
             if self._syncable:
                 # The file's name is durable only once its folder is synced.
                 _sync_folder(path)
@@ -519,23 +518,6 @@ def _pending_lines(shape: Record, ids: Sequence[str], first: int) -> Iterator[st
             else json.dumps(instance_id)
         )
         yield head + encoded + middle + str(first + offset) + tail
-
-
-def _lock(fd: int) -> bool:
-    """Hold the file for this run alone (released when ``fd`` closes, also by a kill);
-    False when another process holds it. Where locks are not kept (some network file
-    systems, platforms without flock), the run goes on unlocked."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not on Linux or macOS
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _last_byte(path: str) -> bytes | None:
