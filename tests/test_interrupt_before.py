@@ -23,8 +23,9 @@ def test_ctrl_c_at_the_confirmation_sends_nothing_and_leaves_no_ledger(
     ledger = tmp_path / "l.jsonl"
 
     def ctrl_c(prompt: str, **kwargs: object) -> bool:
-        # The ledger path was proven writable before asking, and the proof removed.
-        assert not ledger.exists()
+        # The ledger is held while the person is asked (no other run may take it), still
+        # empty: nothing is written before the answer.
+        assert ledger.exists() and ledger.stat().st_size == 0
         raise KeyboardInterrupt
 
     monkeypatch.setattr(guards, "ask", ctrl_c)

@@ -184,7 +184,8 @@ def merge_files(
     # A ledger a run is writing is not replaced under it (its records would go to the
     # file the merge unlinks): refused, as a second run on it is.
     busy = "a merge would replace the file it appends to; merge once that run has ended"
-    held = hold_ledger(out, busy) if os.path.isfile(out) else contextlib.nullcontext()
+    plain = os.path.isfile(out) and not os.path.islink(out)  # the rest is refused below
+    held = hold_ledger(out, busy) if plain else contextlib.nullcontext()
     with held:
         return _merge_into(paths, out, damaged, cut_short, empty, watch)
 
