@@ -189,8 +189,13 @@ class HttpError(Exception):
 
 
 def _looks_like_xml(body: bytes) -> bool:
+    """An AWS error answer: XML naming its error's <Code> (EC2's Response/Errors/Error, or
+    STS's ErrorResponse/Error). A balancer's or a proxy's page, XHTML with an XML prolog
+    included, names none, and is no answer of the API's."""
     head = body.lstrip()[:16].lower()
-    return head.startswith(b"<") and not head.startswith((b"<html", b"<!doctype html"))
+    if not head.startswith(b"<") or head.startswith((b"<html", b"<!doctype html")):
+        return False
+    return b"<Code>" in body[:8192]
 
 
 def _raise_unparsable_errors(response_dict: Mapping[str, Any], **_: Any) -> None:

@@ -234,6 +234,10 @@ def http_server() -> Iterator[tuple[str, type[Answer]]]:
 
 
 HTML = b"<!DOCTYPE html>\n<html><body><h1>Service Unavailable</h1></body></html>"
+XHTML = (
+    b'<?xml version="1.0" encoding="UTF-8"?><!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 '
+    b'Strict//EN" "x"><html><body>503 Service Unavailable</body></html>'
+)
 XML_ERROR = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>Unavailable</Code>'
     b"<Message>later</Message></Error></Errors><RequestID>req-xml</RequestID></Response>"
@@ -251,6 +255,8 @@ XML_ERROR = (
         (403, b"", Kind.FATAL, "HttpError"),
         (400, b"  plain text  ", Kind.PERMANENT, "HttpError"),
         (503, XML_ERROR, Kind.THROTTLED, "Unavailable"),
+        (503, XHTML, Kind.THROTTLED, "HttpError"),  # XML, but no AWS answer: no <Code>
+        (503, b"  <head><title>503</title></head>", Kind.THROTTLED, "HttpError"),
         (200, b"hello", Kind.TRANSIENT, "ResponseParserError"),
     ],
 )
