@@ -201,6 +201,17 @@ def test_exclude_ids_spares_its_resources_from_a_filter_and_from_an_id_list(
     )
     assert code == 2 and "not a volume ID" in err, err
     assert still_there(sandbox, "delete-volume", made) == {made[0], made[3]}
+    # Both from standard input: refused; an exclusion file with no ID is said, not skipped.
+    code, _, err = swarm(
+        "ec2", "delete-volume", "--ids", "-", "--exclude-ids", "-", "--dry-run", *where
+    )
+    assert code == 2 and "cannot both read standard input" in err, err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# made by a command that failed\n")
+    code, _, err = swarm(
+        "ec2", "delete-volume", "--ids", ids, "--exclude-ids", str(empty), "--dry-run", *where
+    )
+    assert "lists no ID: nothing is excluded" in err, err
 
 
 def test_older_than_is_refused_for_a_kind_ec2_gives_no_creation_time() -> None:

@@ -86,6 +86,18 @@ def test_an_id_ec2_did_not_find_is_left_unless_the_gate_says_missing_is_ok(
     assert code == 2 and "--missing-ok is for a gate with --ids" in err
 
 
+def test_the_gate_leaves_out_what_the_runs_were_told_to_exclude(tmp_path: Path) -> None:
+    """Runs given --exclude-ids never send those: the gate given the same file does not
+    count them left (a shard whose IDs were all excluded writes no ledger)."""
+    ids, one, two = shards(tmp_path)
+    spare = write_ids(tmp_path / "spare.txt", [IDS[4], IDS[5]])
+    code, out, err = swarm("ledger", "failed", "--ids", ids, "--exclude-ids", spare, one, two)
+    assert code == 1 and out.split() == [IDS[1], IDS[2]], err
+    assert "2 of 4 ID(s)" in err and "(2 excluded)" in err and "no ledger at all" not in err
+    code, _, err = swarm("ledger", "failed", "--exclude-ids", spare, one)
+    assert code == 2 and "--exclude-ids is for a gate with --ids" in err
+
+
 def test_with_the_list_a_ledger_cut_short_does_not_fail_the_gate_by_itself(
     tmp_path: Path,
 ) -> None:

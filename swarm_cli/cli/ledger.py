@@ -91,6 +91,16 @@ def ledger_failed(
             "which a retry would only repeat; they are counted on stderr.",
         ),
     ] = False,
+    exclude_ids: Annotated[
+        Path | None,
+        typer.Option(
+            "--exclude-ids",
+            metavar="FILE",
+            help="With --ids: the IDs the runs were told never to act on (their own "
+            "--exclude-ids): not left, whatever the ledgers hold of them.",
+            dir_okay=False,
+        ),
+    ] = None,
     missing_ok: Annotated[
         bool,
         typer.Option(
@@ -109,6 +119,8 @@ def ledger_failed(
     """  # noqa: E501 - rich keeps a docstring's line breaks
     if missing_ok and ids is None:
         raise UsageError("--missing-ok is for a gate with --ids LIST")
+    if exclude_ids is not None and ids is None:
+        raise UsageError("--exclude-ids is for a gate with --ids LIST")
     if missing_ok and missing:
         raise UsageError("--missing lists what --missing-ok leaves out: give one of them")
     # A gate (--ids) asks what is not known done: an ID EC2 did not find where it was
@@ -141,6 +153,11 @@ def ledger_failed(
     never: list[Target] = []
     if ids is not None:
         targets = _read_list(ids, action)
+        excluded = 0
+        if exclude_ids is not None:
+            spared = {t.id for t in _read_list(exclude_ids, action).items}
+            kept = [t for t in targets.items if t.id not in spared]
+            excluded, targets.items = len(targets.items) - len(kept), kept
         listed = {t.id for t in targets.items}
         rows = [row for row in rows if row[0] in listed]
         stuck = [r for r in stuck if r.id in listed]
@@ -190,6 +207,7 @@ def ledger_failed(
         absent = sum(1 for r in left if r.status == "missing" and r.id in listed)
         typer.echo(
             f"{len(rows)} of {len(targets.items)} ID(s) of {literal(str(ids))} not known {verb}"
+            + (f" ({excluded} excluded)" if excluded else "")
             + (f", {len(never)} of them in no ledger at all" if never else "")
             + (
                 f", {absent} of them that EC2 said do not exist where they were sent "

@@ -79,8 +79,14 @@ def load_exclusions(flags: Flags, err: Console, operation: Operation | None = No
     """--exclude-ids: the IDs never to act on, of the kind the command acts on."""
     if not flags.exclude_ids:
         return set()
+    if flags.exclude_ids == "-" and flags.ids == "-":
+        raise UsageError("--ids - and --exclude-ids - cannot both read standard input")
     rule = operation.id_rule if operation is not None else None
-    return set(load_targets(flags.exclude_ids, err, rule).ids)
+    exclude = set(load_targets(flags.exclude_ids, err, rule).ids)
+    if not exclude:
+        # Most often the command that should have written it failed: said, not passed over.
+        warn(err, f"--exclude-ids {flags.exclude_ids} lists no ID: nothing is excluded")
+    return exclude
 
 
 def exclude_from(
@@ -90,6 +96,7 @@ def exclude_from(
     if not exclude:
         return dict(groups)
     kept = {pair: [i for i in ids if i not in exclude] for pair, ids in groups.items()}
+    kept = {pair: ids for pair, ids in kept.items() if ids}
     taken = sum(map(len, groups.values())) - sum(map(len, kept.values()))
     err.print(
         f"--exclude-ids: {taken} ID(s) of the list left out ({len(exclude)} listed to exclude)",
