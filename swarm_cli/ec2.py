@@ -343,6 +343,11 @@ def classify_exception(err: Exception) -> Outcome:
     code = type(err).__name__
     if isinstance(err, ClientError) and err.operation_name in RENEWAL_OPERATIONS:
         refused = classify_error(err)
+        if refused.kind is Kind.THROTTLED:
+            # STS is busy (every shard renewing at the hour): the call goes again later.
+            return replace(
+                refused, message=f"renewing the credentials ({err.operation_name}) was throttled"
+            )
         return replace(
             refused,
             kind=Kind.FATAL,
