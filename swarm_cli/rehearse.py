@@ -174,20 +174,20 @@ def rehearse(
     # auto: at the most IDs a call may carry, which auto may grow to (a lower bound).
     per_call = job.action.limits.per_call
     batch = per_call if job.options.auto_batch else min(job.options.batch_size, per_call)
-    api = job.action.api if job.action.name in RESOURCE_OPERATIONS else "TerminateInstances"
+    # The action's own buckets (a reboot spends no instance tokens; a start's are stingy).
+    buckets = config.action_limits()
+    api = job.action.api if job.action.api in buckets else "TerminateInstances"
     bound = max(bound_seconds(config, len(group), batch, api) for group in job.groups.values())
     operation = RESOURCE_OPERATIONS.get(job.action.name)
     console.print("rehearsal: no ledger is written")
+    calls, per_id = buckets[api]
+    limits = f"{api}: {calls.burst:g} calls burst, {calls.rate:g}/s" + (
+        f"; {per_id.burst:g} instances burst, {per_id.rate:g}/s" if per_id is not None else ""
+    )
     if operation is None:
         loaded = "running instances"
-        limits = (
-            f"{config.requests.burst:g} calls burst, {config.requests.rate:g}/s; "
-            f"{config.resources.burst:g} instances burst, {config.resources.rate:g}/s"
-        )
     else:
         loaded = f"{plural(operation.resource)} (none in use)"
-        calls = config.action_limits()[operation.api][0]
-        limits = f"{operation.api}: {calls.burst:g} calls burst, {calls.rate:g}/s"
     console.print(
         f"[bold]rehearsal[/]: {len(ids):,} IDs are loaded as {loaded} into a local fake "
         f"EC2 with EC2's default limits ({limits}, per account and region). Nothing leaves "
@@ -223,7 +223,8 @@ def rehearse(
     else:
         console.print(
             f"rehearsal: at EC2's default limits the real run would take about "
-            f"{report.elapsed_seconds:.1f}s (bound {bound:.1f}s)"
+            f"{report.elapsed_seconds:.1f}s "
+            + (f"(bound {bound:.1f}s)" if bound > 0 else "(within the limits' bursts)")
         )
     return report
 

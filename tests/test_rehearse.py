@@ -91,3 +91,15 @@ def test_a_rehearsal_in_a_region_no_one_knows_is_a_usage_error(tmp_path: Path) -
     )
     assert code == 2, err
     assert "us-eats-1" in err and "nothing was sent" in err
+
+
+def test_a_rehearsal_names_and_bounds_the_actions_own_buckets(tmp_path: Path) -> None:
+    """A reboot spends no instance token: neither terminate's buckets nor its bound."""
+    ids = tmp_path / "ids.txt"
+    ids.write_text("".join(f"{i}\n" for i in fake_ids(1100)))
+    code, out, err = swarm("reboot", "--ids", str(ids), "--sandbox", "--progress", "none")
+    text = " ".join((out + err).split())
+    assert code == 0, err
+    assert "RebootInstances: 50 calls burst, 5/s," in text and "instances burst" not in text
+    assert "TerminateInstances" not in text
+    assert "It fits in the limits' bursts" in text and "(within the limits' bursts)" in text
