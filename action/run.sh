@@ -86,14 +86,17 @@ if [ "$command" = plan ]; then
       fi
     } >>"$GITHUB_STEP_SUMMARY"
   fi
+  planned=no
+  if grep -q '^predicted: ' "$table"; then planned=yes; fi
   why="some instances would fail or could not be read"
   if grep -q '^permission in .* not checked' "$table"; then
     why="the permission could not be checked (the line 'permission in … not checked' says why)"
   fi
   rm -f "$table"
-  if [ "$status" -eq 1 ]; then
+  if [ "$status" -eq 1 ] && [ "$planned" = yes ]; then
     # Rows that would fail (protected, gone, in another state) or could not be read, or
-    # a permission not checked: the table says which, for the person who approves.
+    # a permission not checked: the table says which, for the person who approves. (An
+    # exit 1 with no table is an error before the plan: the step fails with it.)
     echo "::warning title=swarm plan::$why (swarm plan exit 1): see the table"
     exit 0
   fi

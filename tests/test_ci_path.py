@@ -187,6 +187,22 @@ def test_a_plan_with_instances_that_would_fail_passes_its_step_with_a_warning(
     assert "exited 2 before a plan: its error is in the step's log" in summary
 
 
+def test_a_plan_that_ended_on_an_error_before_its_table_fails_its_step(tmp_path: Path) -> None:
+    """Exit 1 is also a command that crashed: with no table, there is nothing to approve."""
+    fake = tmp_path / "bin" / "swarm"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'error: something broke' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with Sandbox(OPEN) as box:
+        env = _step_env(tmp_path, box, command="plan", ids="ids.txt")
+    env["PATH"] = f"{fake.parent}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(
+        ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "::warning" not in done.stdout, done.stdout
+    assert "exited 1 before a plan" in (tmp_path / "github_step_summary").read_text()
+
+
 def test_the_action_refuses_quotes_in_its_args_rather_than_keep_them(tmp_path: Path) -> None:
     """args is split on whitespace, not as a shell would: --protect-tag "keep" would
     protect a tag named with its quotes, and no instance tagged keep."""

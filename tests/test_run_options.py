@@ -31,3 +31,11 @@ def test_the_parts_carry_the_options_given() -> None:
     assert options.tuning == EngineOptions(batch_size=3, window=bounded, call_timeout=2.0)
     assert options.sinks == Sinks(ledger="l.jsonl", progress="none", badges=("SANDBOX",))
     assert RunOptions().tuning == EngineOptions() and RunOptions().sinks == Sinks()
+
+
+def test_a_batch_size_in_other_digits_is_a_usage_error_not_a_crash() -> None:
+    from test_cli import swarm
+
+    for value in ("\u00b2", "\u0661\u0660", "0", "1001", "ten"):
+        code, _, err = swarm("terminate", "--ids", "x", "--batch-size", value, "--dry-run")
+        assert code == 2 and "neither auto nor a whole number from 1 to 1000" in err, (value, err)

@@ -46,7 +46,7 @@ def check_batch_size(value: str) -> str:
     value = value.strip().lower()
     if value == "auto":
         return value
-    if not value.isdigit() or not 1 <= int(value) <= 1000:
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 1000:
         raise typer.BadParameter(f"{value!r} is neither auto nor a whole number from 1 to 1000")
     return str(int(value))
 
