@@ -806,10 +806,12 @@ def render_summary(report: Report, console: Console) -> None:
         elif c["failed"] + c["pending"] > stuck:
             # The same ledger, so that the record stays in one file; --yes, for the IDs
             # are those this run was already allowed to act on.
+            # Through a file and &&: a list that cannot be made (a ledger of several
+            # actions, a typo) stops the retry, where <(...) would send nothing, exit 0.
             ledger = literal(shlex.quote(report.ledger))
-            which = "" if report.action == "terminate" else f" --action {report.action}"
             given = "".join(f" {literal(shlex.quote(arg))}" for arg in report.retry_args)
             say(
-                f"  retry the rest: swarm {command_of(report.action)}{given} --yes --ledger "
-                f"{ledger} --ids <(swarm ledger failed --retryable{which} {ledger})"
+                f"  retry the rest: swarm ledger failed --retryable --action {report.action} "
+                f"{ledger} >left.txt && swarm {command_of(report.action)}{given} --yes "
+                f"--ledger {ledger} --ids left.txt"
             )

@@ -465,7 +465,8 @@ def test_summary_names_failures_and_the_retry_command() -> None:
     assert "failed permanently (protected, wrong state): 1; a retry fails again" in text
     # Copied as is into a CI step: the same ledger, and no prompt.
     retry = (
-        "swarm terminate --yes --ledger l.jsonl --ids <(swarm ledger failed --retryable l.jsonl)"
+        "swarm ledger failed --retryable --action terminate l.jsonl >left.txt && "
+        "swarm terminate --yes --ledger l.jsonl --ids left.txt"
     )
     assert retry in text
     # A run its failure budget rolled back leaves nothing to retry.

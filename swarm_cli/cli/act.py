@@ -1040,8 +1040,8 @@ def register(
             "of the rate to the account's other clients.",
             f"Before the first call, every {spec.resource} is in the ledger as pending; "
             "SIGINT, SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in "
-            "flight, and record the rest. Retry what is left with: swarm "
-            f"{path} --ids <(swarm ledger failed --retryable --action {spec.name} LEDGER)",
+            "flight, and record the rest. Retry what is left with: swarm ledger failed "
+            f"--retryable --action {spec.name} LEDGER >left.txt && swarm {path} --ids left.txt",
             EXIT_CODES,
         ]
     command.__doc__ = "\n\n".join([summary, *body])

@@ -91,7 +91,8 @@ HELP: dict[str, tuple[str, str]] = {
     ),
     "ledger failed": (
         "Print the IDs worth retrying: failed or pending.",
-        "swarm terminate --ids <(swarm ledger failed --retryable swarm-ledger.jsonl) --yes",
+        "swarm ledger failed --retryable --action terminate swarm-ledger.jsonl >left.txt "
+        "&& swarm terminate --ids left.txt --yes",
     ),
     "ledger summary": (
         "Count the intents by state, ledgers merged.",
