@@ -65,6 +65,9 @@ class UndoPlan:
     # Intents the run(s) left pending (in flight at a kill, never answered, never
     # sent): the ledger cannot say whether they were done; ask EC2 before undoing.
     unsure: dict[Pair, list[str]] = field(default_factory=dict, compare=False)
+    # Instances a terminate of the ledgers got done (before or after): left alone, for a
+    # terminated instance can be neither started nor stopped.
+    terminated: int = field(default=0, compare=False)
 
     @property
     def total(self) -> int:
@@ -121,7 +124,17 @@ def undo_plan(
     missing = [r for r in runs if r not in by_run]
     if missing:
         raise SagaError(f"no run {', '.join(missing)} in {where}")
+    # Terminated is for good: an instance a terminate of the ledgers got done has nothing
+    # to undo (a start of it would only fail, IncorrectInstanceState).
+    gone = {
+        r.id
+        for rs in by_run.values()
+        for r in rs
+        if r.action == "terminate" and r.status == "succeeded"
+    }
     records = [record for r in runs for record in by_run[r]]
+    terminated = len({r.id for r in records if r.id in gone})
+    records = [r for r in records if r.id not in gone]
     # What a run's first call found already done (EC2's PreviousState) it did not change:
     # that run has nothing of it to undo (another run undone with it may).
     unchanged = {
@@ -165,8 +178,13 @@ def undo_plan(
         if record.status == "pending" and maybe_sent and record.region is not None:
             unsure.setdefault(Pair(record.account, record.region), []).append(record.id)
     if not groups and not (allow_empty and unsure):
+        if terminated:
+            raise SagaError(
+                f"run {label} ({action}): its {terminated} instance(s) were terminated since "
+                "(a terminate in the ledger): nothing to undo"
+            )
         raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
-    return UndoPlan(label, undo, groups, action, unsure)
+    return UndoPlan(label, undo, groups, action, unsure, terminated)
 
 
 def _last_word(record: Record) -> tuple[int, int]:

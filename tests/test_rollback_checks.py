@@ -209,3 +209,25 @@ def test_rollback_with_an_accounts_file_names_the_refused_role_not_a_flag_given(
     assert f"cannot reach account(s) {ACCOUNTS[0]}" in text and "not this role" in text, err
     assert "pass --accounts" not in text and "check their roles; nothing was sent" in text
     assert sandbox.counters.accepted == 0
+
+
+def test_rollback_leaves_alone_what_a_later_terminate_in_the_ledger_got_done(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """One ledger for several commands: a stop, then a terminate of some of them. The
+    rollback of the stop starts the others; a terminated one can only fail."""
+    ids = sandbox.launch(3)
+    client = sandbox.client()
+    client.stop_instances(InstanceIds=ids)
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(i, "succeeded") for i in ids])
+    client.terminate_instances(InstanceIds=ids[:1])
+    later = LedgerWriter(str(ledger), "run2", "terminate", EAST)
+    later.write_ahead(ids[:1])
+    later.write(ids[0], "succeeded")
+    assert later.close() == []
+    code, err = rollback(sandbox, ledger)
+    assert code == 0, err
+    assert "1 instance(s) of the run were terminated since" in err
+    assert sandbox.counters.accepted_by_action.get("StartInstances") == 2
+    assert sandbox.states(ids[1:]) == dict.fromkeys(ids[1:], "running")

@@ -1144,6 +1144,12 @@ def rollback(
                 stage.hold(ledger)
             plan = undo_plan([ledger], run or None, allow_empty=True)
             check_ids(plan)
+            if plan.terminated:
+                err.print(
+                    f"rollback: {plan.terminated} instance(s) of the run were terminated since "
+                    "(a terminate in the ledger): left alone",
+                    markup=False,
+                )
         except LedgerInUse:
             raise  # exit 74, as for a run
         except (SagaError, LedgerError) as exc:
