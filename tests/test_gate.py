@@ -89,6 +89,20 @@ def test_an_id_ec2_did_not_find_is_left_unless_the_gate_says_missing_is_ok(
     assert code == 2 and "--missing-ok is for a gate with --ids" in err
 
 
+def test_a_csv_of_what_is_left_names_the_resources_own_id_column(tmp_path: Path) -> None:
+    """Fed back as --ids, a volume list reads as one (an instance_id column over vol- IDs
+    reads as a mistake to whoever opens it)."""
+    vol = "vol-0123456789abcdef0"
+    fields = {"v": 1, "ts": "2026-01-01T00:00:00Z", "run": "r", "seq": 1, "region": "eu-west-1"}
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(
+        json.dumps({**fields, "action": "delete-volume", "id": vol, "status": "pending"}) + "\n"
+    )
+    code, out, err = swarm("ledger", "failed", "--format", "csv", str(ledger))
+    assert code == 0, err
+    assert out.splitlines() == ["volume_id,region,account", f"{vol},eu-west-1,"]
+
+
 def test_the_gate_leaves_out_what_the_runs_were_told_to_exclude(tmp_path: Path) -> None:
     """Runs given --exclude-ids never send those: the gate given the same file does not
     count them left (a shard whose IDs were all excluded writes no ledger)."""

@@ -172,7 +172,7 @@ def ledger_failed(
             f"{literal(i)},{literal(region or '')},{literal(account or '')}\n"
             for i, region, account in rows
         )
-        typer.echo("instance_id,region,account\n" + text, nl=False)
+        typer.echo(f"{_id_column(action)},region,account\n" + text, nl=False)
     else:
         typer.echo("".join(f"{literal(i)}\n" for i, _, _ in rows), nl=False)
         if len(places) > 1:
@@ -231,6 +231,15 @@ def ledger_failed(
         # is not the whole. With --ids it is: an ID of the list that no ledger holds is in it.
         return EXIT_FAILED
     return 0
+
+
+def _id_column(action: str) -> str:
+    """The ID column of a list of ``action``'s IDs: instance_id, or the resource's own
+    (volume_id), as --ids reads them back."""
+    from ..actions.operations import RESOURCE_OPERATIONS
+
+    op = RESOURCE_OPERATIONS.get(action)
+    return op.id_rule.columns[0] if op is not None else "instance_id"
 
 
 def _recorded_name(action: str) -> str:
