@@ -150,6 +150,8 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
         )
     if plan.unchecked:
         console.print(plan.unchecked, markup=False, style="yellow")
+    if plan.rows and not plan.permission and not plan.acting_ids():
+        console.print("permission not checked: no ID would be sent, so the run would make no call")
     if not plan.protection_checked and plan.action.name in PROTECTION_ATTRIBUTES:
         console.print("protection not checked (--no-check-protection)")
     console.print(f"the plan cost {_calls_text(plan.calls)} call(s)", highlight=False)

@@ -283,8 +283,8 @@ ExcludeOpt = Annotated[
     typer.Option(
         "--exclude-ids",
         metavar="FILE",
-        help="IDs never to act on, taken out of --ids or of what the filters select (an ID "
-        "list of the same kind, any format).",
+        help="IDs never to act on or list, taken out of the list (--ids) or the selection "
+        "(an ID list of the same kind, any format).",
     ),
 ]
 
