@@ -314,11 +314,12 @@ def _run_action(
         max_errors=budget(flags.max_errors, total),
     )
     title = f"{spec.name} (dry run)" if flags.dry_run else spec.name
-    if flags.shard and not groups and not resumed:
-        what = "this selection" if selecting else "this list"
-        err.print(f"shard {flags.shard} holds no {spec.resource} of {what}: nothing to do")
     if not groups:
-        err.print(f"nothing to do: no {spec.resource} IDs to {spec.name}")
+        if flags.shard and not resumed:
+            what = "this selection" if selecting else "this list"
+            err.print(f"shard {flags.shard} holds no {spec.resource} of {what}: nothing to do")
+        else:
+            err.print(f"nothing to do: no {spec.resource} IDs to {spec.name}")
         if flags.output is Output.json and flags.dry_run:
             # A plan of nothing, shaped as every plan is.
             from ..plan import Plan, estimate
