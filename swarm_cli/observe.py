@@ -143,7 +143,6 @@ class Look(BatchCall):
         with self._lock:
             if self._images is not None:
                 return self._images
-        with self._lock:
             self.image_calls += 1
         used = images_using(self.client)
         with self._lock:
