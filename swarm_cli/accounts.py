@@ -287,6 +287,7 @@ def _sts_call(account: Account, doing: str, call: Callable[[], _T]) -> _T:
         ParamValidationError,
         PartialCredentialsError,
     )
+    from botocore.parsers import ResponseParserError
 
     from .ec2 import THROTTLE_CODES, THROTTLE_STATUSES
 
@@ -308,6 +309,16 @@ def _sts_call(account: Account, doing: str, call: Callable[[], _T]) -> _T:
             ) from None
         except (NoCredentialsError, PartialCredentialsError) as err:
             raise AssumeError(f"account {account.label}: cannot {doing}: {err}") from None
+        except ResponseParserError as err:
+            # An answer that is not STS's (a proxy's or a balancer's page): tried again,
+            # as a throttle is, then the account is not reached.
+            if attempt < STS_ATTEMPTS:
+                _sleep(random.uniform(0.5, 1.0) * 2 ** (attempt - 1))
+                continue
+            first = " ".join(str(err).split())[:200]
+            raise AssumeError(
+                f"account {account.label}: cannot {doing}: an answer that is not STS's ({first})"
+            ) from None
         except ParamValidationError as err:
             # A value botocore refuses before sending (a session name too short, say).
             raise AccountsError(f"account {account.label}: cannot {doing}: {err}") from None

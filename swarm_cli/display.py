@@ -810,8 +810,10 @@ def render_summary(report: Report, console: Console) -> None:
             # actions, a typo) stops the retry, where <(...) would send nothing, exit 0.
             ledger = literal(shlex.quote(report.ledger))
             given = "".join(f" {literal(shlex.quote(arg))}" for arg in report.retry_args)
+            # Never the ledger's own name: the redirection would empty it first.
+            left = "left.txt" if os.path.basename(report.ledger) != "left.txt" else "left-ids.txt"
             say(
                 f"  retry the rest: swarm ledger failed --retryable --action {report.action} "
-                f"{ledger} >left.txt && swarm {command_of(report.action)}{given} --yes "
-                f"--ledger {ledger} --ids left.txt"
+                f"{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
+                f"--ledger {ledger} --ids {left}"
             )

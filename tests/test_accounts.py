@@ -303,6 +303,26 @@ def test_throttled_sts_calls_are_tried_a_few_times(monkeypatch: pytest.MonkeyPat
         assume(ROLE, region="us-east-1", session=session)
 
 
+def test_a_page_that_is_not_stss_is_tried_again_then_the_account_is_not_reached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A proxy's page in place of STS's answer: no traceback; the account is not reached."""
+    from botocore.parsers import ResponseParserError
+
+    sleeps: list[float] = []
+    monkeypatch.setattr(accounts_module, "_sleep", sleeps.append)
+    calls = 0
+
+    def page() -> None:
+        nonlocal calls
+        calls += 1
+        raise ResponseParserError("Unable to parse response (<head><title>503</title></head>)")
+
+    with pytest.raises(AssumeError, match=r"cannot assume: an answer that is not STS's \(Unable"):
+        accounts_module._sts_call(ROLE, "assume", page)
+    assert calls == 3 and len(sleeps) == 2
+
+
 def test_a_refused_role_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(accounts_module, "_sleep", lambda _: pytest.fail("no retry expected"))
     session = FakeSession()

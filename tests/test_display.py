@@ -4,6 +4,7 @@ import io
 import re
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -469,6 +470,12 @@ def test_summary_names_failures_and_the_retry_command() -> None:
         "swarm terminate --yes --ledger l.jsonl --ids left.txt"
     )
     assert retry in text
+    # A ledger named left.txt: the redirection must not empty it before it is read.
+    named = replace(report, ledger="runs/left.txt")
+    out = console()
+    render_summary(named, out)
+    said = out.file.getvalue()  # type: ignore[attr-defined]
+    assert ">left-ids.txt && " in said and "--ids left-ids.txt" in said
     # A run its failure budget rolled back leaves nothing to retry.
     report.extra["rollback"] = {
         "action": "start",

@@ -176,7 +176,9 @@ def test_exclude_ids_spares_its_resources_from_a_filter_and_from_an_id_list(
         "list", "volumes", "--filter", "tag:team=x", "--exclude-ids", spare, *where
     )
     assert code == 0, err
-    assert out.split() == made[1:3] and "minus 2 excluded" in err, err
+    assert out.split() == made[1:3] and "leaving out any of the 2 ID(s) of --exclude-ids" in err, (
+        err
+    )
     ledger = tmp_path / "l.jsonl"
     code, _, err = swarm(
         "ec2", "delete-volume", "--filter", "tag:team=x", "--exclude-ids", spare,

@@ -59,6 +59,14 @@ def test_retryable_leaves_out_permanent_failures(tmp_path: Path) -> None:
     assert code == 1
     assert out.split() == [IDS[2], IDS[4], IDS[5]]
     assert "left out (--retryable)" in err
+    # The gate still counts them: a protected instance still running is not done.
+    assert "4 of 6 ID(s)" in err and "(1 failed permanently, not listed)" in err
+    only = write_ids(tmp_path / "only.txt", [IDS[0], IDS[1]])
+    code, out, err = swarm("ledger", "failed", "--retryable", "--ids", only, one, two)
+    assert (code, out) == (1, ""), err
+    # The list from standard input, as the help says "-" reads it.
+    code, out, err = swarm("ledger", "failed", "--ids", "-", one, two, stdin=f"{IDS[2]}\n")
+    assert (code, out.split()) == (1, [IDS[2]]), err
 
 
 def test_a_list_all_done_passes_the_gate(tmp_path: Path) -> None:

@@ -141,12 +141,13 @@ class _Stage:
         self.sending = False
         self._holds = holds
 
-    def hold(self, ledger: str) -> None:
-        """Hold ``ledger`` for this command alone (see ``ledger.lock``)."""
+    def hold(self, ledger: str, why: str | None = None) -> None:
+        """Hold ``ledger`` for this command alone (see ``ledger.lock``); ``why`` says, if
+        another holds it, why this command must wait."""
         from ..ledger import hold_ledger
 
         if self._holds is not None:
-            self._holds.enter_context(hold_ledger(ledger))
+            self._holds.enter_context(hold_ledger(ledger, why))
 
 
 def run_action(spec: ActionSpec, flags: Flags, operation: Operation | None = None) -> int:
@@ -1042,7 +1043,8 @@ def register(
             f"Before the first call, every {spec.resource} is in the ledger as pending; "
             "SIGINT, SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in "
             "flight, and record the rest. Retry what is left with: swarm ledger failed "
-            f"--retryable --action {spec.name} LEDGER >left.txt && swarm {path} --ids left.txt",
+            f"--retryable --action {spec.name} LEDGER >left.txt && swarm {path} "
+            f"--ledger LEDGER --ids left.txt{' --tag ...' if takes_tags else ''}",
             EXIT_CODES,
         ]
     command.__doc__ = "\n\n".join([summary, *body])
@@ -1142,7 +1144,7 @@ def rollback(
             )
             # Held before it is read: a run still writing it is not yet there to undo.
             if os.path.isfile(ledger):
-                stage.hold(ledger)
+                stage.hold(ledger, "the run is still going: roll it back once it has ended")
             plan = undo_plan([ledger], run or None, allow_empty=True)
             check_ids(plan)
             if plan.terminated:

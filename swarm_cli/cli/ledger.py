@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable
 from enum import Enum
@@ -154,8 +155,16 @@ def ledger_failed(
     if ids is not None:
         targets = _read_list(ids, action)
         excluded = 0
+        if exclude_ids is not None and str(exclude_ids) == "-" and str(ids) == "-":
+            raise UsageError("--ids - and --exclude-ids - cannot both read standard input")
         if exclude_ids is not None:
             spared = {t.id for t in _read_list(exclude_ids, action).items}
+            if not spared:
+                typer.echo(
+                    f"warning: --exclude-ids {literal(str(exclude_ids))} lists no ID: nothing "
+                    "is excluded",
+                    err=True,
+                )
             kept = [t for t in targets.items if t.id not in spared]
             excluded, targets.items = len(targets.items) - len(kept), kept
         listed = {t.id for t in targets.items}
@@ -205,8 +214,12 @@ def ledger_failed(
     if ids is not None:
         verb = _verb(action)
         absent = sum(1 for r in left if r.status == "missing" and r.id in listed)
+        # --retryable shortens the list to feed a retry, not what the gate finds left.
+        kept_out = len(stuck) if retryable else 0
         typer.echo(
-            f"{len(rows)} of {len(targets.items)} ID(s) of {literal(str(ids))} not known {verb}"
+            f"{len(rows) + kept_out} of {len(targets.items)} ID(s) of {literal(str(ids))} "
+            f"not known {verb}"
+            + (f" ({kept_out} failed permanently, not listed)" if kept_out else "")
             + (f" ({excluded} excluded)" if excluded else "")
             + (f", {len(never)} of them in no ledger at all" if never else "")
             + (
@@ -217,7 +230,7 @@ def ledger_failed(
             ),
             err=True,
         )
-        if rows:
+        if rows or kept_out:
             return EXIT_FAILED
     if ids is None and hidden:
         typer.echo(
@@ -270,7 +283,8 @@ def _read_list(path: Path, action: str) -> Targets:
 
     op = RESOURCE_OPERATIONS.get(action)
     try:
-        targets = read_ids(str(path), rule=op.id_rule if op is not None else INSTANCES)
+        stdin = sys.stdin if str(path) == "-" else None
+        targets = read_ids(str(path), stdin, rule=op.id_rule if op is not None else INSTANCES)
     except TargetsError as exc:
         raise UsageError(str(exc)) from None
     if targets.bad:

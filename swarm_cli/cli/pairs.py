@@ -303,7 +303,7 @@ def select_groups(
         found.update({i.id: i for i in chosen})
     shown = literal(", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters))
     extra = (f", older than {flags.older_than}" if older else "") + (
-        f", minus {len(exclude)} excluded" if exclude else ""
+        f", leaving out any of the {len(exclude)} ID(s) of --exclude-ids" if exclude else ""
     )
     if unused:
         extra += ", not in use"

@@ -69,13 +69,14 @@ def hold_ledger(path: str, why: str | None = None) -> Iterator[None]:
     file this made and nothing wrote to is removed again before the lock goes (a run
     refused or not confirmed leaves no empty ledger, and no other run can have opened it
     meanwhile)."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    # Read-only: a lock needs no more, and a merge may replace a file it may not write.
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     for _ in range(5):
         made = not os.path.lexists(path)
         try:
             fd = os.open(path, flags | os.O_CREAT, 0o666)
         except OSError as err:
-            raise LedgerError(f"cannot open the ledger {path}: {_reason(err)}") from None
+            raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
         if not try_lock(fd):
             os.close(fd)
             raise LedgerInUse(path, why)

@@ -184,8 +184,10 @@ def merge_files(
     # A ledger a run is writing is not replaced under it (its records would go to the
     # file the merge unlinks): refused, as a second run on it is.
     busy = "a merge would replace the file it appends to; merge once that run has ended"
-    plain = os.path.isfile(out) and not os.path.islink(out)  # the rest is refused below
-    held = hold_ledger(out, busy) if plain else contextlib.nullcontext()
+    # Held whether it exists or not: a run that made it meanwhile would be replaced. (A
+    # link, a device or a FIFO is refused below, never opened.)
+    odd = os.path.lexists(out) and (os.path.islink(out) or not os.path.isfile(out))
+    held = contextlib.nullcontext() if odd else hold_ledger(out, busy)
     with held:
         return _merge_into(paths, out, damaged, cut_short, empty, watch)
 

@@ -7,6 +7,7 @@ import os
 import stat
 
 from .errors import LedgerError, _reason
+from .lock import try_lock
 
 
 def check_ledger_path(path: str, *, ids_path: str | None = None, fix: str | None = None) -> None:
@@ -64,7 +65,9 @@ def check_ledger_path(path: str, *, ids_path: str | None = None, fix: str | None
             f"cannot write the ledger {path}: {_reason(err)}: {fix or 'pass --ledger elsewhere'}"
         ) from None
     try:
-        if not exists:
+        # Removed under a lock of its own: a run that opened and holds it meanwhile
+        # (ledger.lock) keeps it.
+        if not exists and try_lock(fd):
             _remove_if_empty(path, os.fstat(fd))
     finally:
         os.close(fd)
