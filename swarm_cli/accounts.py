@@ -299,7 +299,8 @@ def _sts_call(account: Account, doing: str, call: Callable[[], _T]) -> _T:
             code = error.get("Code") or "Unknown"
             status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             throttled = code in THROTTLE_CODES or status in THROTTLE_STATUSES
-            if throttled and attempt < STS_ATTEMPTS:
+            # A server's error (or a proxy's 502 in front of it) is tried again too.
+            if (throttled or (status or 0) >= 500) and attempt < STS_ATTEMPTS:
                 _sleep(random.uniform(0.5, 1.0) * 2 ** (attempt - 1))
                 continue
             message = error.get("Message") or ""
@@ -309,7 +310,8 @@ def _sts_call(account: Account, doing: str, call: Callable[[], _T]) -> _T:
             ) from None
         except (NoCredentialsError, PartialCredentialsError) as err:
             raise AssumeError(f"account {account.label}: cannot {doing}: {err}") from None
-        except ResponseParserError as err:
+        except (ResponseParserError, KeyError) as err:
+            # KeyError: XML that parses but holds no STS result (a proxy's XHTML page).
             # An answer that is not STS's (a proxy's or a balancer's page): tried again,
             # as a throttle is, then the account is not reached.
             if attempt < STS_ATTEMPTS:

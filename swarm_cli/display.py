@@ -808,10 +808,13 @@ def render_summary(report: Report, console: Console) -> None:
             # are those this run was already allowed to act on.
             # Through a file and &&: a list that cannot be made (a ledger of several
             # actions, a typo) stops the retry, where <(...) would send nothing, exit 0.
-            ledger = literal(shlex.quote(report.ledger))
             given = "".join(f" {literal(shlex.quote(arg))}" for arg in report.retry_args)
-            # Never the ledger's own name: the redirection would empty it first.
-            left = "left.txt" if os.path.basename(report.ledger) != "left.txt" else "left-ids.txt"
+            # The list beside the ledger, named after it: no other file is emptied by the
+            # redirection (a ledger named left.txt was), and a path starting with - is no
+            # option.
+            path = report.ledger if not report.ledger.startswith("-") else f"./{report.ledger}"
+            ledger = literal(shlex.quote(path))
+            left = literal(shlex.quote(f"{path}.left"))
             say(
                 f"  retry the rest: swarm ledger failed --retryable --action {report.action} "
                 f"{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "

@@ -322,6 +322,12 @@ def test_a_page_that_is_not_stss_is_tried_again_then_the_account_is_not_reached(
         accounts_module._sts_call(ROLE, "assume", page)
     assert calls == 3 and len(sleeps) == 2
 
+    def xhtml() -> None:  # XML that parses, holding no AssumeRoleResult: botocore's KeyError
+        raise KeyError("AssumeRoleResult")
+
+    with pytest.raises(AssumeError, match="an answer that is not STS's"):
+        accounts_module._sts_call(ROLE, "assume", xhtml)
+
 
 def test_a_refused_role_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(accounts_module, "_sleep", lambda _: pytest.fail("no retry expected"))

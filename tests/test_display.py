@@ -466,16 +466,18 @@ def test_summary_names_failures_and_the_retry_command() -> None:
     assert "failed permanently (protected, wrong state): 1; a retry fails again" in text
     # Copied as is into a CI step: the same ledger, and no prompt.
     retry = (
-        "swarm ledger failed --retryable --action terminate l.jsonl >left.txt && "
-        "swarm terminate --yes --ledger l.jsonl --ids left.txt"
+        "swarm ledger failed --retryable --action terminate l.jsonl >l.jsonl.left && "
+        "swarm terminate --yes --ledger l.jsonl --ids l.jsonl.left"
     )
     assert retry in text
-    # A ledger named left.txt: the redirection must not empty it before it is read.
-    named = replace(report, ledger="runs/left.txt")
+    # The list is named after the ledger, never another file; a path starting with -
+    # is no option.
+    named = replace(report, ledger="-odd.jsonl")
     out = console()
     render_summary(named, out)
     said = out.file.getvalue()  # type: ignore[attr-defined]
-    assert ">left-ids.txt && " in said and "--ids left-ids.txt" in said
+    assert "terminate ./-odd.jsonl >./-odd.jsonl.left && " in said
+    assert "--ledger ./-odd.jsonl --ids ./-odd.jsonl.left" in said
     # A run its failure budget rolled back leaves nothing to retry.
     report.extra["rollback"] = {
         "action": "start",

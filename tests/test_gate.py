@@ -121,6 +121,16 @@ def test_the_gate_leaves_out_what_the_runs_were_told_to_exclude(tmp_path: Path) 
     assert "2 of 4 ID(s)" in err and "(2 excluded)" in err and "no ledger at all" not in err
     code, _, err = swarm("ledger", "failed", "--exclude-ids", spare, one)
     assert code == 2 and "--exclude-ids is for a gate with --ids" in err
+    # Every ID of the list excluded: nothing left, the gate passes.
+    everything = write_ids(tmp_path / "all.txt", IDS)
+    code, out, err = swarm("ledger", "failed", "--ids", ids, "--exclude-ids", everything, one, two)
+    assert (code, out) == (0, ""), err
+    # An empty list passes nothing: the command that made it most likely failed.
+    empty = write_ids(tmp_path / "empty.txt", [])
+    code, out, err = swarm("ledger", "failed", "--ids", empty, one, two)
+    assert code == 1 and "lists no ID: nothing to check the ledgers against" in err, err
+    code, _, err = swarm("ledger", "failed", "--ids", "-", "--exclude-ids", "-", one, stdin="")
+    assert code == 2 and "cannot both read standard input" in err
 
 
 def test_with_the_list_a_ledger_cut_short_does_not_fail_the_gate_by_itself(
@@ -207,7 +217,7 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
             ["bash", "-c", printed], cwd=tmp_path, env=env, capture_output=True, text=True
         )
         assert done.returncode == 0, done.stderr
-        assert (tmp_path / "left.txt").read_text().split() == ids
+        assert (tmp_path / "l.jsonl.left").read_text().split() == ids
         assert box.states(ids, region="eu-west-1") == {i: "terminated" for i in ids}
 
 

@@ -1210,6 +1210,9 @@ def test_a_failed_merge_leaves_the_output_as_it_was(tmp_path: Path) -> None:
     with pytest.raises(LedgerVersionError):
         merge_files([newer], str(out))
     assert out.read_text() == kept
+    with pytest.raises(LedgerVersionError):  # a new output is not made before the end
+        merge_files([newer], str(tmp_path / "new.jsonl"))
+    assert not (tmp_path / "new.jsonl").exists()
     with pytest.raises(LedgerError, match=r"^cannot read the ledger .*: No such file"):
         merge_files([newer.replace("newer", "missing")], str(out))
     (tmp_path / "folder").mkdir()

@@ -73,6 +73,10 @@ def test_an_empty_ledger_is_no_records_and_ledger_failed_says_so(tmp_path: Path)
     assert code == 1 and out.split() == ["i-00000001"] and "holds no records" in err
     code, out, err = swarm("ledger", "summary", str(empty))
     assert "holds no records" in err
+    # Merged, the merged ledger no longer shows it: the merge's exit code does.
+    merged = tmp_path / "merged.jsonl"
+    code, _, err = swarm("ledger", "merge", str(other), str(empty), "-o", str(merged))
+    assert code == 1 and "holds no records" in err, err
 
 
 def test_a_line_longer_than_the_bound_is_skipped_unread(tmp_path: Path) -> None:

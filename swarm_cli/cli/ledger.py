@@ -153,10 +153,18 @@ def ledger_failed(
     rows = [(r.id, r.region, r.account) for r in left]
     never: list[Target] = []
     if ids is not None:
-        targets = _read_list(ids, action)
-        excluded = 0
         if exclude_ids is not None and str(exclude_ids) == "-" and str(ids) == "-":
             raise UsageError("--ids - and --exclude-ids - cannot both read standard input")
+        targets = _read_list(ids, action)
+        if not targets.items:
+            # An empty list passes nothing: most often the command that should have made
+            # it failed, and a gate over it would be green whatever the ledgers hold.
+            typer.echo(
+                f"{literal(str(ids))} lists no ID: nothing to check the ledgers against",
+                err=True,
+            )
+            return EXIT_FAILED
+        excluded = 0
         if exclude_ids is not None:
             spared = {t.id for t in _read_list(exclude_ids, action).items}
             if not spared:
@@ -391,7 +399,7 @@ def ledger_merge(
     ledger. The output is replaced atomically, so it may be one of the inputs. A run
     stopped while recording its intents keeps those it recorded, so that the merged
     ledger still says its list was not all recorded. Exit 1 when damaged lines may
-    have held intents the merged ledger then lacks.
+    have held intents the merged ledger then lacks, or an input holds no records.
     """
     empty: list[str] = []
     hidden: list[int] = []
@@ -415,5 +423,9 @@ def ledger_merge(
             "were meant to cover (swarm ledger failed --ids LIST)",
             err=True,
         )
+        return EXIT_FAILED
+    if empty:
+        # A ledger with no records (a run killed before its first intent): the merged one
+        # no longer shows it, so this is the last word, as for damage.
         return EXIT_FAILED
     return 0

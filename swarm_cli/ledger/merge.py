@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, _reason
-from .lock import hold_ledger
+from .lock import held, hold_ledger
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
 from .record import ALREADY_CODE, WAS_ALREADY_CODE, Record, may_have_acted
@@ -184,12 +184,12 @@ def merge_files(
     # A ledger a run is writing is not replaced under it (its records would go to the
     # file the merge unlinks): refused, as a second run on it is.
     busy = "a merge would replace the file it appends to; merge once that run has ended"
-    # Held whether it exists or not: a run that made it meanwhile would be replaced. (A
-    # link, a device or a FIFO is refused below, never opened.)
-    odd = os.path.lexists(out) and (os.path.islink(out) or not os.path.isfile(out))
-    held = contextlib.nullcontext() if odd else hold_ledger(out, busy)
-    with held:
-        return _merge_into(paths, out, damaged, cut_short, empty, watch)
+    # Held if it is there (a link, a device or a FIFO is refused below, never opened);
+    # if not, held before it is replaced should a run have made it meanwhile. Not made
+    # here: a merge stopped by a signal leaves no empty file behind.
+    plain = os.path.isfile(out) and not os.path.islink(out)
+    with hold_ledger(out, busy) if plain else contextlib.nullcontext():
+        return _merge_into(paths, out, damaged, cut_short, empty, watch, busy)
 
 
 def _merge_into(
@@ -199,6 +199,7 @@ def _merge_into(
     cut_short: list[CutShort] | None,
     empty: list[str] | None,
     watch: WriteAheadCheck | None,
+    busy: str,
 ) -> int:
     watch = WriteAheadCheck() if watch is None else watch
     best: dict[tuple[str, str], tuple[Record, bytes]] = {}
@@ -237,7 +238,11 @@ def _merge_into(
         extra.setdefault((record.run, record.seq), raw)
     winners = {(record.run, record.seq) for record, _ in best.values()}
     tail = [extra[mark] for mark in sorted(extra) if mark not in winners]
-    _replace(out, itertools.chain(lines, tail))
+    # A run that made ``out`` since the merge began holds it: refused, not replaced. (One
+    # held by this merge from its start is held already; holding it again is harmless.)
+    appeared = os.path.isfile(out) and not os.path.islink(out) and not _held_here(out)
+    with hold_ledger(out, busy) if appeared else contextlib.nullcontext():
+        _replace(out, itertools.chain(lines, tail))
     if cut_short is not None:
         cut_short.extend(cut)
     return len(best)
@@ -271,6 +276,18 @@ def _acted(
         ):
             out.append((record, raw.rstrip(b"\r\n") + b"\n"))
     return out
+
+
+def _held_here(path: str) -> bool:
+    """Whether this process holds ``path`` already (:func:`hold_ledger`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return held(fd)
+    finally:
+        os.close(fd)
 
 
 def _block_ends(
