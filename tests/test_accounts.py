@@ -361,8 +361,8 @@ def test_a_misspelt_key_is_refused_with_a_hint(tmp_path: Path) -> None:
         load_accounts(str(path))
 
 
-def test_an_assumed_role_renews_itself_before_it_expires(sandbox: Sandbox) -> None:
-    """A run longer than a role session's hour: botocore assumes the role again."""
+def renewing_client(sandbox: Sandbox) -> tuple[Any, Any, Any]:
+    """ROLE assumed in the sandbox: its credentials, their renewing source, an EC2 client."""
     from swarm_cli.ec2 import make_client
 
     credentials = assume(ROLE, region="us-east-1", endpoint_url=sandbox.endpoint)
@@ -374,6 +374,12 @@ def test_an_assumed_role_renews_itself_before_it_expires(sandbox: Sandbox) -> No
         credentials=credentials.session_kwargs(),
         renewing=renewing,
     )
+    return credentials, renewing, client
+
+
+def test_an_assumed_role_renews_itself_before_it_expires(sandbox: Sandbox) -> None:
+    """A run longer than a role session's hour: botocore assumes the role again."""
+    credentials, renewing, client = renewing_client(sandbox)
     client.describe_instances()
     assert renewing.get_frozen_credentials().access_key == credentials.access_key
     # The hour is almost over: the next call must not go out with the old keys.
@@ -405,19 +411,11 @@ def test_a_renewal_that_fails_stops_the_credentials_not_the_ids(
     """The role's renewal, inside an EC2 call, refused or failing: the credentials'
     failure (nothing more sent with them, exit 4), never the instances' own."""
     from swarm_cli.actions import ACTIONS
-    from swarm_cli.ec2 import InstanceCall, make_client
+    from swarm_cli.ec2 import InstanceCall
     from swarm_cli.outcome import Kind
 
     instance = "i-0123456789abcdef0"  # never reached: the renewal fails first
-    credentials = assume(ROLE, region="us-east-1", endpoint_url=sandbox.endpoint)
-    renewing = credentials.source
-    assert renewing is not None
-    client = make_client(
-        "us-east-1",
-        endpoint_url=sandbox.endpoint,
-        credentials=credentials.session_kwargs(),
-        renewing=renewing,
-    )
+    _, renewing, client = renewing_client(sandbox)
     renewing._expiry_time = datetime.now(timezone.utc) + timedelta(seconds=30)
     sandbox.fail_action("AssumeRole", status, code, "no renewal")
     try:
