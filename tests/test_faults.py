@@ -593,6 +593,9 @@ def test_a_second_run_on_a_ledger_in_use_sends_nothing(sandbox: Sandbox, tmp_pat
         assert code == 74 and "in use by another swarm run" in err, err
         code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(ledger))
         assert code == 74 and "merge once that run has ended" in err, err
+        # Merged into another file, it is read as far as written, and said so.
+        code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(tmp_path / "m.jsonl"))
+        assert "is being written by a run" in err, err
     finally:
         running.close()
     code, report = terminate_json(sandbox, listed, ledger, action="reboot")

@@ -1144,7 +1144,10 @@ def rollback(
             )
             # Held before it is read: a run still writing it is not yet there to undo.
             if os.path.isfile(ledger):
-                stage.hold(ledger, "the run is still going: roll it back once it has ended")
+                stage.hold(
+                    ledger,
+                    "a run (or another rollback) is still writing it: roll back once it has ended",
+                )
             plan = undo_plan([ledger], run or None, allow_empty=True)
             check_ids(plan)
             if plan.terminated:

@@ -21,6 +21,7 @@ from ..ledger import (
     WriteAheadCheck,
     describe_damage,
     fold_files,
+    in_use,
     merge_files,
     permanent,
     undone,
@@ -411,6 +412,14 @@ def ledger_merge(
             hidden.append(watch.unaccounted())
         return count
 
+    for given in paths:
+        if in_use(str(given)):
+            # Merged as far as written: the run's later records are not in the output.
+            typer.echo(
+                f"warning: {literal(str(given))} is being written by a run: the merged ledger "
+                "holds its records so far; merge again once that run has ended",
+                err=True,
+            )
     count = _reading(merge)
     for path in empty:
         _no_records(path)

@@ -8,7 +8,7 @@ lines), ``blocks`` (write-ahead blocks cut short), ``merge`` (fold and merge),
 
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, LedgerVersionError, LedgerWriteError
-from .lock import LedgerInUse, hold_ledger
+from .lock import LedgerInUse, hold_ledger, in_use
 from .merge import fold, fold_files, merge_files, succeeded_ids, undone
 from .paths import check_ledger_path, same_file
 from .reader import MAX_LINE_BYTES, Damaged, describe_damage, open_ledger, read_records
@@ -56,6 +56,7 @@ __all__ = [
     "fold",
     "fold_files",
     "hold_ledger",
+    "in_use",
     "may_have_acted",
     "merge_files",
     "open_ledger",

@@ -62,6 +62,18 @@ def try_lock(fd: int) -> bool:
     return True
 
 
+def in_use(path: str) -> bool:
+    """Whether another process holds the ledger at ``path`` (a run writing it now)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return not held(fd) and not try_lock(fd)
+    finally:
+        os.close(fd)  # a lock this took goes with it
+
+
 @contextlib.contextmanager
 def hold_ledger(path: str, why: str | None = None) -> Iterator[None]:
     """Hold the ledger at ``path`` while the block runs, creating it if need be; raise
