@@ -62,16 +62,31 @@ def try_lock(fd: int) -> bool:
     return True
 
 
-def in_use(path: str) -> bool:
-    """Whether another process holds the ledger at ``path`` (a run writing it now)."""
+@contextlib.contextmanager
+def _opened(path: str) -> Iterator[int | None]:
+    """``path`` opened to ask about its lock (None if it cannot be); closed after, and a
+    lock taken on it goes with it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return False
+        yield None
+        return
     try:
-        return not held(fd) and not try_lock(fd)
+        yield fd
     finally:
-        os.close(fd)  # a lock this took goes with it
+        os.close(fd)
+
+
+def held_here(path: str) -> bool:
+    """Whether this process holds the ledger at ``path`` (:func:`hold_ledger`)."""
+    with _opened(path) as fd:
+        return fd is not None and held(fd)
+
+
+def in_use(path: str) -> bool:
+    """Whether another process holds the ledger at ``path`` (a run writing it now)."""
+    with _opened(path) as fd:
+        return fd is not None and not held(fd) and not try_lock(fd)
 
 
 @contextlib.contextmanager

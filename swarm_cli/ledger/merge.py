@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from .blocks import CutShort, WriteAheadCheck
 from .errors import LedgerError, _reason
-from .lock import held, hold_ledger
+from .lock import held_here, hold_ledger
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
 from .record import ALREADY_CODE, WAS_ALREADY_CODE, Record, may_have_acted
@@ -240,7 +240,7 @@ def _merge_into(
     tail = [extra[mark] for mark in sorted(extra) if mark not in winners]
     # A run that made ``out`` since the merge began holds it: refused, not replaced. (One
     # held by this merge from its start is held already; holding it again is harmless.)
-    appeared = os.path.isfile(out) and not os.path.islink(out) and not _held_here(out)
+    appeared = os.path.isfile(out) and not os.path.islink(out) and not held_here(out)
     with hold_ledger(out, busy) if appeared else contextlib.nullcontext():
         _replace(out, itertools.chain(lines, tail))
     if cut_short is not None:
@@ -276,18 +276,6 @@ def _acted(
         ):
             out.append((record, raw.rstrip(b"\r\n") + b"\n"))
     return out
-
-
-def _held_here(path: str) -> bool:
-    """Whether this process holds ``path`` already (:func:`hold_ledger`)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        return held(fd)
-    finally:
-        os.close(fd)
 
 
 def _block_ends(
