@@ -103,17 +103,32 @@ def parse_filter(spec: str) -> Filter:
 
 
 def parse_filters(specs: Iterable[str]) -> list[Filter]:
-    """Every ``--filter``, with a name given twice merged into one filter of all its values.
+    """Every ``--filter``, each name once.
 
-    EC2 ANDs separate filters and ORs the values of one, so ``tag:team=a`` and
-    ``tag:team=b`` given apart would match nothing; merged they mean "a or b".
+    EC2 ANDs separate filters and ORs the values of one. A name given twice is refused:
+    merged it would mean either value (a broader selection than "all must match", the
+    wrong way round for a command that terminates what it selects), and apart it means
+    both, which for most names (one tag value, one state) matches nothing.
     """
-    merged: dict[str, list[str]] = {}
+    seen: dict[str, str] = {}
+    filters: list[Filter] = []
     for spec in specs:
         parsed = parse_filter(spec)
-        values = merged.setdefault(parsed["Name"], [])
-        values.extend(v for v in parsed["Values"] if v not in values)
-    return [{"Name": name, "Values": values} for name, values in merged.items()]
+        name = parsed["Name"]
+        if name in seen:
+            raise SelectError(
+                f"--filter {name} is given twice ({seen[name]!r} and {spec!r}): give it once, "
+                f"with its values separated by commas for either of them "
+                f"({name}={','.join(_values(seen[name]) + _values(spec))}); for instances "
+                "with both of two tag keys, one filter per key (tag:a=* and tag:b=*)"
+            )
+        seen[name] = spec
+        filters.append(parsed)
+    return filters
+
+
+def _values(spec: str) -> list[str]:
+    return [v.strip() for v in spec.partition("=")[2].split(",")]
 
 
 def parse_age(text: str) -> timedelta:

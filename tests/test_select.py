@@ -98,7 +98,6 @@ FILTER_SETS = [
     ["instance-state-name=running"],
     ["tag:env=ci", "instance-state-name=running"],
     ["tag:team=a,b"],
-    ["tag:team=a", "tag:team=b"],
     ["instance-state-name=stopped,terminated"],
     ["tag:env=c*"],
     ["tag:Name=prod", "instance-state-name=running"],
@@ -291,15 +290,23 @@ def test_parse_filter_refuses_bad_forms(spec: str) -> None:
     assert "\n" not in caught.value.message
 
 
-def test_parse_filters_merges_repeated_names() -> None:
-    assert parse_filters(
-        ["tag:team=a", "instance-state-name=running", "tag:team=b,a", "tag:env=ci"]
-    ) == [
+def test_parse_filters_keeps_each_name_and_refuses_one_given_twice() -> None:
+    assert parse_filters(["tag:team=a,b", "instance-state-name=running", "tag:env=ci"]) == [
         {"Name": "tag:team", "Values": ["a", "b"]},
         {"Name": "instance-state-name", "Values": ["running"]},
         {"Name": "tag:env", "Values": ["ci"]},
     ]
     assert parse_filters([]) == []
+    # Merged, two filters of one name would select either (broader than "all must
+    # match"); the user is told how to say either, and how to say both tag keys.
+    for specs in (["tag:team=a", "tag:team=b"], ["tag-key=tmp", "tag-key=ci"]):
+        with pytest.raises(SelectError) as caught:
+            parse_filters(specs)
+        message = caught.value.message
+        name = specs[0].partition("=")[0]
+        assert f"--filter {name} is given twice" in message
+        assert f"{name}={specs[0][-1] if name == 'tag:team' else 'tmp'}," in message
+        assert "tag:a=* and tag:b=*" in message
 
 
 @pytest.mark.parametrize(

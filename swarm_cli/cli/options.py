@@ -273,7 +273,7 @@ RoleArnOpt = Annotated[
 FILTER_HELP = (
     "Select instances instead of --ids, with EC2's filter names (tag:env=ci, "
     "instance-state-name=running, instance-type=t3.micro; several values a,b). "
-    "Repeatable: all must match."
+    "Repeatable, each name once: all must match."
 )
 OLDER_THAN_HELP = "Select instances launched at least this long ago (30m, 2h, 7d, 1w)."
 
