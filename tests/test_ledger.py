@@ -520,8 +520,17 @@ def test_a_fine_ledger_path_passes_and_leaves_no_file_behind(tmp_path: Path) -> 
     path = tmp_path / "l.jsonl"
     check_ledger_path(str(path), ids_path="-")
     assert not path.exists()  # a run refused or not confirmed later leaves no empty ledger
-    path.write_text("kept\n")
+    line = (
+        '{"v": 1, "ts": "2026-01-01T00:00:00Z", "run": "r", "seq": 1, "action": "stop", '
+        '"id": "i-00000001", "status": "failed"}\n'
+    )
+    path.write_text(line)
     check_ledger_path(str(path))
+    assert path.read_text() == line
+    # A file of something else would have records appended to it.
+    path.write_text("kept\n")
+    with pytest.raises(LedgerError, match="is not a swarm ledger"):
+        check_ledger_path(str(path))
     assert path.read_text() == "kept\n"
 
 

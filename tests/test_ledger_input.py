@@ -8,6 +8,7 @@ does not pass it for "nothing left".
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -77,6 +78,43 @@ def test_an_empty_ledger_is_no_records_and_ledger_failed_says_so(tmp_path: Path)
     merged = tmp_path / "merged.jsonl"
     code, _, err = swarm("ledger", "merge", str(other), str(empty), "-o", str(merged))
     assert code == 1 and "holds no records" in err, err
+
+
+def test_a_last_line_without_its_end_is_a_cut_record_only_if_it_begins_like_one(
+    tmp_path: Path,
+) -> None:
+    # A run killed while writing its first record left the start of a JSON object.
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b'{"v": 1, "ts": "20')
+    damaged: list[Damaged] = []
+    assert list(read_records(str(cut), damaged)) == [] and len(damaged) == 1
+    # Anything else with no line end is no ledger (a compressed one has a newline byte or
+    # not by chance): refused, not read as "no records".
+    for name, content in (("x.jsonl", b"hello"), ("l.jsonl.gz", gzip.compress(b"{}"))):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(LedgerError, match="is not a swarm ledger"):
+            list(read_records(str(path)))
+        code, _, err = swarm("ledger", "failed", str(path))
+        assert code == 2 and "not a swarm ledger" in err, err
+
+
+def test_a_run_refuses_a_ledger_path_that_holds_something_else(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids_file = write_ids(tmp_path / "ids.txt", sandbox.launch(2))
+    notes = tmp_path / "NOTES.md"
+    notes.write_text("# my notes\nkeep this\n")
+    code, err = run(sandbox, ids_file, notes, "--yes")
+    assert code == 2 and "NOTES.md is not a swarm ledger" in err, err
+    assert "pass --ledger elsewhere" in err
+    assert notes.read_text() == "# my notes\nkeep this\n"  # nothing appended
+    assert sandbox.counters.accepted == 0
+    # A ledger of an earlier run is added to, as before.
+    ledger = tmp_path / "l.jsonl"
+    assert run(sandbox, ids_file, ledger, "--yes")[0] == 0
+    code, err = run(sandbox, ids_file, ledger, "--yes")
+    assert code == 0, err
 
 
 def test_a_line_longer_than_the_bound_is_skipped_unread(tmp_path: Path) -> None:

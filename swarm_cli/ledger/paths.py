@@ -47,6 +47,17 @@ def check_ledger_path(path: str, *, ids_path: str | None = None, fix: str | None
             )
     if ids_path is not None and ids_path != "-" and same_file(path, ids_path):
         raise LedgerError(f"ledger {path} is the ID list {ids_path}: pass another --ledger")
+    if exists and os.stat(path).st_size:
+        from .reader import read_records  # the reader writes nothing: imported here
+
+        # A file of something else (notes, a compressed ledger) would get records
+        # appended to it: refused, as --resume refuses to read it.
+        try:
+            next(read_records(path), None)
+        except LedgerError as exc:
+            raise LedgerError(
+                f"{exc}; nothing was sent: {fix or 'pass --ledger elsewhere'}"
+            ) from None
     if exists and not os.access(path, os.W_OK):
         raise LedgerError(
             f"ledger {path} is not writable: {fix or 'fix its mode or pass --ledger elsewhere'}"

@@ -95,8 +95,10 @@ def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Reco
             except LedgerVersionError as err:
                 raise LedgerVersionError(f"{path} line {number}: {err}") from None
             except ValueError as err:
-                # Only whole lines: a last line cut short by a kill is a ledger's damage.
-                bad += raw.endswith(b"\n")
+                # A last line cut short by a kill is a ledger's damage; any other line
+                # that is no record (whole, or not even the start of a record's object:
+                # a compressed ledger's bytes) says the file may be no ledger at all.
+                bad += raw.endswith(b"\n") or not raw.lstrip().startswith(b"{")
                 if damaged is not None:
                     damaged.append(Damaged(path, number, str(err)))
                 continue
