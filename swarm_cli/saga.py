@@ -17,6 +17,7 @@ from .actions import ACTIONS, ActionSpec
 from .ledger import (
     STATUS_RANK,
     WAS_ALREADY_CODE,
+    Damaged,
     Record,
     WriteAheadCheck,
     may_have_acted,
@@ -68,6 +69,9 @@ class UndoPlan:
     # Instances a terminate of the ledgers got done (before or after): left alone, for a
     # terminated instance can be neither started nor stopped.
     terminated: int = field(default=0, compare=False)
+    # Lines of the ledgers that are no record (cut short by a kill, or edited): what they
+    # said is unknown to the undo.
+    damaged: list[Damaged] = field(default_factory=list, compare=False)
 
     @property
     def total(self) -> int:
@@ -99,8 +103,9 @@ def undo_plan(
     """
     by_run: dict[str, list[Record]] = {}
     watch = WriteAheadCheck()
+    damaged: list[Damaged] = []
     for path in paths:
-        for record in read_records(path):
+        for record in read_records(path, damaged):
             by_run.setdefault(watch(record).run, []).append(record)
     # Killed while writing its intents ahead: such a run sent nothing.
     sent_nothing = {c.run for c in watch.cut_short()}
@@ -184,7 +189,7 @@ def undo_plan(
                 "(a terminate in the ledger): nothing to undo"
             )
         raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
-    return UndoPlan(label, undo, groups, action, unsure, terminated)
+    return UndoPlan(label, undo, groups, action, unsure, terminated, damaged)
 
 
 def _last_word(record: Record) -> tuple[int, int]:

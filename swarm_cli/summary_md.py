@@ -221,7 +221,8 @@ def append_step_summary(
         text = "\n".join([*short, "", "(the rest is left out: the summary would pass 1 MiB)", ""])
     try:
         # O_NONBLOCK: a FIFO nobody reads is refused (ENXIO) instead of hanging the run.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(path, flags, 0o666)  # a text file: not executable
         os.set_blocking(fd, True)
         with open(fd, "a", encoding="utf-8") as file:
             file.write(text)

@@ -231,3 +231,22 @@ def test_rollback_leaves_alone_what_a_later_terminate_in_the_ledger_got_done(
     assert "1 instance(s) of the run were terminated since" in err
     assert sandbox.counters.accepted_by_action.get("StartInstances") == 2
     assert sandbox.states(ids[1:]) == dict.fromkeys(ids[1:], "running")
+
+
+def test_rollback_says_which_ledger_lines_it_could_not_read(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(2)
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(ids[0], "succeeded"), (ids[1], "succeeded")])
+    sandbox.client().stop_instances(InstanceIds=ids)
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    outcome = next(k for k, line in enumerate(lines) if ids[1].encode() in line and k > 2)
+    lines[outcome] = b"\xff" + lines[outcome][1:]  # the outcome of ids[1], unreadable now
+    ledger.write_bytes(b"".join(lines))
+    code, err = rollback(sandbox, ledger)
+    assert code == 0, err
+    # Its intent is left pending, so EC2 is asked; the user is told why.
+    assert f"1 damaged ledger line(s) skipped: {ledger} line {outcome + 1} (not UTF-8)" in err
+    assert "unknown to the undo" in err
+    assert "1 intent(s) of the run were left pending" in err

@@ -146,6 +146,10 @@ def test_step_summary_appends(tmp_path: Path) -> None:
     text = target.read_text()
     assert text.startswith("# earlier step\n")
     assert text.count("## swarm stop: 7 of 10 succeeded") == 2
+    # One it makes is a text file, not an executable one (whatever the umask leaves).
+    made = tmp_path / "new.md"
+    assert append_step_summary(recorded_report(), {"GITHUB_STEP_SUMMARY": str(made)})
+    assert made.stat().st_mode & 0o111 == 0
 
 
 def test_a_step_summary_fifo_that_nobody_reads_is_skipped_not_waited_on(
