@@ -367,8 +367,14 @@ def reconcile_gone(
     seen = look(op, groups, make_client, console, options=options, in_use=False)
     done: dict[Pair, dict[str, Outcome]] = {}
     checked = 0
+    from .resume import none_listed
+
     for pair, found in seen.items():
         checked += len(found)
+        if none_listed(pair, [s.gone for s in found.values()], console):
+            if recorded is not None:
+                recorded.forget(found)  # a NotFound to the call is not "done" either
+            continue
         for i, s in found.items():
             if s.gone and (recorded is None or recorded.holds(i, pair)):
                 done.setdefault(pair, {})[i] = Outcome(

@@ -43,6 +43,11 @@ class Recorded:
     def add(self, resource_id: str, region: str | None, account: str | None) -> None:
         self._where.setdefault(resource_id, set()).add((region, account))
 
+    def forget(self, resource_ids: Iterable[str]) -> None:
+        """No longer held anywhere: what a resume could not tell from IDs no run sent."""
+        for resource_id in resource_ids:
+            self._where.pop(resource_id, None)
+
     def holds(self, resource_id: str, pair: Pair) -> bool:
         """Whether an intent of ``resource_id`` was recorded in ``pair`` (an unnamed region
         or account, as older ledgers leave them, matches any)."""

@@ -80,6 +80,7 @@ def reconcile(
     )
     for pair, ids in wanted.items():
         infos = read.get(pair, {})
+        trust = not none_listed(pair, [infos[i] is None for i in ids if i in infos], console)
         for i in ids:
             result.checked += 1
             if i not in infos:
@@ -87,7 +88,8 @@ def reconcile(
                 continue
             info = infos[i]
             if info is None:
-                if action in GONE_IS_DONE and (recorded is None or recorded.holds(i, pair)):
+                held = recorded is None or recorded.holds(i, pair)
+                if action in GONE_IS_DONE and held and trust:
                     message = "DescribeInstances lists no such instance (terminated ones vanish)"
                     result.done.setdefault(pair, {})[i] = _done(message)
                 continue
@@ -99,6 +101,24 @@ def reconcile(
     if result.unread:
         result.why = report.why()
     return result
+
+
+def none_listed(pair: Pair, gone: Sequence[bool], console: Console) -> bool:
+    """Whether the Describe call listed none of a pair's IDs (``gone``: for each one read,
+    whether it was not listed), saying so. Then not being listed says nothing of a run
+    having acted: the credentials may be another account's (a ledger of default
+    credentials names none), or the IDs mistyped. They are sent again, to get EC2's own
+    answer (missing, if so), rather than taken as done."""
+    if not gone or not all(gone):
+        return False
+    console.print(
+        f"resume: in {pair.label}, EC2 lists none of the {len(gone)} ID(s) looked up: "
+        "not taken as done (other credentials than the run's, another account, mistyped "
+        "IDs?); they are sent again, and any the run did act on before it was stopped come "
+        "back missing (swarm ledger failed --missing-ok leaves those out)",
+        markup=False,
+    )
+    return True
 
 
 def _done(message: str) -> Outcome:
