@@ -818,5 +818,5 @@ def render_summary(report: Report, console: Console) -> None:
             say(
                 f"  retry the rest: swarm ledger failed --retryable --action {report.action} "
                 f"{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
-                f"--ledger {ledger} --ids {left}"
+                f"--ledger {ledger} --ids {left} --resume"
             )

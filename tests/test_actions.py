@@ -140,6 +140,36 @@ def mixed_list(
     return path, launched
 
 
+def test_a_shard_is_the_one_swarm_shards_lists_whatever_exclude_ids_leaves_out(
+    tmp_path: Path,
+) -> None:
+    # The matrix knows nothing of --exclude-ids: each job's shard must still be the
+    # matrix's (its pairs, its count), the exclusions then taken out of it.
+    accounts = accounts_file(tmp_path)
+    with Sandbox() as box:
+        ids_file, launched = mixed_list(box, tmp_path, per_pair=2)
+        biggest = next(iter(launched))
+        extra = box.launch(6, region=biggest[1], account=biggest[0])
+        with ids_file.open("a") as handle:
+            handle.writelines(f"{i},{biggest[1]},{biggest[0]}\n" for i in extra)
+        excluded = write_ids(tmp_path / "exclude.txt", [*launched[biggest], *extra])
+        code, out, err = swarm(
+            "shards", "--accounts", str(accounts), "--ids", str(ids_file), "--n", "2"
+        )
+        assert code == 0, err
+        for job in json.loads(out)["include"]:
+            code, out, err = swarm(
+                "plan", "terminate", "--ids", str(ids_file), "--accounts", str(accounts),
+                "--shard", job["shard"], "--exclude-ids", excluded,
+                "--endpoint-url", box.endpoint, "--output", "json",
+            )  # fmt: skip
+            assert code == 0, err
+            pairs, instances = len(job["pairs"]), job["instances"]
+            assert f"{pairs} of {len(launched)} account/region pair(s), {instances} of" in err
+            mine = "/".join(biggest) in job["pairs"]
+            assert json.loads(out)["total"] == instances - (8 if mine else 0)
+
+
 @pytest.mark.slow
 def test_a_mixed_list_of_three_regions_and_two_accounts_terminates_everything(
     tmp_path: Path,

@@ -360,7 +360,10 @@ def _seed_kill_case(box: Sandbox, op: str, n: int) -> tuple[list[str], list[str]
     ids = fake_ids(n, random.Random(7))
     box.load_ids(ids)
     if op == "delete-tags":
-        box.client().create_tags(Resources=ids, Tags=[{"Key": "team", "Value": "data"}])
+        # With a tag of their own besides: DescribeTags shows them, so a resume knows them
+        # untagged (one with no tag left is sent again, as one that does not exist is).
+        tags = [{"Key": "team", "Value": "data"}, {"Key": "Name", "Value": "x"}]
+        box.client().create_tags(Resources=ids, Tags=tags)
         return ids, ["--tag", "team", "--batch-size", "1"]
     return ids, ["--tag", "team=data", "--batch-size", "1"]
 
@@ -485,6 +488,59 @@ def test_a_resume_with_other_tags_is_not_taken_as_done_by_the_ledger(
     # client is not counted)
     tags = sandbox.client().describe_tags(Filters=[{"Name": "resource-id", "Values": made}])
     assert {(t["ResourceId"], t["Key"]) for t in tags["Tags"]} == {(i, "cost") for i in made}
+
+
+def test_a_delete_tags_resume_takes_only_a_resource_shown_with_other_tags_as_untagged(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(volumes=3)["volumes"]
+    client = sandbox.client()
+    client.create_tags(Resources=made, Tags=[{"Key": "env", "Value": "ci"}])
+    client.create_tags(Resources=made[:1], Tags=[{"Key": "team", "Value": "a"}])
+    client.delete_tags(Resources=made[:2], Tags=[{"Key": "env"}])
+    ids = write_ids(tmp_path / "ids.txt", made)
+    # made[0] is shown with another tag: known untagged. made[1] has no tag left, which
+    # DescribeTags cannot tell from a volume that does not exist: sent again.
+    code, _, err = ec2(
+        sandbox, "delete-tags", ids, tmp_path / "l.jsonl", "--tag", "env", "--resume"
+    )
+    assert code == 0, err
+    assert "DescribeTags shows 1 of 3 already untagged" in err
+    assert not client.describe_tags(Filters=[{"Name": "key", "Values": ["env"]}])["Tags"]
+    # In another region none of them is shown at all: none is taken as untagged.
+    code, _, err = ec2(
+        sandbox, "delete-tags", ids, tmp_path / "west.jsonl", "--tag", "env", "--resume",
+        "--region", "eu-west-1",
+    )  # fmt: skip
+    assert "DescribeTags shows 0 of 3 already untagged" in err, err
+
+
+@pytest.mark.parametrize("action", ["delete-snapshot", "terminate"])
+def test_a_resume_whose_describe_lists_none_of_a_pair_takes_none_as_done(
+    sandbox: Sandbox, tmp_path: Path, action: str
+) -> None:
+    """A kill left every intent bare (maybe sent); the resume runs with other credentials
+    (a ledger of default ones names no account) or the IDs were mistyped: Describe lists
+    none of them. That is no sign the run deleted them: they are sent, found missing."""
+    from swarm_cli.ledger import LedgerWriter
+
+    prefix = "snap-" if action == "delete-snapshot" else "i-"
+    ids = [f"{prefix}{k:017x}" for k in range(1, 4)]  # in no account of the sandbox
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", action, "us-east-1")
+    writer.write_ahead(ids)
+    writer.close()
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    if action == "terminate":
+        code, _, err = swarm(
+            *("terminate", "--ids", ids_file, "--endpoint-url", sandbox.endpoint),
+            *("--ledger", str(ledger), "--yes", "--progress", "none", "--resume"),
+        )
+    else:
+        code, _, err = ec2(sandbox, action, ids_file, ledger, "--resume")
+    assert code == 1, err
+    assert "EC2 lists none of the 3 ID(s) looked up: not taken as done" in err
+    assert {s for s, _ in statuses(ledger).values()} == {"missing"}
 
 
 def in_doubt(ledger: str, action: str) -> set[str]:
@@ -739,21 +795,25 @@ def test_a_merged_ledger_keeps_what_a_resume_needs_of_a_run_that_may_have_acted(
     stopped before it sent it again. Merged, the ledger still says A may have acted."""
     from swarm_cli.ledger import LedgerWriter
 
-    (gone,) = sandbox.seed(snapshots=1)["snapshots"]
+    # (Beside one never sent, still there: a Describe that lists none of the pair would
+    # say nothing of a run having acted.)
+    gone, kept = sandbox.seed(snapshots=2)["snapshots"]
     sandbox.client().delete_snapshot(SnapshotId=gone)  # A's call, whose answer was lost
     ledger, merged = tmp_path / "l.jsonl", tmp_path / "m.jsonl"
     for run in ("a", "b"):
         writer = LedgerWriter(str(ledger), run, "delete-snapshot", "us-east-1")
-        writer.write_ahead([gone])
+        writer.write_ahead([gone, kept])
         if run == "b":
-            writer.write(gone, "pending", code="Interrupted", message="stopped by SIGTERM")
+            for i in (gone, kept):
+                writer.write(i, "pending", code="Interrupted", message="stopped by SIGTERM")
         writer.close()
     code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(merged))
     assert code == 0, err
-    ids = write_ids(tmp_path / "ids.txt", [gone])
+    ids = write_ids(tmp_path / "ids.txt", [gone, kept])
     code, _, err = ec2(sandbox, "delete-snapshot", ids, merged, "--resume")
     assert code == 0, err
     assert statuses(merged)[gone] == ("succeeded", "AlreadyGone")
+    assert statuses(merged)[kept][0] == "succeeded"
 
 
 def test_a_deletion_plan_without_credentials_exits_four(

@@ -207,6 +207,9 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
         assert given["--region"] == "eu-west-1" and given["--endpoint-url"] == box.endpoint
         assert given["--protect-tag"] == "keep=yes"
         assert "--max-attempts" not in command and "ids.txt" not in line
+        # A resume of the ledger: what a call may have done before its answer was lost is
+        # looked up, not sent again (it would be found missing).
+        assert "--resume" in command
         # Run it as printed, by a shell, where the run was.
         box._front().config = replace(config, error_rate=0.0)
         env = {

@@ -36,6 +36,7 @@ from ..ledger import (
     LedgerError,
     LedgerInUse,
     check_ledger_path,
+    describe_damage,
 )
 from ..outcome import Kind, Outcome
 from ..rails import (
@@ -253,12 +254,13 @@ def _run_action(
     else:
         rule = operation.id_rule if operation is not None else None
         targets = load_targets(flags.ids or "-", err, rule)
-        groups = exclude_from(
-            plan_groups(targets, accounts, region, err),
-            load_exclusions(flags, err, operation),
-            err,
-        )
-    groups = apply_shard(groups, flags.shard, err, by_count=not selecting)
+        exclude = load_exclusions(flags, err, operation)
+        # The shard before the exclusions: its split depends on the ID list alone, as
+        # swarm shards' does (which knows nothing of them).
+        groups = apply_shard(plan_groups(targets, accounts, region, err), flags.shard, err)
+        groups = exclude_from(groups, exclude, err)
+    if selecting:
+        groups = apply_shard(groups, flags.shard, err, by_count=False)
     # Last of the checks of the command line: it creates the ledger (proving it writable).
     writes_ledger = not (flags.sandbox or flags.dry_run)
     if writes_ledger:
@@ -518,23 +520,29 @@ def _reconcile_tags(
     err: Console,
 ) -> tuple[dict[Pair, dict[str, Outcome]], int]:
     """--resume of create-tags / delete-tags: the resources whose tags already are as the
-    run asks (every tag set with its value; every tag named gone), as done, unsent."""
+    run asks (every tag set with its value; every tag named gone), as done, unsent.
+
+    DescribeTags shows nothing of a resource without tags, nor of one that does not exist
+    (a mistyped ID, another region or account): only one it shows with other tags is
+    known untagged. The rest are sent again (a tag call is idempotent) and get EC2's own
+    answer."""
     from ..observe import tags_of
 
     asked = [(t["Key"], t.get("Value")) for t in flags.params.get("Tags", [])]
+    setting = operation.name == "create-tags"
     read, _ = tags_of(
         groups,
-        [key for key, _ in asked],
+        [key for key, _ in asked] if setting else [],  # all of them: proof it exists
         reach.client,
         err,
         options=replace(options, ledger=None, progress="none"),
     )
-    setting = operation.name == "create-tags"
 
     def as_asked(tags: Mapping[str, str]) -> bool:
         if setting:
             return all(tags.get(key) == value for key, value in asked)
-        return not any(key in tags and value in (None, tags[key]) for key, value in asked)
+        gone = not any(key in tags and value in (None, tags[key]) for key, value in asked)
+        return gone and bool(tags)
 
     done: dict[Pair, dict[str, Outcome]] = {}
     already = Outcome(
@@ -720,7 +728,7 @@ def register(
         describe = runs.observe.api if runs.observe else None
         filter_help = (
             f"Select {noun}s instead of --ids, with {describe}'s filter names (tag:env=ci, "
-            "and its own; several values a,b). Repeatable: all must match."
+            "and its own; several values a,b). Repeatable, each name once: all must match."
             if describe
             else f"Not for {runs.name}: it has no Describe call to select with."
         )
@@ -1044,7 +1052,7 @@ def register(
             "SIGINT, SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in "
             "flight, and record the rest. Retry what is left with: swarm ledger failed "
             f"--retryable --action {spec.name} LEDGER >left.txt && swarm {path} "
-            f"--ledger LEDGER --ids left.txt{' --tag ...' if takes_tags else ''}",
+            f"--ledger LEDGER --ids left.txt --resume --yes{' --tag ...' if takes_tags else ''}",
             EXIT_CODES,
         ]
     command.__doc__ = "\n\n".join([summary, *body])
@@ -1150,6 +1158,13 @@ def rollback(
                 )
             plan = undo_plan([ledger], run or None, allow_empty=True)
             check_ids(plan)
+            if plan.damaged:
+                warn(
+                    err,
+                    f"{describe_damage(plan.damaged)}: what they said is unknown to the undo (an "
+                    "intent whose outcome was on one is taken as maybe done, and undone if EC2 "
+                    "shows it so)",
+                )
             if plan.terminated:
                 err.print(
                     f"rollback: {plan.terminated} instance(s) of the run were terminated since "
@@ -1307,7 +1322,7 @@ def list_cmd(
             metavar="NAME=VALUE",
             help="Keep those EC2's filter selects, with the Describe call's filter names "
             "(instances: tag:env=ci, instance-state-name=running; snapshots: "
-            "status=completed; several values a,b). Repeatable: all must match.",
+            "status=completed; several values a,b). Repeatable, each name once: all must match.",
             show_default=False,
         ),
     ] = None,

@@ -92,7 +92,7 @@ HELP: dict[str, tuple[str, str]] = {
     "ledger failed": (
         "Print the IDs worth retrying: failed or pending.",
         "swarm ledger failed --retryable --action terminate swarm-ledger.jsonl >left.txt "
-        "&& swarm terminate --ids left.txt --yes",
+        "&& swarm terminate --ids left.txt --resume --yes",
     ),
     "ledger summary": (
         "Count the intents by state, ledgers merged.",

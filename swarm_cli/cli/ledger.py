@@ -115,7 +115,7 @@ def ledger_failed(
 ) -> int:
     """Print the IDs worth retrying (failed or pending), one per line.
 
-    Pending means not known to be done: never sent, in flight when the run was stopped or killed, or never answered. Feed them back through a file, so that a list that cannot be made stops the retry: swarm ledger failed --retryable --action terminate swarm-ledger.jsonl >left.txt && swarm terminate --ids left.txt
+    Pending means not known to be done: never sent, in flight when the run was stopped or killed, or never answered. Feed them back through a file, so that a list that cannot be made stops the retry: swarm ledger failed --retryable --action terminate swarm-ledger.jsonl >left.txt && swarm terminate --ids left.txt --resume --yes
 
     Exit 1 when the list may not be the whole (a run stopped while recording its intents, a ledger with no records, damaged lines that may have held intents), or with --ids when any ID of the list is left; a gate checks the exit code as well as the list: if ! swarm ledger failed L >left.txt || [ -s left.txt ]; then exit 1; fi
     """  # noqa: E501 - rich keeps a docstring's line breaks
