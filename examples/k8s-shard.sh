@@ -23,6 +23,13 @@ if [ -n "${SWARM_ACCOUNTS:-}" ]; then
   args+=(--accounts "$SWARM_ACCOUNTS")
 fi
 if [ -n "${SWARM_ARGS:-}" ]; then
+  # Split on whitespace, not as a shell would: a quote would stay in the value, and
+  # --protect-tag "keep" would protect the tag named "keep" with its quotes, no other.
+  case "$SWARM_ARGS" in
+    *[\"\'\\]*)
+      echo "SWARM_ARGS holds a quote or a backslash, which this script does not read as a shell does (it splits on whitespace only): write --protect-tag keep, not --protect-tag \"keep\"" >&2
+      exit 2 ;;
+  esac
   set -f
   # shellcheck disable=SC2206
   extra=($SWARM_ARGS)

@@ -329,6 +329,25 @@ def test_the_k8s_shard_script_covers_every_pair_once(tmp_path: Path) -> None:
     assert alone.returncode != 0 and "JOB_COMPLETION_INDEX" in alone.stderr
 
 
+def test_the_k8s_shard_script_refuses_quotes_it_would_keep_in_a_value(tmp_path: Path) -> None:
+    # Split on whitespace, --protect-tag "keep" would protect a tag named with its quotes
+    # and act on the instances tagged keep: refused before swarm runs.
+    for args in ('--protect-tag "keep"', "--protect-tag 'keep'", r"--protect-tag k\eep"):
+        env = {
+            **os.environ,
+            "JOB_COMPLETION_INDEX": "0",
+            "SWARM_SHARDS": "1",
+            "SWARM_LEDGERS": str(tmp_path / "ledgers"),
+            "SWARM_ARGS": args,
+            "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+        }
+        (tmp_path / "swarm").write_text("#!/bin/sh\necho ran >&2\n")  # must not be reached
+        (tmp_path / "swarm").chmod(0o755)
+        done = subprocess.run(["bash", str(K8S_STEP)], env=env, capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert "quote or a backslash" in done.stderr and "ran" not in done.stderr
+
+
 # --- readable at scale: swarm list ---------------------------------------------------------
 
 
