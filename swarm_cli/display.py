@@ -788,7 +788,9 @@ def render_summary(report: Report, console: Console) -> None:
     if report.ledger_error:
         say(f"  ledger NOT fully written: {literal(report.ledger_error)}", style="bold red")
     if report.ledger:
-        say(f"  ledger: {literal(report.ledger)}")
+        # A ledger the disk refused from its first line is removed again: not named as kept.
+        kept = os.path.exists(report.ledger)
+        say(f"  ledger: {literal(report.ledger)}{'' if kept else ' (none written)'}")
         stuck = sum(
             1 for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES
         )

@@ -5,6 +5,7 @@ import re
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -436,7 +437,7 @@ def test_summary_names_each_problems_account_and_region_across_accounts() -> Non
     assert "i-00000002  222222222222/eu-west-1  pending  CallTimeout" in text
 
 
-def test_summary_names_failures_and_the_retry_command() -> None:
+def test_summary_names_failures_and_the_retry_command(tmp_path: Path) -> None:
     report = Report(
         run="r",
         action="terminate",
@@ -467,9 +468,12 @@ def test_summary_names_failures_and_the_retry_command() -> None:
     # Copied as is into a CI step: the same ledger, and no prompt.
     retry = (
         "swarm ledger failed --retryable --action terminate l.jsonl >l.jsonl.left && "
-        "swarm terminate --yes --ledger l.jsonl --ids l.jsonl.left"
+        "swarm terminate --yes --ledger l.jsonl --ids l.jsonl.left --resume"
     )
     assert retry in text
+    # No such file here (a disk that refused its first line has it removed): not named
+    # as if it held the run.
+    assert "ledger: l.jsonl (none written)" in text
     # The list is named after the ledger, never another file; a path starting with -
     # is no option.
     named = replace(report, ledger="-odd.jsonl")
@@ -478,6 +482,12 @@ def test_summary_names_failures_and_the_retry_command() -> None:
     said = out.file.getvalue()  # type: ignore[attr-defined]
     assert "terminate ./-odd.jsonl >./-odd.jsonl.left && " in said
     assert "--ledger ./-odd.jsonl --ids ./-odd.jsonl.left" in said
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text("")
+    out = console()
+    render_summary(replace(report, ledger=str(kept)), out)
+    said = out.file.getvalue()  # type: ignore[attr-defined]
+    assert f"ledger: {kept}\n" in said
     # A run its failure budget rolled back leaves nothing to retry.
     report.extra["rollback"] = {
         "action": "start",

@@ -480,8 +480,8 @@ def reconcile_operation(
         api = observe_api(operation)
     already = sum(len(v) for v in done.values())
     err.print(
-        f"resume: {api} shows {already} of {count} already {operation.verb} (recorded, not "
-        f"sent); {count - already} to send"
+        f"resume: {api} shows {already} of {count} already {operation.verb} (to be recorded "
+        f"done, not sent); {count - already} to send"
         + (f" ({count - checked} could not be read: they are sent)" if checked < count else ""),
         markup=False,
     )

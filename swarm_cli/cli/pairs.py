@@ -400,7 +400,7 @@ def reconcile_resume(
     found.update(seen.found)
     text = (
         f"resume: DescribeInstances shows {seen.already} of {seen.checked} already "
-        f"{spec.verb} (recorded, not sent); {seen.checked - seen.already} to send"
+        f"{spec.verb} (to be recorded done, not sent); {seen.checked - seen.already} to send"
     )
     if seen.unread:
         why = f" ({seen.why})" if seen.why else ""
