@@ -80,7 +80,9 @@ def reconcile(
     )
     for pair, ids in wanted.items():
         infos = read.get(pair, {})
-        trust = not none_listed(pair, [infos[i] is None for i in ids if i in infos], console)
+        # (Only where not being listed could count as done.)
+        gone = [infos[i] is None for i in ids if i in infos] if action in GONE_IS_DONE else []
+        trust = not none_listed(pair, gone, console)
         for i in ids:
             result.checked += 1
             if i not in infos:

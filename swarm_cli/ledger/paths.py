@@ -6,7 +6,7 @@ import contextlib
 import os
 import stat
 
-from .errors import LedgerError, _reason
+from .errors import LedgerError, LedgerVersionError, _reason
 from .lock import try_lock
 
 
@@ -54,10 +54,12 @@ def check_ledger_path(path: str, *, ids_path: str | None = None, fix: str | None
         # appended to it: refused, as --resume refuses to read it.
         try:
             next(read_records(path), None)
+        except LedgerVersionError:
+            raise  # it says which swarm wrote it
         except LedgerError as exc:
-            raise LedgerError(
-                f"{exc}; nothing was sent: {fix or 'pass --ledger elsewhere'}"
-            ) from None
+            # Not the fix of a path that cannot be written: this one cannot be read as a ledger.
+            hint = "" if fix else ": pass --ledger elsewhere"
+            raise LedgerError(f"{exc}; nothing was sent{hint}") from None
     if exists and not os.access(path, os.W_OK):
         raise LedgerError(
             f"ledger {path} is not writable: {fix or 'fix its mode or pass --ledger elsewhere'}"

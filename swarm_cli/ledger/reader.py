@@ -98,7 +98,10 @@ def _read_lines(path: str, damaged: list[Damaged] | None) -> Iterator[tuple[Reco
                 # A last line cut short by a kill is a ledger's damage; any other line
                 # that is no record (whole, or not even the start of a record's object:
                 # a compressed ledger's bytes) says the file may be no ledger at all.
-                bad += raw.endswith(b"\n") or not raw.lstrip().startswith(b"{")
+                # (Zeros alone: a power cut during the first write, as some file systems
+                # leave it, is a cut record too.)
+                begun = raw.lstrip().startswith(b"{") or not raw.strip(b"\x00")
+                bad += raw.endswith(b"\n") or not begun
                 if damaged is not None:
                     damaged.append(Damaged(path, number, str(err)))
                 continue
