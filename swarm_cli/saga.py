@@ -15,6 +15,7 @@ from fractions import Fraction
 
 from .actions import ACTIONS, ActionSpec
 from .ledger import (
+    ALREADY_CODE,
     STATUS_RANK,
     WAS_ALREADY_CODE,
     Damaged,
@@ -145,6 +146,22 @@ def undo_plan(
     unchanged = {
         (r.run, r.id) for r in records if r.status == "succeeded" and r.code == WAS_ALREADY_CODE
     }
+    # What a resume found already in the end state (AlreadyInState, not sent) it did not
+    # change either: unless a run undone with it may have sent it (in flight at a kill),
+    # someone else did (it was stopped before the runs began).
+    latest: dict[tuple[str, str], Record] = {}
+    for r in records:
+        known = latest.get((r.run, r.id))
+        if known is None or r.seq > known.seq:
+            latest[(r.run, r.id)] = r
+    sent = {
+        i for (_, i), r in latest.items() if r.status == "pending" and _maybe_sent(r, sent_nothing)
+    }
+    unchanged |= {
+        (r.run, r.id)
+        for r in records
+        if r.status == "succeeded" and r.code == ALREADY_CODE and r.id not in sent
+    }
     records = [r for r in records if (r.run, r.id) not in unchanged]
     actions = _actions(records) or _actions([x for r in runs for x in by_run[r]])
     label = ", ".join(runs)
@@ -171,15 +188,7 @@ def undo_plan(
             best[record.id] = record
     unsure: dict[Pair, list[str]] = {}
     for record in best.values():
-        # Pending as written ahead (a kill left no outcome: maybe sent), or after a
-        # call that got no answer; a run that stopped in order says "not sent" (0 attempts).
-        maybe_sent = (
-            (record.intents is not None and record.run not in sent_nothing)
-            or record.attempts > 0
-            # An outcome (not a bare intent) saying maybe done: accepted, then --wait did
-            # not see it arrive; or a call that got no answer.
-            or (record.intents is None and may_have_acted(record))
-        )
+        maybe_sent = _maybe_sent(record, sent_nothing)
         if record.status == "pending" and maybe_sent and record.region is not None:
             unsure.setdefault(Pair(record.account, record.region), []).append(record.id)
     if not groups and not (allow_empty and unsure):
@@ -190,6 +199,19 @@ def undo_plan(
             )
         raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
     return UndoPlan(label, undo, groups, action, unsure, terminated, damaged)
+
+
+def _maybe_sent(record: Record, sent_nothing: set[str]) -> bool:
+    """Whether a pending record's call may have left: pending as written ahead (a kill
+    left no outcome), or after a call that got no answer; a run that stopped in order
+    says "not sent" (0 attempts)."""
+    return (
+        (record.intents is not None and record.run not in sent_nothing)
+        or record.attempts > 0
+        # An outcome (not a bare intent) saying maybe done: accepted, then --wait did not
+        # see it arrive; or a call that got no answer.
+        or (record.intents is None and may_have_acted(record))
+    )
 
 
 def _last_word(record: Record) -> tuple[int, int]:

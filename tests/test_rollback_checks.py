@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_cli import swarm
+from test_cli import swarm, write_ids
 
 from swarm_cli.actions import ACTIONS
 from swarm_cli.ledger import LedgerWriter
@@ -250,3 +250,43 @@ def test_rollback_says_which_ledger_lines_it_could_not_read(
     assert f"1 damaged ledger line(s) skipped: {ledger} line {outcome + 1} (not UTF-8)" in err
     assert "unknown to the undo" in err
     assert "1 intent(s) of the run were left pending" in err
+
+
+def test_rollback_leaves_alone_what_a_resume_found_already_stopped(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(4)
+    sandbox.client().stop_instances(InstanceIds=ids[:2])  # stopped before any run
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    ledger = tmp_path / "l.jsonl"
+    code, _, err = swarm(
+        *("stop", "--ids", ids_file, "--endpoint-url", sandbox.endpoint, "--ledger", str(ledger)),
+        *("--yes", "--progress", "none", "--resume"),
+    )
+    assert code == 0, err
+    # The resume recorded ids[:2] AlreadyInState, unsent: the run changed only ids[2:].
+    code, err = rollback(sandbox, ledger)
+    assert code == 0, err
+    assert sandbox.states(ids) == {
+        **dict.fromkeys(ids[:2], "stopped"),
+        **dict.fromkeys(ids[2:], "running"),
+    }
+    assert sandbox.counters.accepted_by_action.get("StartInstances") == 2
+
+
+def test_a_resume_s_already_in_state_is_undone_when_the_killed_run_may_have_sent_it(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "l.jsonl"
+    ids = ["i-00000001", "i-00000002"]
+    killed = LedgerWriter(str(ledger), "run1", "stop", EAST)
+    killed.write_ahead(ids)  # a kill -9: both calls may have left
+    assert killed.close() == []
+    resumed = LedgerWriter(str(ledger), "run2", "stop", EAST)
+    resumed.write(ids[0], "succeeded", code="AlreadyInState", message="stopped; not sent")
+    resumed.write(ids[1], "succeeded")
+    assert resumed.close() == []
+    plan = undo_plan([str(ledger)], ["run1", "run2"])
+    assert plan.groups == {Pair(None, EAST): ids}  # the killed run may have stopped ids[0]
+    # Undone alone, the resume found ids[0] stopped and changed nothing of it.
+    assert undo_plan([str(ledger)], "run2").groups == {Pair(None, EAST): ids[1:]}
