@@ -73,6 +73,8 @@ class UndoPlan:
     # Lines of the ledgers that are no record (cut short by a kill, or edited): what they
     # said is unknown to the undo.
     damaged: list[Damaged] = field(default_factory=list, compare=False)
+    # Instances a later run of the ledgers stopped or started: theirs now, left alone.
+    superseded: int = field(default=0, compare=False)
 
     @property
     def total(self) -> int:
@@ -141,6 +143,20 @@ def undo_plan(
     records = [record for r in runs for record in by_run[r]]
     terminated = len({r.id for r in records if r.id in gone})
     records = [r for r in records if r.id not in gone]
+    # What a run begun after these (and not undone with them) stopped or started since is
+    # that run's now: undoing these would reverse it (after a stop, a start and a stop,
+    # an undo of the first would start what the last stopped).
+    began = {run: min(r.started or r.ts for r in rs) for run, rs in by_run.items()}
+    last = max(began[r] for r in runs)
+    later = {
+        r.id
+        for run, rs in by_run.items()
+        if run not in runs and began[run] > last
+        for r in rs
+        if r.status == "succeeded" and r.action in ("stop", "start")
+    }
+    superseded = len({r.id for r in records if r.id in later})
+    records = [r for r in records if r.id not in later]
     # What a run's first call found already done (EC2's PreviousState) it did not change:
     # that run has nothing of it to undo (another run undone with it may).
     unchanged = {
@@ -197,8 +213,13 @@ def undo_plan(
                 f"run {label} ({action}): its {terminated} instance(s) were terminated since "
                 "(a terminate in the ledger): nothing to undo"
             )
+        if superseded:
+            raise SagaError(
+                f"run {label} ({action}): its {superseded} instance(s) were stopped or started "
+                "by later runs of the ledger since: nothing to undo (roll back the latest run)"
+            )
         raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
-    return UndoPlan(label, undo, groups, action, unsure, terminated, damaged)
+    return UndoPlan(label, undo, groups, action, unsure, terminated, damaged, superseded)
 
 
 def _maybe_sent(record: Record, sent_nothing: set[str]) -> bool:

@@ -1171,6 +1171,12 @@ def rollback(
                     "(a terminate in the ledger): left alone",
                     markup=False,
                 )
+            if plan.superseded:
+                err.print(
+                    f"rollback: {plan.superseded} instance(s) of the run were stopped or started "
+                    "by later runs of the ledger since: left alone (theirs now)",
+                    markup=False,
+                )
         except LedgerInUse:
             raise  # exit 74, as for a run
         except (SagaError, LedgerError) as exc:
