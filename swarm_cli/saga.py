@@ -73,7 +73,7 @@ class UndoPlan:
     # Lines of the ledgers that are no record (cut short by a kill, or edited): what they
     # said is unknown to the undo.
     damaged: list[Damaged] = field(default_factory=list, compare=False)
-    # Instances a later run of the ledgers stopped or started: theirs now, left alone.
+    # Instances a later run of the ledgers undid already: theirs now, left alone.
     superseded: int = field(default=0, compare=False)
 
     @property
@@ -143,9 +143,12 @@ def undo_plan(
     records = [record for r in runs for record in by_run[r]]
     terminated = len({r.id for r in records if r.id in gone})
     records = [r for r in records if r.id not in gone]
-    # What a run begun after these (and not undone with them) stopped or started since is
-    # that run's now: undoing these would reverse it (after a stop, a start and a stop,
-    # an undo of the first would start what the last stopped).
+    # What a run begun after these (and not undone with them) has undone already (a start
+    # after a stop) is that run's now, and whatever came after it: an undo of these would
+    # reverse that (after a stop, a start and a stop, an undo of the first would start what
+    # the last stopped). A later run of the same action (a resume) goes on with these.
+    ran = _actions([x for r in runs for x in by_run[r]])
+    reverse = {s.undo for s in (ACTIONS.get(a) for a in ran) if s is not None and s.undo}
     began = {run: min(r.started or r.ts for r in rs) for run, rs in by_run.items()}
     last = max(began[r] for r in runs)
     later = {
@@ -153,7 +156,7 @@ def undo_plan(
         for run, rs in by_run.items()
         if run not in runs and began[run] > last
         for r in rs
-        if r.status == "succeeded" and r.action in ("stop", "start")
+        if r.status == "succeeded" and r.action in reverse
     }
     superseded = len({r.id for r in records if r.id in later})
     records = [r for r in records if r.id not in later]
@@ -215,8 +218,8 @@ def undo_plan(
             )
         if superseded:
             raise SagaError(
-                f"run {label} ({action}): its {superseded} instance(s) were stopped or started "
-                "by later runs of the ledger since: nothing to undo (roll back the latest run)"
+                f"run {label} ({action}): its {superseded} instance(s) were undone by later runs "
+                "of the ledger already: nothing to undo (roll back the latest run)"
             )
         raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
     return UndoPlan(label, undo, groups, action, unsure, terminated, damaged, superseded)

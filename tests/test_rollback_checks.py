@@ -292,24 +292,28 @@ def test_a_resume_s_already_in_state_is_undone_when_the_killed_run_may_have_sent
     assert undo_plan([str(ledger)], "run2").groups == {Pair(None, EAST): ids[1:]}
 
 
-def test_an_undo_leaves_alone_what_later_runs_stopped_or_started_since(tmp_path: Path) -> None:
-    ledger = tmp_path / "l.jsonl"
-    ids = ["i-00000001", "i-00000002"]
-    for run, action, done in (("run1", "stop", ids), ("run2", "start", ids[:1])):
-        writer = LedgerWriter(str(ledger), run, action, EAST)
+def test_an_undo_leaves_alone_what_later_runs_undid_already(tmp_path: Path) -> None:
+    def run(path: Path, name: str, action: str, done: list[str]) -> None:
+        writer = LedgerWriter(str(path), name, action, EAST)
         writer.write_ahead(done)
         for i in done:
             writer.write(i, "succeeded")
         assert writer.close() == []
-    # run2 started ids[0] again: undoing run1 would start it a second time, or (after a
-    # later stop) start what the latest run stopped.
+
+    ids = ["i-00000001", "i-00000002"]
+    ledger = tmp_path / "l.jsonl"
+    run(ledger, "run1", "stop", ids)
+    run(ledger, "run2", "start", ids[:1])
+    # run2 started ids[0] again: it is run2's now. A later stop (a resume, say) goes on
+    # with run1 and takes nothing from it.
+    run(ledger, "run3", "stop", ids[1:])
     plan = undo_plan([str(ledger)], "run1")
     assert plan.groups == {Pair(None, EAST): ids[1:]} and plan.superseded == 1
-    writer = LedgerWriter(str(ledger), "run3", "stop", EAST)
-    writer.write_ahead(ids[1:])
-    writer.write(ids[1], "succeeded")
-    assert writer.close() == []
-    with pytest.raises(SagaError, match="stopped or started by later runs"):
-        undo_plan([str(ledger)], "run1")
-    # The latest run is undone as ever.
-    assert undo_plan([str(ledger)], "run3").groups == {Pair(None, EAST): ids[1:]}
+    # Stop, start, stop, all of them: an undo of the first would start what the last
+    # stopped. Nothing of it is left to undo; the latest run is undone as ever.
+    chain = tmp_path / "chain.jsonl"
+    for name, action in (("a", "stop"), ("b", "start"), ("c", "stop")):
+        run(chain, name, action, ids)
+    with pytest.raises(SagaError, match="undone by later runs of the ledger already"):
+        undo_plan([str(chain)], "a")
+    assert undo_plan([str(chain)], "c").groups == {Pair(None, EAST): ids}

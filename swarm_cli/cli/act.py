@@ -1173,8 +1173,8 @@ def rollback(
                 )
             if plan.superseded:
                 err.print(
-                    f"rollback: {plan.superseded} instance(s) of the run were stopped or started "
-                    "by later runs of the ledger since: left alone (theirs now)",
+                    f"rollback: {plan.superseded} instance(s) of the run were undone by later "
+                    "runs of the ledger already: left alone (theirs now)",
                     markup=False,
                 )
         except LedgerInUse:
