@@ -110,25 +110,21 @@ def parse_filters(specs: Iterable[str]) -> list[Filter]:
     wrong way round for a command that terminates what it selects), and apart it means
     both, which for most names (one tag value, one state) matches nothing.
     """
-    seen: dict[str, str] = {}
-    filters: list[Filter] = []
+    seen: dict[str, tuple[str, Filter]] = {}
     for spec in specs:
         parsed = parse_filter(spec)
         name = parsed["Name"]
         if name in seen:
+            first, earlier = seen[name]
+            either = ",".join(dict.fromkeys([*earlier["Values"], *parsed["Values"]]))
             raise SelectError(
-                f"--filter {name} is given twice ({seen[name]!r} and {spec!r}): give it once, "
-                f"with its values separated by commas for either of them "
-                f"({name}={','.join(_values(seen[name]) + _values(spec))}); for instances "
-                "with both of two tag keys, one filter per key (tag:a=* and tag:b=*)"
+                f"--filter {name} is given twice ({first!r} and {spec!r}): give it once, "
+                f"with its values separated by commas for either of them ({name}={either}); "
+                "for instances with both of two tag keys, one filter per key "
+                "(tag:a=* and tag:b=*)"
             )
-        seen[name] = spec
-        filters.append(parsed)
-    return filters
-
-
-def _values(spec: str) -> list[str]:
-    return [v.strip() for v in spec.partition("=")[2].split(",")]
+        seen[name] = (spec, parsed)
+    return [parsed for _, parsed in seen.values()]
 
 
 def parse_age(text: str) -> timedelta:
