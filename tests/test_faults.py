@@ -362,10 +362,13 @@ def test_a_fifth_of_calls_throttled_at_random_neither_stalls_nor_loses_the_run(
             box, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl", "--batch-size", "1"
         )
         assert running(box, ids) == set()
+        throttled = box.counters.throttled
     assert code == 0
     assert report["counts"]["succeeded"] == 100 and report["retries"] == 0
-    # About a fifth of all calls: the random ones were met, and answered by sending again.
-    assert 0.1 * report["calls"] <= report["throttled_calls"] <= 0.35 * report["calls"]
+    # Every throttle the endpoint sent was met, and answered by sending that call again
+    # (how many there are depends on which calls the sandbox's draws land on: not checked).
+    assert report["throttled_calls"] == throttled > 0
+    assert report["calls"] == 100 + throttled
 
 
 def credential_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int) -> None:
