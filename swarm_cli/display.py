@@ -546,15 +546,30 @@ def _settled(s: Snapshot) -> bool:
     return s.total > 0 and s.done + s.pending >= s.total
 
 
-def progress_interval(interval: float | None = None, env: Mapping[str, str] = os.environ) -> float:
-    """Seconds between plain lines: the flag, else SWARM_PROGRESS_INTERVAL, else 2."""
+def progress_interval(
+    interval: float | None = None,
+    env: Mapping[str, str] = os.environ,
+    console: Console | None = None,
+) -> float:
+    """Seconds between plain lines: the flag, else SWARM_PROGRESS_INTERVAL, else 2. A value
+    of the variable that is no number of seconds is said on ``console``, and not used."""
     if interval is not None and interval > 0:
         return interval
+    text = env.get(INTERVAL_ENV, "")
     try:
-        value = float(env.get(INTERVAL_ENV, ""))
+        value = float(text)
     except ValueError:
-        return PLAIN_INTERVAL
-    return value if 0 < value < math.inf else PLAIN_INTERVAL
+        value = math.nan
+    if 0 < value < math.inf:
+        return value
+    if text.strip() and console is not None:
+        console.print(
+            f"warning: {INTERVAL_ENV}={text!r} is not a number of seconds above 0: "
+            f"a line every {PLAIN_INTERVAL:g} s",
+            markup=False,
+            highlight=False,
+        )
+    return PLAIN_INTERVAL
 
 
 def total_line(snaps: Sequence[Snapshot], now: float) -> str:
@@ -678,7 +693,11 @@ def choose_progress(
         )
     if mode == "plain":
         return PlainLines(
-            console, rows, title, interval=progress_interval(interval, env), detail=detail
+            console,
+            rows,
+            title,
+            interval=progress_interval(interval, env, console),
+            detail=detail,
         )
     return NoProgress()
 

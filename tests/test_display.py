@@ -350,6 +350,17 @@ def test_plain_line_interval_comes_from_the_flag_then_the_environment() -> None:
     assert interval(env={"SWARM_PROGRESS_INTERVAL": "inf"}) == 2.0
 
 
+def test_a_progress_interval_that_is_no_number_of_seconds_is_said_not_used() -> None:
+    rows = [("us-east-1", Stats())]
+    for value, said in (("soon", True), ("-1", True), ("", False), (" ", False), ("5", False)):
+        out = console()
+        choose_progress("plain", out, rows, "t", env={"SWARM_PROGRESS_INTERVAL": value})
+        text = out.file.getvalue()  # type: ignore[attr-defined]
+        assert ("SWARM_PROGRESS_INTERVAL" in text) is said, (value, text)
+        if said:
+            assert f"{value!r} is not a number of seconds above 0: a line every 2 s" in text
+
+
 def lines_from(progress: PlainLines, out: Console, count: int) -> list[str]:
     with progress:
         deadline = time.monotonic() + 10
