@@ -9,7 +9,7 @@ Three formats, told apart by their first line (after blank and ``#`` lines):
 * CSV or TSV with a header row naming the ID column (``instance_id``,
   ``InstanceId`` or ``id``) and optionally ``region`` and ``account``
   (``account_id``); other columns are ignored;
-* JSON lines: one object a line with the same field names.
+* JSON lines: one object a line with the same field names (in any case, as a header).
 
 A swarm ledger is refused: it holds finished intents as well as unfinished
 ones, and ``swarm ledger failed`` is what turns one into a list of targets.
@@ -492,19 +492,10 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
                 "lists the ones not known to be done"
             )
         reasons: list[str] = []
-        named = {key.lower(): key for key in data}
-        ids = tuple(named[c] for c in builder.rule.columns if c in named and c != "id")
-        # One field under two of its names is refused; another kind's field is not.
-        same = tuple(
-            k for k in ids if ids and k.lower().replace("_", "") == ids[0].lower().replace("_", "")
-        )
-        for names in (same, ("account", "account_id")):
-            given = [name for name in names if data.get(name) is not None]
-            if len(given) > 1:
-                reasons.append(f"{' and '.join(given)} name one field twice; keep one of them")
-        instance = _field(data, (*ids, "id"), reasons)
-        region = _field(data, ("region",), reasons)
-        account = _field(data, ("account", "account_id"), reasons)
+        keys = _json_fields(data, builder.rule, reasons)
+        instance = _field(data, keys.get("id"), reasons)
+        region = _field(data, keys.get("region"), reasons)
+        account = _field(data, keys.get("account"), reasons)
         if reasons:
             builder.bad(number, text, "; ".join(reasons))
         elif instance is None:
@@ -529,17 +520,48 @@ def _no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return data
 
 
-def _field(data: dict[str, object], names: tuple[str, ...], reasons: list[str]) -> str | None:
-    for name in names:
-        if name not in data or data[name] is None:
+def _json_fields(data: dict[str, object], rule: IdRule, reasons: list[str]) -> dict[str, str]:
+    """The key of each kind of field a JSON line gives ("id", "region", "account"), named
+    as a CSV header names its columns: in any case, by any of its names. One field given
+    under two names (or two cases of one) is a reason, not a guess."""
+    given: dict[str, list[str]] = {}
+    for key, value in data.items():
+        if value is not None:
+            given.setdefault(key.lower(), []).append(key)
+    keys: dict[str, str] = {}
+    for kind, names in (
+        ("id", rule.columns),
+        ("region", REGION_COLUMNS),
+        ("account", ACCOUNT_COLUMNS),
+    ):
+        present = [name for name in names if name in given]
+        if not present:
             continue
-        value = data[name]
-        if isinstance(value, str):
-            return value or None
-        number = isinstance(value, int) and not isinstance(value, bool)
-        hint = " (quote it: a number loses leading zeros)" if number else ""
-        reasons.append(f"{name} must be a string, not {json.dumps(value)}{hint}")
+        first = present[0]
+        # A bare "id" beside a named ID field is another field, as in a table.
+        aliases = [
+            name
+            for name in present
+            if not (name == "id" and name != first)
+            and (kind != "id" or name.replace("_", "") == first.replace("_", ""))
+        ]
+        found = [key for name in aliases for key in given[name]]
+        if len(found) > 1:
+            reasons.append(f"{' and '.join(found)} name one field twice; keep one of them")
+        else:
+            keys[kind] = found[0]
+    return keys
+
+
+def _field(data: dict[str, object], name: str | None, reasons: list[str]) -> str | None:
+    if name is None:
         return None
+    value = data[name]
+    if isinstance(value, str):
+        return value or None
+    number = isinstance(value, int) and not isinstance(value, bool)
+    hint = " (quote it: a number loses leading zeros)" if number else ""
+    reasons.append(f"{name} must be a string, not {json.dumps(value)}{hint}")
     return None
 
 

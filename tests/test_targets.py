@@ -157,6 +157,33 @@ def test_json_lines() -> None:
     assert "missing field" in reasons[9]
 
 
+def test_json_field_names_are_read_in_any_case_as_a_header_is() -> None:
+    # A "Region" read as no region put the run in the default one; with --missing-ok it
+    # passed, the instances still running where the list said they were.
+    lines = [
+        '{"InstanceId": "i-abcdef01", "Region": "eu-west-1", "AccountId": "111111111111"}',
+        '{"INSTANCE_ID": "i-abcdef02", "REGION": "eu-west-1", "Account": "222222222222"}',
+        '{"Id": "i-abcdef03", "Region": null}',
+        '{"instance_id": "i-abcdef04", "Instance_Id": "i-abcdef05"}',
+        '{"instance_id": "i-abcdef06", "InstanceId": "i-abcdef07"}',
+        '{"id": "7", "instance_id": "i-abcdef08", "region": "us-east-1", "Region": "eu-west-1"}',
+        '{"Account": "111111111111", "account_id": "111111111111", "id": "i-abcdef09"}',
+    ]
+    targets = parse_targets(lines)
+    assert targets.items == [
+        Target("i-abcdef01", "eu-west-1", "111111111111"),
+        Target("i-abcdef02", "eu-west-1", "222222222222"),
+        Target("i-abcdef03"),
+    ]
+    reasons = {b.line: b.reason for b in targets.bad}
+    assert reasons == {
+        4: "instance_id and Instance_Id name one field twice; keep one of them",
+        5: "instance_id and InstanceId name one field twice; keep one of them",
+        6: "region and Region name one field twice; keep one of them",
+        7: "Account and account_id name one field twice; keep one of them",
+    }
+
+
 def test_a_ledger_is_refused() -> None:
     record = (
         '{"action":"terminate","id":"i-abcdef01","run":"r1","seq":1,'
