@@ -411,6 +411,10 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
             f"missing column: the header names no {builder.rule.column_hint} column; {found}",
         )
         return
+    others = _other_id_columns(header, header[columns["id"]], builder.rule)
+    if others:
+        builder.bad(header_line, header_text, others)
+        return
     # Bad records are reported with their own line numbers and text, a quoted
     # field running over several lines included.
     consumed: list[tuple[int, str]] = []
@@ -550,7 +554,36 @@ def _json_fields(data: dict[str, object], rule: IdRule, reasons: list[str]) -> d
             reasons.append(f"{' and '.join(found)} name one field twice; keep one of them")
         else:
             keys[kind] = found[0]
+    others = _other_id_columns(list(data), keys.get("id"), rule)
+    if others:
+        reasons.append(others)
     return keys
+
+
+# An account's ID is no resource's.
+_NOT_RESOURCES = frozenset({"accountid", "ownerid"})
+
+
+def _other_id_columns(names: list[str], chosen: str | None, rule: IdRule) -> str | None:
+    """Why a list of any resource (a tag operation's) cannot use its instance ID column:
+    beside it, another resource's ID column (an export of volumes names the instance each
+    is attached to). Which of them to act on is a guess: None when there is none."""
+    if rule.prefix or chosen is None or chosen.lower().replace("_", "") != "instanceid":
+        return None
+    others = [
+        name
+        for name in names
+        if name != chosen
+        and (key := name.strip().lower().replace("_", "")).endswith("id")
+        and key not in _NOT_RESOURCES
+        and key != "id"
+    ]
+    if not others:
+        return None
+    return (
+        f"{chosen} beside {', '.join(others)}: which resources to act on is a guess; name "
+        "their column resource_id"
+    )
 
 
 def _field(data: dict[str, object], name: str | None, reasons: list[str]) -> str | None:

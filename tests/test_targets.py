@@ -425,3 +425,31 @@ def test_a_resource_list_names_its_id_column_as_exports_do() -> None:
     assert both.bad and "names one column twice" in both.bad[0].reason
     wrong = parse_targets(["SnapshotId,region\n", f"{vol},eu-west-1\n"], rule=rule)
     assert wrong.bad and "no volume_id (or VolumeId, id) column" in wrong.bad[0].reason
+
+
+def test_a_tag_list_with_an_instance_column_beside_another_resources_is_refused() -> None:
+    """A tag operation takes any resource's ID: an export of volumes (VolumeId, and the
+    InstanceId each is attached to) tagged the instances. Which column is meant is a
+    guess; an instance list alone, or a resource_id column, is not."""
+    from swarm_cli.actions.operations import OPERATIONS
+
+    rule = OPERATIONS["delete-tags"].id_rule
+    vol, inst = "vol-0123456789abcdef0", "i-0123456789abcdef0"
+    for text in (
+        f"VolumeId,InstanceId\n{vol},{inst}\n",
+        f"AllocationId,PublicIp,InstanceId\neipalloc-0123456789abcdef0,1.2.3.4,{inst}\n",
+        f'{{"VolumeId": "{vol}", "InstanceId": "{inst}"}}\n',
+    ):
+        got = parse_targets(text.splitlines(keepends=True), rule=rule)
+        assert got.items == [] and len(got.bad) == 1, (text, got)
+        assert "which resources to act on is a guess; name their column resource_id" in (
+            got.bad[0].reason
+        )
+    for text, want in (
+        (f"InstanceId,OwnerId,account_id\n{inst},111111111111,111111111111\n", inst),
+        (f"resource_id,InstanceId\n{vol},{inst}\n", vol),
+        (f"id,instance_id\n{vol},{inst}\n", vol),
+        (f'{{"InstanceId": "{inst}", "Region": "eu-west-1"}}\n', inst),
+    ):
+        got = parse_targets(text.splitlines(keepends=True), rule=rule)
+        assert [t.id for t in got.items] == [want] and not got.bad, (text, got.bad)
