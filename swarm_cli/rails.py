@@ -203,7 +203,7 @@ def confirmation_text(
     """
     from .ec2 import redact_url
 
-    noun = resource if count == 1 else f"{resource}s"
+    noun = resource if count == 1 else plural(resource)
     if account is None:
         who = "not checked (pass --expect-account to check it)"
     else:

@@ -112,6 +112,10 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
     _, out, _ = swarm("ec2", "create-tags", "--help")
     flat = " ".join(out.split())
     assert "Tag operations look nothing up." in flat and "--wait" not in out
+    _, out, _ = swarm("ec2", "release-address", "--help")
+    flat = " ".join(out.split())
+    assert "Never touch addresses carrying this tag" in flat and "--ids addresses.txt" in flat
+    assert "addresss" not in out
     _, out, _ = swarm("terminate", "--help")
     assert "--check-protection" in out and "--rollback" in out and "--wait" in out
     assert "Select instances instead of --ids" in " ".join(out.split())

@@ -231,12 +231,13 @@ def _run_action(
     selecting = bool(flags.filters or flags.older_than)
     if flags.ids and selecting:
         raise UsageError(
-            f"say which {spec.resource}s by --ids FILE or by --filter and --older-than, not both"
+            f"say which {plural(spec.resource)} by --ids FILE or by --filter and --older-than, "
+            "not both"
         )
     if not flags.ids and not selecting:
         raise UsageError(
-            f"say which {spec.resource}s: --ids FILE, or --filter NAME=VALUE or --older-than AGE "
-            "(with --exclude-ids FILE)"
+            f"say which {plural(spec.resource)}: --ids FILE, or --filter NAME=VALUE or "
+            "--older-than AGE (with --exclude-ids FILE)"
         )
     if selecting and flags.sandbox:
         raise UsageError("--sandbox rehearses an ID list: pass --ids (swarm list prints one)")
@@ -727,7 +728,7 @@ def register(
     if runs is not None:
         describe = runs.observe.api if runs.observe else None
         filter_help = (
-            f"Select {noun}s instead of --ids, with {describe}'s filter names (tag:env=ci, "
+            f"Select {plural(noun)} instead of --ids, with {describe}'s filter names (tag:env=ci, "
             "and its own; several values a,b). Repeatable, each name once: all must match."
             if describe
             else f"Not for {runs.name}: it has no Describe call to select with."

@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from ..actions.operations import OPERATIONS, RESOURCE_OPERATIONS
+from ..text import plural
 from .act import plan_app, register
 from .common import app
 from .helptext import HELP
@@ -27,7 +28,7 @@ for _op in OPERATIONS.values():
     _tag = " --tag team=data" if _op.tags else ""
     HELP[f"ec2 {_op.name}"] = (
         _op.summary,
-        f"swarm ec2 {_op.name} --ids {_op.resource}s.txt{_tag} --yes",
+        f"swarm ec2 {_op.name} --ids {plural(_op.resource)}.txt{_tag} --yes",
     )
 for _op in RESOURCE_OPERATIONS.values():
     register(
@@ -40,6 +41,6 @@ for _op in RESOURCE_OPERATIONS.values():
     )
     HELP[f"plan {_op.name}"] = (
         f"Predict ec2 {_op.name}; change nothing.",
-        f"swarm plan {_op.name} --ids {_op.resource}s.txt"
+        f"swarm plan {_op.name} --ids {plural(_op.resource)}.txt"
         + (" --tag team=data" if _op.tags else ""),
     )

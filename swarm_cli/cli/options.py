@@ -14,6 +14,7 @@ from ..actions.base import Limits
 from ..batching import initial_size
 from ..errors import UsageError
 from ..run import RunOptions
+from ..text import plural
 from ..window import PROFILES, Profile
 
 
@@ -139,7 +140,7 @@ ExpectAccountOpt = Annotated[
 
 def protect_tag_help(noun: str = "instance") -> str:
     return (
-        f"Never touch {noun}s carrying this tag: they are recorded failed (Protected); one "
+        f"Never touch {plural(noun)} carrying this tag: they are recorded failed (Protected); one "
         "whose tags cannot be read is not touched either (exit 3). Repeatable."
     )
 
@@ -152,7 +153,7 @@ ProtectTagOpt = Annotated[
 
 def max_count_help(noun: str = "instance") -> str:
     return (
-        f"Refuse (exit 3) a run of more than N {noun}s. With --shard, each shard counts its "
+        f"Refuse (exit 3) a run of more than N {plural(noun)}. With --shard, each shard counts its "
         "own: N shards may act on N times as many in all."
     )
 
