@@ -650,3 +650,25 @@ def test_load_speedups_stay_on_the_sandboxs_own_backends() -> None:
         fresh = backend_of("eu-west-1")
         assert fresh is not loaded and "get_instance" not in vars(fresh)
         assert box.states(region="eu-west-1") == {}
+
+
+def test_instances_stop_and_start_through_their_states_on_the_way_as_ec2s() -> None:
+    config = SandboxConfig(BucketSpec(1000, 1000), BucketSpec(1000, 1000), transition_seconds=0.5)
+    with Sandbox(config) as box:
+        ids = box.launch(2)
+        client = box.client()
+        client.stop_instances(InstanceIds=ids)
+        assert set(box.states(ids).values()) == {"stopping"}
+        with pytest.raises(ClientError) as refused:
+            client.start_instances(InstanceIds=ids[:1])
+        assert refused.value.response["Error"]["Code"] == "IncorrectInstanceState"
+        client.stop_instances(InstanceIds=ids[1:])  # already stopping: nothing moves again
+        deadline = time.monotonic() + 10
+        while set(box.states(ids).values()) != {"stopped"} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(box.states(ids).values()) == {"stopped"}
+        client.start_instances(InstanceIds=ids)
+        assert set(box.states(ids).values()) == {"pending"}
+        while set(box.states(ids).values()) != {"running"} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(box.states(ids).values()) == {"running"}

@@ -51,7 +51,7 @@ from ..text import literal, plural
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
 from .exits import emit_json, exit_meaning, warn
-from .follow_up import follow_up, reconcile_undo, run_plan, save_report, step_summary
+from .follow_up import follow_up, reconcile_undo, run_plan, save_report, settle, step_summary
 from .guards import (
     check_outputs,
     confirm,
@@ -1240,6 +1240,7 @@ def rollback(
             confirm(plan.action, groups, endpoint, flags, reach, found, err)
         options = replace(flags.options, endpoint=endpoint)
         title = f"rollback of {plan.run}"
+        settle(plan, groups, reach, options, err, wait_timeout)
         stage.sending = True
         report = run_plan(plan.action, groups, options, reach, err, title, settled)
         job = Job(plan.action, groups, options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -44,6 +45,7 @@ def follow_up(
             err.print("--rollback and --wait skipped: the run was stopped short", markup=False)
         return
     if flags.rollback and report.budget_spent is not None:
+        from ..describe import ReadInterrupted
         from ..saga import SagaError, undo_plan, undo_report
 
         try:
@@ -72,7 +74,20 @@ def follow_up(
                     f"rollback: the failure budget is spent; {plan.action.name} the "
                     f"{count} instance(s) this run {spec.verb}"
                 )
-                undo = run_plan(plan.action, groups, job.options, reach, err, "rollback")
+                # The undo has no budget of its own: one that stopped it early would leave
+                # more of the run in place.
+                options = replace(job.options, max_errors=None)
+                try:
+                    settle(plan, groups, reach, options, err, flags.wait_timeout)
+                except ReadInterrupted as exc:
+                    report.signal = report.signal or exc.signal
+                    err.print(
+                        f"rollback: stopped by {exc.signal} before anything was undone: "
+                        f"`swarm rollback LEDGER --run {plan.run}`",
+                        markup=False,
+                    )
+                    return
+                undo = run_plan(plan.action, groups, options, reach, err, "rollback")
                 report.extra["rollback"] = undo.to_dict()
                 report.signal = report.signal or undo.signal  # the command was stopped
                 if undo.exit_code:
@@ -115,6 +130,48 @@ def follow_up(
         report.signal = report.signal or waited.signal  # the command was stopped
         if waited.exit_code and (not report.exit_code or waited.signal):
             report.exit_code = waited.exit_code
+
+
+# The state an instance passes through on its way to an action's (stopping, to stopped):
+# EC2 refuses the undo (IncorrectInstanceState) while it is there.
+ON_THE_WAY = {"stopped": "stopping", "running": "pending"}
+
+
+def settle(
+    plan: UndoPlan,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: Reach,
+    options: RunOptions,
+    err: Console,
+    timeout: float,
+) -> None:
+    """Before an undo: waits, up to ``timeout`` seconds, until the run's instances still on
+    their way to its state are there (an undo right after a stop would find them stopping,
+    and EC2 starts none of those). Those that do not get there are undone all the same,
+    and fail as EC2 answers. A signal raises ``ReadInterrupted``: nothing was undone."""
+    from ..describe import describe, stop_if_interrupted
+    from ..wait import wait_for
+
+    spec = ACTIONS[plan.of]
+    passing = ON_THE_WAY.get(spec.target_state or "")
+    if passing is None or options.dry_run:
+        return
+    seen = describe(groups, reach.client, err, options=options)
+    moving = {
+        pair: [i for i, info in known.items() if info is not None and info.state == passing]
+        for pair, known in seen.items()
+    }
+    moving = {pair: ids for pair, ids in moving.items() if ids}
+    count = sum(map(len, moving.values()))
+    if not count:
+        return
+    err.print(
+        f"rollback: {count} instance(s) still {passing}: waiting up to {timeout:g} s until "
+        f"they are {spec.target_state} (EC2 refuses to {plan.action.name} them before)",
+        markup=False,
+    )
+    waited = wait_for(Job(spec, moving, options), moving, reach.client, err, timeout=timeout)
+    stop_if_interrupted(waited)
 
 
 def refuse_wait(operation: Operation, flags: Flags) -> None:

@@ -57,6 +57,10 @@ class SandboxConfig:
     limits: Mapping[str, BucketPair] | None = field(default=None, hash=False)
     # Whether DescribeInstances from clients under test spends its own bucket.
     throttle_describe: bool = True
+    # Seconds a stopped instance stays "stopping", and a started one "pending", before it
+    # is "stopped" or "running" (EC2's take tens of seconds; moto's none). EC2 starts no
+    # instance while it is stopping.
+    transition_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         for api, pair in (self.limits or {}).items():

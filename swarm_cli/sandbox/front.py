@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from .config import ACCOUNT, MUTATING, RESOURCE_ACTIONS, BucketSpec, SandboxConfig
-from .moto_backend import _address_user, _states_in_moto
+from .moto_backend import ON_THE_WAY, _address_user, _set_states_in_moto, _states_in_moto
 from .wire import (
     StartResponse,
     WsgiApp,
@@ -494,7 +494,28 @@ class Ec2Front:
                         return self._reboot_answer(start_response)
                     if len(live) < len(ids):
                         _set_body(environ, _form_with_ids(body, live))
-            return list(self.app(environ, start_response))
+            answer = list(self.app(environ, start_response))
+            if states is not None and action in ON_THE_WAY and self.config.transition_seconds > 0:
+                self._on_the_way(account, caller.region, states, action)
+            return answer
+
+    def _on_the_way(self, account: str, region: str, before: dict[str, str], action: str) -> None:
+        """Instances moto just stopped or started (at once): on their way for a while, as
+        EC2's are. Called holding the moto lock."""
+        passing, passing_code, end, end_code = ON_THE_WAY[action]
+        after = _states_in_moto(account, region, list(before)) or {}
+        ids = [i for i, state in after.items() if state == end and before.get(i) != end]
+        if not ids:
+            return
+        _set_states_in_moto(account, region, ids, passing, passing_code)
+
+        def arrive() -> None:
+            with self._moto:
+                _set_states_in_moto(account, region, ids, end, end_code, only_from=passing)
+
+        timer = threading.Timer(self.config.transition_seconds, arrive)
+        timer.daemon = True
+        timer.start()
 
     def _release(
         self,

@@ -30,6 +30,31 @@ def _states_in_moto(account: str, region: str, ids: list[str]) -> dict[str, str]
     return {i.id: str(i.state) for i in instances}
 
 
+# A state on the way, the state it leads to, and their codes (EC2's low byte).
+ON_THE_WAY = {
+    "StopInstances": ("stopping", 64, "stopped", 80),
+    "StartInstances": ("pending", 0, "running", 16),
+}
+
+
+def _set_states_in_moto(
+    account: str, region: str, ids: list[str], name: str, code: int, only_from: str | None = None
+) -> None:
+    """Put moto's instances ``ids`` in state ``name`` (``code``): those in ``only_from``
+    alone, when given (a later call may have moved them on already)."""
+    from moto.ec2.exceptions import InvalidInstanceIdError
+    from moto.ec2.models import ec2_backends
+
+    try:
+        instances = ec2_backends[account][region].get_multi_instances_by_id(ids)
+    except (KeyError, InvalidInstanceIdError):
+        return
+    for instance in instances:
+        state = instance._state  # moto keeps it here, name and code
+        if only_from is None or state.name == only_from:
+            state.name, state.code = name, code
+
+
 def _address_user(account: str, region: str, allocation_id: str) -> str | None:
     """What an Elastic IP is associated with (an instance or interface), or None."""
     from moto.ec2.models import ec2_backends
