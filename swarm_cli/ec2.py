@@ -476,9 +476,13 @@ class BatchCall(ABC):
         """What an ID that an error names gets: the error's outcome, unless overridden."""
         return outcome
 
+    def splits(self, code: str | None) -> bool:
+        """Whether an error of ``code`` names the IDs at fault (see the class)."""
+        return code in self.split_codes
+
     def failed(self, ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
         """The outcome of each ID of a call that failed with ``outcome``."""
-        if outcome.code in self.split_codes:
+        if self.splits(outcome.code):
             return split_batch(ids, outcome, self.named)
         return dict.fromkeys(ids, outcome)
 

@@ -135,8 +135,11 @@ class OperationCall(BatchCall):
     def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
         return dict.fromkeys(ids, Outcome(Kind.SUCCEEDED, None, None, *answered_by(response)))
 
+    def splits(self, code: str | None) -> bool:
+        return code in self.split_codes or self.op.is_missing(code)
+
     def named(self, instance_id: str, outcome: Outcome) -> Outcome:
-        if outcome.code in self.op.missing_codes:
+        if self.op.is_missing(outcome.code):
             with self._lock:
                 # This call, refused, is not counted: only earlier ones of unknown outcome.
                 repeat = self._sent.get(instance_id, 0) > 0 or instance_id in self.sent_before

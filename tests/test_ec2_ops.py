@@ -661,6 +661,24 @@ def test_delete_tags_splits_off_an_id_of_any_kind_that_does_not_exist() -> None:
     assert {outcomes[i].kind for i in kept} == {Kind.REQUEUE}
 
 
+def test_a_tag_call_splits_off_ids_of_kinds_it_lists_no_code_for(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """EC2 names each kind's missing ID by its own code (InvalidGroup.NotFound): one
+    security group that does not exist failed a call's volumes with its error."""
+    volumes = sandbox.seed(volumes=3)["volumes"]
+    ghosts = ["sg-0123456789abcdef0", "subnet-0123456789abcdef0"]
+    ledger = tmp_path / "l.jsonl"
+    ids = write_ids(tmp_path / "ids.txt", [*ghosts, *volumes])
+    code, report, err = ec2(sandbox, "create-tags", ids, ledger, "--tag", "team=data")
+    assert code == 1, err
+    assert report["counts"]["succeeded"] == 3 and report["counts"]["missing"] == 2, report
+    found = statuses(ledger)
+    assert {i: found[i][0] for i in ghosts} == dict.fromkeys(ghosts, "missing")
+    tagged = sandbox.client().describe_tags(Filters=[{"Name": "key", "Values": ["team"]}])
+    assert {t["ResourceId"] for t in tagged["Tags"]} == set(volumes)
+
+
 def test_an_id_throttled_then_not_found_is_missing_not_gone(tmp_path: Path) -> None:
     """A throttle is EC2 saying no before it acts: the call after it is no repeat, and an
     ID it then does not find (a typo, another region) is missing, not done."""

@@ -125,6 +125,13 @@ class Operation:
     prefix: str | None = None
     summary: str = ""
 
+    def is_missing(self, code: str | None) -> bool:
+        """Whether an error of ``code`` says an ID of the call does not exist. A tag call
+        takes any resource's ID, and EC2 names each kind's own (InvalidGroup.NotFound)."""
+        if code in self.missing_codes:
+            return True
+        return self.prefix is None and code is not None and bool(_ANY_NOT_FOUND.fullmatch(code))
+
     @property
     def model(self) -> Model:
         return _model(self.api, self.id_param)
@@ -246,6 +253,9 @@ _DESCRIBE_ADDRESSES = Observe(
     type_key="Domain",
 )
 
+# EC2's code for an ID of some kind that does not exist: InvalidGroup.NotFound,
+# InvalidSubnetID.NotFound, InvalidVpcID.NotFound...
+_ANY_NOT_FOUND = re.compile(r"Invalid[A-Za-z]+\.NotFound")
 # What CreateTags and DeleteTags answer for an ID that does not exist, by its kind: the
 # call names it, and it is split off while the rest of the call is sent again.
 _TAGGED_MISSING = frozenset(
