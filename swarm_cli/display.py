@@ -814,7 +814,10 @@ def render_summary(report: Report, console: Console) -> None:
             1 for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES
         )
         if stuck:
-            say(f"  failed permanently (protected, wrong state): {stuck}; a retry fails again")
+            say(
+                f"  failed permanently (protected, wrong state): {stuck}; a retry fails again "
+                "until that changes (an instance still stopping or pending gets there in minutes)"
+            )
         if undone:
             return  # the run was rolled back: what it left is not to be retried
         if not report.intents_recorded:
