@@ -368,6 +368,31 @@ def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
     assert not env_file.exists()  # its endpoint is gone: a later wait must not find it
 
 
+def test_a_sandbox_stops_instances_through_stopping_when_asked(tmp_path: Path) -> None:
+    env_file, ids_file = tmp_path / "sandbox.env", tmp_path / "ids.txt"
+    proc, env = sandbox_process(
+        env_file, "--count", "3", "--ids-out", str(ids_file), "--transition-seconds", "60"
+    )
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "swarm_cli", "stop", "--ids", str(ids_file), "--yes",
+             "--ledger", str(tmp_path / "l.jsonl"), "--progress", "none"],
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        listed = subprocess.run(
+            [sys.executable, "-m", "swarm_cli", "list", "--state", "stopping"],
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert sorted(listed.stdout.split()) == sorted(ids_file.read_text().split())
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert "stopping and pending for 60 s" in err
+
+
 def test_a_sandbox_over_accounts_writes_a_list_swarm_takes_missing_ids_included(
     tmp_path: Path,
 ) -> None:

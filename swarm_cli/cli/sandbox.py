@@ -107,6 +107,16 @@ ThrottleShareOpt = Annotated[
         "busy with other clients' calls).",
     ),
 ]
+TransitionOpt = Annotated[
+    float,
+    typer.Option(
+        "--transition-seconds",
+        metavar="SECONDS",
+        min=0,
+        help="Seconds a stopped instance stays stopping, and a started one pending, as EC2's "
+        "do for tens of seconds (default 0: at once). None starts while still stopping.",
+    ),
+]
 ProtectedOpt = Annotated[
     int,
     typer.Option(
@@ -171,6 +181,7 @@ def _sandbox_config(
     error_rate: float,
     seed: int,
     throttle_share: float = 0.0,
+    transition_seconds: float = 0.0,
 ) -> SandboxConfig:
     from ..sandbox import PRESETS, BucketSpec
 
@@ -187,6 +198,7 @@ def _sandbox_config(
         latency=latency,
         error_rate=error_rate,
         throttle_share=throttle_share,
+        transition_seconds=transition_seconds,
         seed=seed,
     )
 
@@ -385,6 +397,7 @@ def sandbox_cmd(
     latency: LatencyOpt = None,
     error_rate: ErrorRateOpt = 0.0,
     throttle_share: ThrottleShareOpt = 0.0,
+    transition_seconds: TransitionOpt = 0.0,
     protected: ProtectedOpt = 0,
     missing: MissingOpt = 0,
     seed: SeedOpt = 0,
@@ -421,6 +434,7 @@ def sandbox_cmd(
         error_rate=error_rate,
         seed=seed,
         throttle_share=throttle_share,
+        transition_seconds=transition_seconds,
     )
     if accounts_out is not None and not accounts:
         raise UsageError(
@@ -505,6 +519,11 @@ def sandbox_cmd(
             + (
                 f"; {config.throttle_share:.0%} throttled at random"
                 if config.throttle_share
+                else ""
+            )
+            + (
+                f"; stopping and pending for {config.transition_seconds:g} s"
+                if config.transition_seconds
                 else ""
             )
         )
