@@ -52,6 +52,7 @@ from .runtime import Runtime, ThreadRuntime
 from .window import Control
 
 Action = Callable[[Sequence[str]], Mapping[str, Outcome]]
+INTERRUPTED = "Interrupted"  # the code of what a signal left undone
 Clock = Callable[[], float]
 Backoff = Callable[[int], float]
 
@@ -198,7 +199,7 @@ class Engine:
         """A signal: stop as :meth:`stop` does; a second one ends the wait for calls in flight."""
         self._signals.append(signum)
         name = signal_name(signum)
-        self.stop(Outcome(Kind.UNREACHABLE, "Interrupted", f"stopped by {name} before an answer"))
+        self.stop(Outcome(Kind.UNREACHABLE, INTERRUPTED, f"stopped by {name}"))
 
     def run(self, ids: Sequence[str], settled: Mapping[str, Outcome] | None = None) -> RunResult:
         """Run ``ids`` to the end; those in ``settled`` are recorded with that outcome, unsent
@@ -371,6 +372,10 @@ class Engine:
                     )
                 else:
                     why = cause or Outcome(Kind.UNREACHABLE, "NotSent")
+                    if cause is not None and cause.code == INTERRUPTED:
+                        # No call of it on its way: none left, or each was refused.
+                        when = "before it was sent" + (" again" if intent.attempts else "")
+                        why = replace(cause, message=f"{cause.message} {when}")
                 self._resolve(intent, "pending", why)
             self._held = None
             self._closed = True
