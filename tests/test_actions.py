@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,32 @@ def test_a_stop_rolled_back_in_the_run_waits_for_what_it_stopped_and_has_no_budg
     undone = report["rollback"]
     assert undone["counts"]["failed"] == 0 and undone["counts"]["pending"] == 0, undone
     assert undone["counts"]["succeeded"] >= report["counts"]["succeeded"] > 0
+
+
+def test_a_resume_that_waits_sees_to_what_no_wait_saw_arrive(tmp_path: Path) -> None:
+    # A run without --wait (or killed while waiting) left its stops accepted, not seen
+    # stopped; meanwhile someone started two again. `--resume --wait` said "nothing to
+    # do" and neither looked nor waited: the ledger and the gate said all stopped.
+    with Sandbox(SLOW) as box:
+        ids = box.launch(10)
+        ledger = tmp_path / "l.jsonl"
+        listed = write_ids(tmp_path / "ids.txt", ids)
+        assert act(box, "stop", listed, ledger)[0] == 0
+        deadline = time.monotonic() + 30
+        while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
+            time.sleep(0.1)
+        box.client().start_instances(InstanceIds=ids[:2])
+        before = box.calls_by("StopInstances")
+        code, report = act(box, "stop", listed, ledger, "--resume", "--wait")
+        assert states(box, ids) == {"stopped"}
+        assert box.calls_by("StopInstances") > before  # the two started again, and no more
+    assert code == 0, report
+    assert report["counts"]["succeeded"] == 10 and report["wait"]["reached"] == 10
+    latest = fold(read_records(str(ledger)))
+    assert {r.code for r in latest.values()} == {"Reached"}
+    resumed = [r for r in read_records(str(ledger)) if r.run == report["run"]]
+    assert {r.id for r in resumed if r.status == "succeeded" and r.code is None} == set(ids[:2])
+    assert {r.id for r in resumed if r.code == "AlreadyInState"} == set(ids[2:])
 
 
 def accounts_file(tmp_path: Path, *extra: str) -> Path:

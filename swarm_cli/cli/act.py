@@ -282,7 +282,14 @@ def _run_action(
     # call in flight at a kill can land after the look-up below, and its repeat here then
     # finds the resource gone): one of them gone may be that run's doing.
     recorded = Recorded()
-    done = succeeded(flags.ledger, spec.name, err, recorded=recorded) if flags.resume else None
+    # A resume that waits sees to what no wait saw arrive as well (a kill while waiting).
+    waits = flags.wait and operation is None and spec.target_state is not None
+    unconfirmed: set[str] | None = set() if waits else None
+    done = (
+        succeeded(flags.ledger, spec.name, err, recorded=recorded, unconfirmed=unconfirmed)
+        if flags.resume
+        else None
+    )
     if done is not None and operation is not None and operation.tags:
         # What counts is the tags each resource carries now: they are read.
         err.print(
@@ -304,6 +311,14 @@ def _run_action(
             f"known {spec.verb}",
             markup=False,
         )
+        listed = {i for ids in groups.values() for i in ids}
+        unseen = len(listed & (unconfirmed or set()))
+        if unseen:
+            err.print(
+                f"resume: {unseen} of them were {spec.verb} without a wait seeing them "
+                f"{spec.target_state} (--wait): looked up again, sent again where not there yet",
+                markup=False,
+            )
     groups = {p: ids for p, ids in groups.items() if ids}
     total = sum(len(ids) for ids in groups.values())
     try:

@@ -323,11 +323,16 @@ def succeeded(
     err: Console,
     pending: set[str] | None = None,
     recorded: Recorded | None = None,
+    unconfirmed: set[str] | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending`` and ``recorded`` (with where), when given, the IDs a run may have acted
     on without an answer saying so (see :func:`may_have_acted`): in flight at a kill, or
     never answered. A repeat of their call may find them gone, and that is done.
+
+    With ``unconfirmed`` (a resume that waits), an ID whose call EC2 accepted but that no
+    wait saw reach the action's state (a run without --wait, or killed while waiting) is
+    not done: it goes into ``unconfirmed`` (and ``recorded``), to be looked up again.
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -359,6 +364,14 @@ def succeeded(
         if r.action == action:
             keep_latest(latest, r, None)
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
+    if unconfirmed is not None:
+        accepted = [r for (act, _), r in state.items() if act == action and r.status == "succeeded"]
+        for r in accepted:
+            if r.code is None:
+                done.discard(r.id)
+                unconfirmed.add(r.id)
+                if recorded is not None:
+                    recorded.add(r.id, r.region, r.account)
     for r, _ in latest.values():
         if r.id not in done and may_have_acted(r):
             if recorded is not None:
