@@ -23,8 +23,12 @@ from dataclasses import replace
 from typing import Any
 
 from .actions.operations import Operation
-from .ec2 import BatchCall, answered_by, refused_before_acting
+from .ec2 import ID_IN_MESSAGE, BatchCall, answered_by, refused_before_acting, split_batch
 from .outcome import Kind, Outcome
+
+# What EC2 answers a call on a resource of another account (a public AMI): a failure of
+# that resource when the message names it, of the credentials when it names none.
+NOT_YOURS_CODE = "AuthFailure"
 
 # The code of a resource recorded done without being acted on: it was gone already.
 ALREADY_GONE_CODE = "AlreadyGone"
@@ -137,6 +141,19 @@ class OperationCall(BatchCall):
 
     def splits(self, code: str | None) -> bool:
         return code in self.split_codes or self.op.is_missing(code)
+
+    def failed(self, ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
+        named = set(ID_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
+        if outcome.code == NOT_YOURS_CODE and named:
+            # "Not authorized for image:ami-...": that resource is another account's (a
+            # public AMI), not the credentials at fault. It fails alone, for good.
+            theirs = replace(
+                outcome,
+                kind=Kind.PERMANENT,
+                message=f"{outcome.message} (another account's {self.op.resource}?)",
+            )
+            return split_batch(ids, theirs)
+        return super().failed(ids, outcome)
 
     def named(self, instance_id: str, outcome: Outcome) -> Outcome:
         if self.op.is_missing(outcome.code):

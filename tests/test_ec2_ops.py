@@ -679,6 +679,27 @@ def test_a_tag_call_splits_off_ids_of_kinds_it_lists_no_code_for(
     assert {t["ResourceId"] for t in tagged["Tags"]} == set(volumes)
 
 
+def test_another_accounts_image_fails_alone_not_the_run_as_credentials(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """EC2 answers AuthFailure ("Not authorized for image:ami-...") for a public AMI of
+    another account: that image is not the caller's to deregister. It stopped the whole
+    run as a credentials failure (exit 4), the caller's own images left registered."""
+    from swarm_cli.sandbox.config import IMAGE_ID  # one of Amazon's, as moto serves it
+
+    own = sandbox.seed(images=3)["images"]
+    ledger = tmp_path / "l.jsonl"
+    ids = write_ids(tmp_path / "ids.txt", [IMAGE_ID, *own])
+    code, report, err = ec2(sandbox, "deregister-image", ids, ledger)
+    assert code == 1, err
+    assert report["counts"]["succeeded"] == 3 and report["counts"]["failed"] == 1, report
+    assert statuses(ledger)[IMAGE_ID] == ("failed", "AuthFailure")
+    left = sandbox.client().describe_images(ImageIds=[IMAGE_ID])["Images"]
+    assert [i["ImageId"] for i in left] == [IMAGE_ID]
+    code, out, _ = swarm("ledger", "failed", "--retryable", str(ledger))
+    assert IMAGE_ID not in out  # a retry fails again
+
+
 def test_an_id_throttled_then_not_found_is_missing_not_gone(tmp_path: Path) -> None:
     """A throttle is EC2 saying no before it acts: the call after it is no repeat, and an
     ID it then does not find (a typo, another region) is missing, not done."""

@@ -15,7 +15,13 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from .config import ACCOUNT, MUTATING, RESOURCE_ACTIONS, BucketSpec, SandboxConfig
-from .moto_backend import ON_THE_WAY, _address_user, _set_states_in_moto, _states_in_moto
+from .moto_backend import (
+    ON_THE_WAY,
+    _address_user,
+    _image_owner,
+    _set_states_in_moto,
+    _states_in_moto,
+)
 from .wire import (
     StartResponse,
     WsgiApp,
@@ -470,6 +476,19 @@ class Ec2Front:
         dry_run = params.get("DryRun", ["false"])[0].lower() == "true"
         if action == "ReleaseAddress" and not dry_run:
             return self._release(environ, start_response, params, caller)
+        if action == "DeregisterImage" and not dry_run:
+            # EC2 deregisters only the caller's own AMIs; moto, any it has.
+            image = params.get("ImageId", [""])[0]
+            account = self._account_of(environ, caller)
+            with self._moto:
+                owner = _image_owner(account, caller.region, image) if image else None
+            if owner is not None and owner != account:
+                return self._error(
+                    start_response,
+                    "401 Unauthorized",
+                    "AuthFailure",
+                    f"Not authorized for image:{image}",
+                )
         if rule is None or dry_run:  # EC2 answers DryRun before looking at states
             with self._moto:
                 return list(self.app(environ, start_response))

@@ -55,6 +55,17 @@ def _set_states_in_moto(
             state.name, state.code = name, code
 
 
+def _image_owner(account: str, region: str, image_id: str) -> str | None:
+    """The account that owns an AMI moto has (its built-in ones are Amazon's), or None."""
+    from moto.ec2.models import ec2_backends
+
+    try:
+        image = ec2_backends[account][region].amis.get(image_id)
+    except KeyError:
+        return None
+    return None if image is None else str(image.owner_id)
+
+
 def _address_user(account: str, region: str, allocation_id: str) -> str | None:
     """What an Elastic IP is associated with (an instance or interface), or None."""
     from moto.ec2.models import ec2_backends
