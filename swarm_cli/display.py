@@ -562,14 +562,18 @@ def progress_interval(
         value = math.nan
     if 0 < value < math.inf:
         return value
-    if text.strip() and console is not None:
+    if text.strip() and console is not None and text not in _said_of:
+        _said_of.add(text)  # once per command, however many views it shows
         console.print(
-            f"warning: {INTERVAL_ENV}={text!r} is not a number of seconds above 0: "
+            f"warning: {INTERVAL_ENV}={text!r} is not a finite number of seconds above 0: "
             f"a line every {PLAIN_INTERVAL:g} s",
             markup=False,
             highlight=False,
         )
     return PLAIN_INTERVAL
+
+
+_said_of: set[str] = set()  # values of INTERVAL_ENV warned of already
 
 
 def total_line(snaps: Sequence[Snapshot], now: float) -> str:

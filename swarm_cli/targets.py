@@ -531,7 +531,7 @@ def _json_fields(data: dict[str, object], rule: IdRule, reasons: list[str]) -> d
     given: dict[str, list[str]] = {}
     for key, value in data.items():
         if value is not None:
-            given.setdefault(key.lower(), []).append(key)
+            given.setdefault(key.strip().lower(), []).append(key)
     keys: dict[str, str] = {}
     for kind, names in (
         ("id", rule.columns),
@@ -554,35 +554,38 @@ def _json_fields(data: dict[str, object], rule: IdRule, reasons: list[str]) -> d
             reasons.append(f"{' and '.join(found)} name one field twice; keep one of them")
         else:
             keys[kind] = found[0]
-    others = _other_id_columns(list(data), keys.get("id"), rule)
+    named = [key for keys_ in given.values() for key in keys_]
+    others = _other_id_columns(named, keys.get("id"), rule, "field")
     if others:
         reasons.append(others)
     return keys
 
 
-# An account's ID is no resource's.
-_NOT_RESOURCES = frozenset({"accountid", "ownerid"})
+# The ID columns of exports whose rows are resources attached to an instance, and name
+# it (describe-volumes, describe-addresses, describe-network-interfaces): beside one of
+# them, an InstanceId column is the attachment, not what the row is.
+_ATTACHED = frozenset({"volumeid", "allocationid", "associationid", "networkinterfaceid"})
 
 
-def _other_id_columns(names: list[str], chosen: str | None, rule: IdRule) -> str | None:
+def _other_id_columns(
+    names: list[str], chosen: str | None, rule: IdRule, what: str = "column"
+) -> str | None:
     """Why a list of any resource (a tag operation's) cannot use its instance ID column:
-    beside it, another resource's ID column (an export of volumes names the instance each
-    is attached to). Which of them to act on is a guess: None when there is none."""
-    if rule.prefix or chosen is None or chosen.lower().replace("_", "") != "instanceid":
+    beside it, the ID column of a resource attached to an instance (an export of volumes
+    names the instance each is attached to). Which of them to act on is a guess: None
+    when there is none (an export of instances, with their image and subnet, is one)."""
+    if rule.prefix or chosen is None or chosen.strip().lower().replace("_", "") != "instanceid":
         return None
     others = [
         name
         for name in names
-        if name != chosen
-        and (key := name.strip().lower().replace("_", "")).endswith("id")
-        and key not in _NOT_RESOURCES
-        and key != "id"
+        if name != chosen and name.strip().lower().replace("_", "") in _ATTACHED
     ]
     if not others:
         return None
     return (
         f"{chosen} beside {', '.join(others)}: which resources to act on is a guess; name "
-        "their column resource_id"
+        f"their {what} resource_id"
     )
 
 

@@ -351,14 +351,23 @@ def test_plain_line_interval_comes_from_the_flag_then_the_environment() -> None:
 
 
 def test_a_progress_interval_that_is_no_number_of_seconds_is_said_not_used() -> None:
+    from swarm_cli import display
+
     rows = [("us-east-1", Stats())]
+    display._said_of.clear()
     for value, said in (("soon", True), ("-1", True), ("", False), (" ", False), ("5", False)):
         out = console()
         choose_progress("plain", out, rows, "t", env={"SWARM_PROGRESS_INTERVAL": value})
         text = out.file.getvalue()  # type: ignore[attr-defined]
         assert ("SWARM_PROGRESS_INTERVAL" in text) is said, (value, text)
         if said:
-            assert f"{value!r} is not a number of seconds above 0: a line every 2 s" in text
+            assert f"{value!r} is not a finite number of seconds above 0: a line every 2 s" in (
+                text
+            )
+        # A command showing several views (the run, its wait, its rollback) says it once.
+        again = console()
+        choose_progress("plain", again, rows, "t", env={"SWARM_PROGRESS_INTERVAL": value})
+        assert "SWARM_PROGRESS_INTERVAL" not in again.file.getvalue()  # type: ignore[attr-defined]
 
 
 def lines_from(progress: PlainLines, out: Console, count: int) -> list[str]:

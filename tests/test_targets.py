@@ -442,11 +442,16 @@ def test_a_tag_list_with_an_instance_column_beside_another_resources_is_refused(
     ):
         got = parse_targets(text.splitlines(keepends=True), rule=rule)
         assert got.items == [] and len(got.bad) == 1, (text, got)
-        assert "which resources to act on is a guess; name their column resource_id" in (
+        what = "field" if text.startswith("{") else "column"
+        assert f"which resources to act on is a guess; name their {what} resource_id" in (
             got.bad[0].reason
         )
     for text, want in (
         (f"InstanceId,OwnerId,account_id\n{inst},111111111111,111111111111\n", inst),
+        # An export of instances names their image, subnet and VPC: still instances.
+        (f"InstanceId,ImageId,SubnetId,VpcId\n{inst},ami-12c6146b,subnet-1,vpc-1\n", inst),
+        (f'{{"InstanceId": "{inst}", "VolumeId": null}}\n', inst),
+        (f'{{" InstanceId ": "{inst}"}}\n', inst),
         (f"resource_id,InstanceId\n{vol},{inst}\n", vol),
         (f"id,instance_id\n{vol},{inst}\n", vol),
         (f'{{"InstanceId": "{inst}", "Region": "eu-west-1"}}\n', inst),

@@ -255,7 +255,7 @@ _DESCRIBE_ADDRESSES = Observe(
 
 # EC2's code for an ID of some kind that does not exist: InvalidGroup.NotFound,
 # InvalidSubnetID.NotFound, InvalidVpcID.NotFound...
-_ANY_NOT_FOUND = re.compile(r"Invalid[A-Za-z]+\.NotFound")
+_ANY_NOT_FOUND = re.compile(r"Invalid[A-Za-z0-9]+\.NotFound")
 # What CreateTags and DeleteTags answer for an ID that does not exist, by its kind: the
 # call names it, and it is split off while the rest of the call is sent again.
 _TAGGED_MISSING = frozenset(
