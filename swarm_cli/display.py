@@ -824,6 +824,15 @@ def render_summary(report: Report, console: Console) -> None:
             )
         if undone:
             return  # the run was rolled back: what it left is not to be retried
+        stopped = report.extra.get("rollback_stopped")
+        if stopped:
+            # Stopped before its undo began: the way back is the undo, not the rest of the run.
+            say(
+                f"  rollback stopped by {stopped['signal']} before anything was undone: "
+                f"{literal(stopped['undo'])}",
+                style="bold red",
+            )
+            return
         if not report.intents_recorded:
             # `ledger failed` lists only the intents on disk; the rest would be lost.
             say(

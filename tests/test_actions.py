@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,26 @@ def test_a_rollback_right_after_a_stop_waits_for_the_instances_to_be_stopped(
         assert states(box, ids) <= {"pending", "running"}
 
 
+def test_a_rollback_right_after_a_start_waits_for_the_instances_to_run(tmp_path: Path) -> None:
+    # EC2 stops no instance still pending.
+    with Sandbox(replace(SLOW, transition_seconds=1.0)) as box:
+        ids = box.launch(6)
+        box.client().stop_instances(InstanceIds=ids)
+        deadline = time.monotonic() + 30
+        while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ledger = tmp_path / "l.jsonl"
+        assert act(box, "start", write_ids(tmp_path / "ids.txt", ids), ledger)[0] == 0
+        assert states(box, ids) == {"pending"}
+        code, out, err = swarm(
+            "rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes", "--output", "json"
+        )
+        assert code == 0, err
+        assert "6 instance(s) still pending: waiting up to 600 s until they are running" in err
+        assert json.loads(out)["counts"]["succeeded"] == 6
+        assert states(box, ids) <= {"stopping", "stopped"}
+
+
 def test_a_stop_rolled_back_in_the_run_waits_for_what_it_stopped_and_has_no_budget(
     tmp_path: Path,
 ) -> None:
@@ -165,6 +186,23 @@ def test_a_stop_rolled_back_in_the_run_waits_for_what_it_stopped_and_has_no_budg
     undone = report["rollback"]
     assert undone["counts"]["failed"] == 0 and undone["counts"]["pending"] == 0, undone
     assert undone["counts"]["succeeded"] >= report["counts"]["succeeded"] > 0
+
+
+def test_a_rollback_whose_wait_ran_out_says_so_before_ec2_refuses(tmp_path: Path) -> None:
+    with Sandbox(replace(SLOW, transition_seconds=60)) as box:
+        ids = box.launch(4)
+        ledger = tmp_path / "l.jsonl"
+        assert act(box, "stop", write_ids(tmp_path / "ids.txt", ids), ledger)[0] == 0
+        code, out, err = swarm(
+            "rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes", "--output", "json",
+            "--wait-timeout", "0",
+        )  # fmt: skip
+    assert code == 1, err
+    assert (
+        "rollback: 4 of them not stopped after 0 s (--wait-timeout): start them all the same; "
+        "EC2 refuses those still stopping (IncorrectInstanceState)"
+    ) in " ".join(err.split())
+    assert json.loads(out)["counts"]["failed"] == 4
 
 
 def test_a_resume_that_waits_sees_to_what_no_wait_saw_arrive(tmp_path: Path) -> None:

@@ -192,3 +192,51 @@ def test_sigterm_during_a_rollbacks_look_up_sends_nothing(sandbox: Sandbox, tmp_
     assert json.loads(result.stdout)["exit_code"] == 143
     assert ledger.read_bytes() == before
     assert sandbox.accepted_ids() == set()
+
+
+def test_sigterm_before_a_runs_undo_began_is_143_and_points_at_the_undo(tmp_path: Path) -> None:
+    """The run's budget is spent, and its --rollback is reading what to wait for when a
+    SIGTERM comes: nothing is undone. It exited 1 and told to finish the stop."""
+    from swarm_cli.sandbox import BucketSpec, SandboxConfig
+
+    config = SandboxConfig(
+        BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000), transition_seconds=60
+    )
+    with Sandbox(config) as box:
+        ids = box.launch(6, stop_protected=1)
+        listed = tmp_path / "ids.txt"
+        listed.write_text("\n".join([*ids[1:], ids[0]]) + "\n")  # the protected one last
+        ledger = tmp_path / "l.jsonl"
+
+        def hang_then_signal() -> None:
+            deadline = time.monotonic() + 30
+            while box.calls_by("StopInstances") < 6 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            box.hang(every_call=True)  # the undo's first look-up is held ...
+            while box.counters.hung < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGTERM)  # ... and the signal comes meanwhile
+
+        sender = threading.Thread(target=hang_then_signal, daemon=True)
+        sender.start()
+        try:
+            result = CliRunner().invoke(
+                app,
+                [
+                    *("stop", "--ids", str(listed), "--endpoint-url", box.endpoint, "--yes"),
+                    *("--ledger", str(ledger), "--max-errors", "0", "--rollback"),
+                    *("--max-window", "1", "--batch-size", "1", "--progress", "none"),
+                    *("-o", "json"),
+                ],
+            )
+        finally:
+            sender.join()
+            box.hang(False)
+        assert box.calls_by("StartInstances") == 0
+    assert result.exit_code == 143, result.output
+    report = json.loads(result.stdout)
+    assert report["exit_code"] == 143 and "rollback" not in report
+    undo = f"swarm rollback {ledger} --run {report['run']}"
+    assert report["rollback_stopped"] == {"signal": "SIGTERM", "undo": undo}
+    assert f"rollback: stopped by SIGTERM before anything was undone: {undo}" in result.stderr
+    assert "retry the rest" not in result.stderr

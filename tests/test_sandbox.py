@@ -662,13 +662,43 @@ def test_instances_stop_and_start_through_their_states_on_the_way_as_ec2s() -> N
         with pytest.raises(ClientError) as refused:
             client.start_instances(InstanceIds=ids[:1])
         assert refused.value.response["Error"]["Code"] == "IncorrectInstanceState"
-        client.stop_instances(InstanceIds=ids[1:])  # already stopping: nothing moves again
+        client.stop_instances(InstanceIds=ids[1:])  # already stopping: it keeps its time
         deadline = time.monotonic() + 10
         while set(box.states(ids).values()) != {"stopped"} and time.monotonic() < deadline:
             time.sleep(0.05)
         assert set(box.states(ids).values()) == {"stopped"}
         client.start_instances(InstanceIds=ids)
         assert set(box.states(ids).values()) == {"pending"}
+        with pytest.raises(ClientError) as refused:
+            client.stop_instances(InstanceIds=ids[:1])  # EC2 stops none still pending
+        assert refused.value.response["Error"]["Code"] == "IncorrectInstanceState"
         while set(box.states(ids).values()) != {"running"} and time.monotonic() < deadline:
             time.sleep(0.05)
         assert set(box.states(ids).values()) == {"running"}
+
+
+def test_a_stop_of_an_instance_stopping_keeps_its_one_timer() -> None:
+    # A second timer for the second stop would end a later stop of it early.
+    config = SandboxConfig(BucketSpec(1000, 1000), BucketSpec(1000, 1000), transition_seconds=1.0)
+    with Sandbox(config) as box:
+        (one,) = box.launch(1)
+        client = box.client()
+
+        def until(state: str) -> None:
+            deadline = time.monotonic() + 10
+            while box.states([one])[one] != state and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert box.states([one])[one] == state
+
+        front = box.front
+        assert front is not None
+        client.stop_instances(InstanceIds=[one])
+        client.stop_instances(InstanceIds=[one])  # still stopping: no second timer
+        assert box.states([one])[one] == "stopping" and len(front._timers) == 1
+        until("stopped")
+        client.start_instances(InstanceIds=[one])
+        until("running")
+        client.stop_instances(InstanceIds=[one])
+        assert box.states([one])[one] == "stopping" and len(front._timers) == 1
+        until("stopped")
+        assert not front._timers

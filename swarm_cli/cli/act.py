@@ -939,7 +939,8 @@ def register(
                 metavar="SECONDS",
                 min=0,
                 hidden=plan or (runs is not None and runs.observe is None),
-                help="Seconds --wait waits at most.",
+                help="Seconds --wait waits at most (and --rollback for the run's instances "
+                "still stopping or pending, which EC2 refuses to undo before they are there).",
             ),
         ] = 600.0,
         batch_size: Annotated[
@@ -1133,7 +1134,11 @@ def rollback(
     wait_timeout: Annotated[
         float,
         typer.Option(
-            "--wait-timeout", metavar="SECONDS", min=0, help="Seconds --wait waits at most."
+            "--wait-timeout",
+            metavar="SECONDS",
+            min=0,
+            help="Seconds --wait waits at most; and the undo first, for instances still "
+            "stopping or pending (EC2 refuses to undo them before they are there).",
         ),
     ] = 600.0,
     output: OutputOpt = Output.text,

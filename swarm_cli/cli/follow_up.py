@@ -5,6 +5,8 @@ step summary and the HTML report."""
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -13,7 +15,7 @@ from rich.console import Console
 
 from ..actions import ACTIONS, ActionSpec
 from ..actions.operations import RESOURCE_OPERATIONS, Operation
-from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED, UsageError
+from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED, EXIT_SIGNALLED, UsageError
 from ..ledger import (
     LedgerError,
 )
@@ -80,10 +82,17 @@ def follow_up(
                 try:
                     settle(plan, groups, reach, options, err, flags.wait_timeout)
                 except ReadInterrupted as exc:
+                    # Nothing undone: the run's state stays, and the way back is the undo.
                     report.signal = report.signal or exc.signal
+                    report.exit_code = EXIT_SIGNALLED + signal.Signals[exc.signal].value
+                    back = (
+                        f"swarm rollback {shlex.quote(ledger)} --run {plan.run}"
+                        if ledger
+                        else "the run wrote no ledger to undo it from"
+                    )
+                    report.extra["rollback_stopped"] = {"signal": exc.signal, "undo": back}
                     err.print(
-                        f"rollback: stopped by {exc.signal} before anything was undone: "
-                        f"`swarm rollback LEDGER --run {plan.run}`",
+                        f"rollback: stopped by {exc.signal} before anything was undone: {back}",
                         markup=False,
                     )
                     return
@@ -172,6 +181,14 @@ def settle(
     )
     waited = wait_for(Job(spec, moving, options), moving, reach.client, err, timeout=timeout)
     stop_if_interrupted(waited)
+    late = count - waited.counts["succeeded"]
+    if late:
+        warn(
+            err,
+            f"rollback: {late} of them not {spec.target_state} after {timeout:g} s "
+            f"(--wait-timeout): {plan.action.name} them all the same; EC2 refuses those still "
+            f"{passing} (IncorrectInstanceState), to be undone again once they are there",
+        )
 
 
 def refuse_wait(operation: Operation, flags: Flags) -> None:

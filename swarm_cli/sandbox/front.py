@@ -97,7 +97,8 @@ PairKey = tuple[str, str, str]  # (account, region, API action)
 # instance back to life and reboots a stopped one into running.
 _CANNOT = {
     "StopInstances": (
-        frozenset({"terminated", "shutting-down"}),
+        # EC2 stops no instance still pending ("it has never reached the 'running' state").
+        frozenset({"terminated", "shutting-down", "pending"}),
         "This instance '{}' is not in a state from which it can be stopped.",
     ),
     "StartInstances": (
@@ -146,6 +147,10 @@ class Ec2Front:
         self._done: dict[tuple[str, str], int] = {}
         # moto's backends are not built for concurrent mutation; one call at a time.
         self._moto = threading.Lock()
+        # Instances on their way (stopping, pending): each one's latest move, and the
+        # timers that end the moves (see _on_the_way).
+        self._transit: dict[tuple[str, str, str], int] = {}
+        self._timers: set[threading.Timer] = set()
         # Wall-clock time (time.time(), comparable across processes) at which the
         # first instance-action call of a client under test arrived; None before it.
         self.first_call_at: float | None = None
@@ -523,18 +528,37 @@ class Ec2Front:
         EC2's are. Called holding the moto lock."""
         passing, passing_code, end, end_code = ON_THE_WAY[action]
         after = _states_in_moto(account, region, list(before)) or {}
-        ids = [i for i, state in after.items() if state == end and before.get(i) != end]
-        if not ids:
+        moved = [i for i, state in after.items() if state == end and before.get(i) != end]
+        if not moved:
             return
-        _set_states_in_moto(account, region, ids, passing, passing_code)
+        _set_states_in_moto(account, region, moved, passing, passing_code)
+        # One on its way already (a stop of an instance stopping) keeps the time it had.
+        fresh = [i for i in moved if before.get(i) != passing]
+        if not fresh:
+            return
+        marks = {}
+        for i in fresh:
+            key = (account, region, i)
+            marks[i] = self._transit[key] = self._transit.get(key, 0) + 1
 
         def arrive() -> None:
             with self._moto:
-                _set_states_in_moto(account, region, ids, end, end_code, only_from=passing)
+                # Only those no later call has sent on another way since.
+                due = [i for i in fresh if self._transit.get((account, region, i)) == marks[i]]
+                _set_states_in_moto(account, region, due, end, end_code, only_from=passing)
+                self._timers.discard(timer)
 
         timer = threading.Timer(self.config.transition_seconds, arrive)
         timer.daemon = True
+        self._timers.add(timer)
         timer.start()
+
+    def cancel_transitions(self) -> None:
+        """The sandbox stops: no instance of it moves on after (moto's state is global)."""
+        with self._moto:
+            for timer in self._timers:
+                timer.cancel()
+            self._timers.clear()
 
     def _release(
         self,

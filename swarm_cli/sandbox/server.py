@@ -189,6 +189,8 @@ class Sandbox(SandboxAdmin):
         self._stopped.set()  # before the lock: ends an outage's wait at once
         with self._lifecycle:
             self._go_down()
+            if self.front is not None:
+                self.front.cancel_transitions()
 
     def down(self) -> None:
         """Refuse connections and cut open ones, keeping moto's state and the front."""
