@@ -218,6 +218,8 @@ def test_a_resume_that_waits_sees_to_what_no_wait_saw_arrive(tmp_path: Path) -> 
         while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
             time.sleep(0.1)
         box.client().start_instances(InstanceIds=ids[:2])
+        while states(box, ids[:2]) != {"running"} and time.monotonic() < deadline:
+            time.sleep(0.1)
         before = box.calls_by("StopInstances")
         code, report = act(box, "stop", listed, ledger, "--resume", "--wait")
         assert states(box, ids) == {"stopped"}

@@ -939,8 +939,13 @@ def register(
                 metavar="SECONDS",
                 min=0,
                 hidden=plan or (runs is not None and runs.observe is None),
-                help="Seconds --wait waits at most (and --rollback for the run's instances "
-                "still stopping or pending, which EC2 refuses to undo before they are there).",
+                help="Seconds --wait waits at most"
+                + (
+                    "."
+                    if runs is not None
+                    else " (and --rollback for the run's instances still stopping or pending, "
+                    "which EC2 refuses to undo before they are there)."
+                ),
             ),
         ] = 600.0,
         batch_size: Annotated[
