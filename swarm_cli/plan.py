@@ -91,7 +91,7 @@ STATE_RULES: dict[str, dict[str, Prediction]] = {
         "terminated": _D,
     },
     "stop": {
-        "pending": _A,
+        "pending": _W,  # "cannot be stopped as it has never reached the 'running' state"
         "running": _A,
         "stopping": _D,
         "stopped": _D,
@@ -118,6 +118,10 @@ STATE_RULES: dict[str, dict[str, Prediction]] = {
 }
 
 
+# The states an instance passes through, and the one each leads to.
+ON_ITS_WAY = {"stopping": "stopped", "pending": "running"}
+
+
 def _judge(
     spec: ActionSpec, info: InstanceInfo | None, protected: bool | None
 ) -> tuple[Prediction, str]:
@@ -141,6 +145,9 @@ def _judge(
         return prediction, f"{info.state}: EC2 answers success"
     if prediction is Prediction.IGNORED:
         return prediction, f"{info.state}: EC2 answers success and does nothing"
+    passing = ON_ITS_WAY.get(info.state)
+    if passing:  # EC2 refuses it only until the instance gets there, within minutes
+        return prediction, f"{info.state}: IncorrectInstanceState until it is {passing}"
     return prediction, f"{info.state}: IncorrectInstanceState"
 
 

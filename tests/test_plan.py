@@ -398,6 +398,17 @@ def test_predictions_for_states_the_sandbox_never_shows() -> None:
     assert predict(terminate, info("i-1", "shutting-down"), None) is D
     assert predict(stop, info("i-1", "stopping"), None) is D
     assert predict(start, info("i-1", "stopping"), None) is W
+    assert predict(stop, info("i-1", "pending"), None) is W  # EC2 stops none still pending
+    # ... only until they get there: said so.
+    from swarm_cli.plan import _judge
+
+    assert _judge(start, info("i-1", "stopping"), None)[1] == (
+        "stopping: IncorrectInstanceState until it is stopped"
+    )
+    assert _judge(stop, info("i-1", "pending"), None)[1] == (
+        "pending: IncorrectInstanceState until it is running"
+    )
+    assert _judge(start, info("i-1", "terminated"), None)[1] == "terminated: IncorrectInstanceState"
     assert predict(reboot, info("i-1", "shutting-down"), None) is IG
     assert predict(terminate, info("i-1", "stopped"), True) is P
     assert predict(terminate, info("i-1", "terminated"), True) is D  # protection is moot
