@@ -53,9 +53,11 @@ class Seen:
 
 
 def images_using(client: Any) -> dict[str, str]:
-    """Snapshot -> the account's AMI that uses it."""
+    """Snapshot -> the account's AMI that uses it (a disabled AMI still holds its
+    snapshots, and DescribeImages leaves those out unless asked)."""
     used: dict[str, str] = {}
-    for image in client.describe_images(Owners=["self"]).get("Images", []):
+    images = client.describe_images(Owners=["self"], IncludeDisabled=True)
+    for image in images.get("Images", []):
         for mapping in image.get("BlockDeviceMappings") or []:
             snapshot = (mapping.get("Ebs") or {}).get("SnapshotId")
             if snapshot:

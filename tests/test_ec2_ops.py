@@ -961,3 +961,22 @@ def test_a_tag_key_given_twice_is_refused_before_anything_is_sent(
     )  # fmt: skip
     assert code == 2 and "the key 'a' is given twice" in err
     assert sandbox.calls_by("CreateTags") == 0
+
+
+def test_snapshots_of_disabled_amis_count_as_used() -> None:
+    """A disabled AMI still holds its snapshots (EC2 refuses to delete them), and
+    DescribeImages leaves disabled AMIs out unless asked; moto has none to show."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from swarm_cli.observe import images_using
+
+    client = boto3.client("ec2", region_name="us-east-1")
+    snap, ami = "snap-0123456789abcdef0", "ami-0123456789abcdef0"
+    with Stubber(client) as stub:
+        stub.add_response(
+            "describe_images",
+            {"Images": [{"ImageId": ami, "BlockDeviceMappings": [{"Ebs": {"SnapshotId": snap}}]}]},
+            {"Owners": ["self"], "IncludeDisabled": True},
+        )
+        assert images_using(client) == {snap: ami}
