@@ -99,7 +99,7 @@ def listing(op: Operation, client: Any) -> Listing:
         observe_api(op),
         o.method,
         items,
-        {k: list(v) for k, v in o.owned},
+        {**{k: list(v) for k, v in o.owned}, **dict(o.always)},
         o.page_size,
     )
 
@@ -390,7 +390,7 @@ def reconcile_gone(
 def describe(client: Any, observe: Observe, ids: Sequence[str]) -> Mapping[str, Any]:
     """One filtered Describe call for ``ids`` (at most :data:`MAX_FILTER_VALUES`)."""
     response: Mapping[str, Any] = getattr(client, observe.method)(
-        Filters=[{"Name": observe.filter, "Values": list(ids)}]
+        Filters=[{"Name": observe.filter, "Values": list(ids)}], **dict(observe.always)
     )
     return response
 

@@ -980,3 +980,17 @@ def test_snapshots_of_disabled_amis_count_as_used() -> None:
             {"Owners": ["self"], "IncludeDisabled": True},
         )
         assert images_using(client) == {snap: ami}
+    # A disabled AMI is there to a plan, a resume and a wait (not deregistered), and to
+    # swarm list.
+    from swarm_cli.observe import describe, listing
+
+    images = OPERATIONS["deregister-image"]
+    assert images.observe is not None
+    with Stubber(client) as stub:
+        stub.add_response(
+            "describe_images",
+            {"Images": [{"ImageId": ami, "State": "disabled"}]},
+            {"Filters": [{"Name": "image-id", "Values": [ami]}], "IncludeDisabled": True},
+        )
+        assert describe(client, images.observe, [ami])["Images"][0]["State"] == "disabled"
+    assert listing(images, client).request == {"Owners": ["self"], "IncludeDisabled": True}

@@ -60,6 +60,9 @@ class Observe:
     # own (DescribeSnapshots and DescribeImages list every public one without it), the
     # largest page (None: the call has no pages), the item's creation time and its kind.
     owned: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Asked of every call: DescribeImages leaves disabled AMIs out (they still hold their
+    # snapshots, and can be deregistered) unless IncludeDisabled.
+    always: tuple[tuple[str, bool], ...] = ()
     page_size: int | None = 1000
     created: str | None = None
     type_key: str | None = None
@@ -240,6 +243,7 @@ _DESCRIBE_IMAGES = Observe(
     "ImageId",
     frozenset({"deregistered"}),
     owned=(("Owners", ("self",)),),
+    always=(("IncludeDisabled", True),),
     created="CreationDate",
     type_key="Architecture",
 )
