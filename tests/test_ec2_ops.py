@@ -963,7 +963,7 @@ def test_a_tag_key_given_twice_is_refused_before_anything_is_sent(
     assert sandbox.calls_by("CreateTags") == 0
 
 
-def test_snapshots_of_disabled_amis_count_as_used() -> None:
+def test_disabled_amis_are_seen_by_every_describe_images_call() -> None:
     """A disabled AMI still holds its snapshots (EC2 refuses to delete them), and
     DescribeImages leaves disabled AMIs out unless asked; moto has none to show."""
     import boto3
