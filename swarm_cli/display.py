@@ -574,6 +574,9 @@ def progress_interval(
 
 
 _said_of: set[str] = set()  # values of INTERVAL_ENV warned of already
+# What EC2 refuses an action in (IncorrectInstanceState) only until the instance gets on.
+ON_THE_WAY_FROM = {"start": "stopping", "stop": "pending"}
+WRONG_STATE_CODE = "IncorrectInstanceState"
 
 
 def total_line(snaps: Sequence[Snapshot], now: float) -> str:
@@ -840,7 +843,7 @@ def render_summary(report: Report, console: Console) -> None:
                 "can be written, run the same command again",
                 style="bold red",
             )
-        elif c["failed"] + c["pending"] > stuck:
+        else:
             # The same ledger, so that the record stays in one file; --yes, for the IDs
             # are those this run was already allowed to act on.
             # Through a file and &&: a list that cannot be made (a ledger of several
@@ -852,8 +855,19 @@ def render_summary(report: Report, console: Console) -> None:
             path = report.ledger if not report.ledger.startswith("-") else f"./{report.ledger}"
             ledger = literal(shlex.quote(path))
             left = literal(shlex.quote(f"{path}.left"))
-            say(
-                f"  retry the rest: swarm ledger failed --retryable --action {report.action} "
+            again = (
                 f"{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
                 f"--ledger {ledger} --ids {left} --resume"
             )
+            if c["failed"] + c["pending"] > stuck:
+                say(
+                    f"  retry the rest: swarm ledger failed --retryable --action "
+                    f"{report.action} {again}"
+                )
+            passing = ON_THE_WAY_FROM.get(report.action)
+            if passing and any(p.code == WRONG_STATE_CODE for p in report.problems):
+                # Refused while on their way (a start right after a stop): not for good.
+                say(
+                    f"  once those still {passing} are there: swarm ledger failed --action "
+                    f"{report.action} {again}"
+                )

@@ -205,6 +205,36 @@ def test_a_rollback_whose_wait_ran_out_says_so_before_ec2_refuses(tmp_path: Path
     assert json.loads(out)["counts"]["failed"] == 4
 
 
+def test_a_start_right_after_a_stop_says_how_to_send_those_refused_once_stopped(
+    tmp_path: Path,
+) -> None:
+    with Sandbox(replace(SLOW, transition_seconds=1.0)) as box:
+        ids = box.launch(5)
+        ledger = tmp_path / "l.jsonl"
+        listed = write_ids(tmp_path / "ids.txt", ids)
+        assert act(box, "stop", listed, ledger)[0] == 0
+        code, out, err = swarm(
+            "start", "--ids", listed, "--endpoint-url", box.endpoint, "--ledger", str(ledger),
+            "--yes", "--progress", "none",
+        )  # fmt: skip
+        assert code == 1
+        flat = " ".join((out + err).split())
+        said = f"once those still stopping are there: swarm ledger failed --action start {ledger}"
+        assert said in flat, err
+        command = flat[flat.index(said) + len("once those still stopping are there: ") :]
+        first, second = command.split(" && ")
+        deadline = time.monotonic() + 30
+        while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        listing, into = first.split(" >")
+        code, left, _ = swarm(*listing.split()[1:])
+        assert sorted(left.split()) == sorted(ids), code  # not --retryable: all five
+        Path(into).write_text(left)
+        code, _, err = swarm(*second.split()[1:], "--progress", "none")
+        assert code == 0, err
+        assert states(box, ids) <= {"pending", "running"}
+
+
 def test_a_resume_that_waits_sees_to_what_no_wait_saw_arrive(tmp_path: Path) -> None:
     # A run without --wait (or killed while waiting) left its stops accepted, not seen
     # stopped; meanwhile someone started two again. `--resume --wait` said "nothing to
