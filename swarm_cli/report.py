@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from .events import RESOLVED
@@ -39,9 +40,21 @@ class Recorded:
 
     def __init__(self) -> None:
         self._where: dict[str, set[tuple[str | None, str | None]]] = {}
+        self._when: dict[str, datetime] = {}  # the latest such record's time, if known
 
-    def add(self, resource_id: str, region: str | None, account: str | None) -> None:
+    def add(
+        self, resource_id: str, region: str | None, account: str | None, ts: str | None = None
+    ) -> None:
         self._where.setdefault(resource_id, set()).add((region, account))
+        when = _parse_ts(ts)
+        if when is not None and (resource_id not in self._when or when > self._when[resource_id]):
+            self._when[resource_id] = when
+
+    def since(self, resource_id: str, now: datetime) -> float | None:
+        """Seconds since the latest record of ``resource_id`` that may have acted on it
+        (None when no such record says when)."""
+        when = self._when.get(resource_id)
+        return None if when is None else (now - when).total_seconds()
 
     def forget(self, resource_ids: Iterable[str]) -> None:
         """No longer held anywhere: what a resume could not tell from IDs no run sent."""
@@ -56,6 +69,17 @@ class Recorded:
             and (account is None or pair.account is None or account == pair.account)
             for region, account in self._where.get(resource_id, ())
         )
+
+
+def _parse_ts(ts: str | None) -> datetime | None:
+    """A ledger record's time (ISO 8601, UTC), or None if it has none or is not one."""
+    if not ts:
+        return None
+    try:
+        when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 
 from rich.console import Console
 
@@ -33,6 +34,9 @@ DONE_STATES: Mapping[str, frozenset[str]] = {
 # Actions for which an instance EC2 does not know is done: terminated instances
 # stay listed for about an hour, then vanish.
 GONE_IS_DONE = frozenset({"terminate"})
+# Within this many seconds of a call, what it terminated is still listed: one not
+# listed at all was never there (another account or region, a typo).
+STILL_LISTED = 45 * 60.0
 
 
 def observable(action: str) -> bool:
@@ -78,6 +82,8 @@ def reconcile(
     read, report = describe_job(
         wanted, make_client, console, options=replace(options, ledger=None, progress="none")
     )
+    now = datetime.now(timezone.utc)
+    never_here = 0
     for pair, ids in wanted.items():
         infos = read.get(pair, {})
         # (Only where not being listed could count as done.)
@@ -91,15 +97,28 @@ def reconcile(
             info = infos[i]
             if info is None:
                 held = recorded is None or recorded.holds(i, pair)
-                if action in GONE_IS_DONE and held and trust:
-                    message = "DescribeInstances lists no such instance (terminated ones vanish)"
-                    result.done.setdefault(pair, {})[i] = _done(message)
+                since = None if recorded is None else recorded.since(i, now)
+                if not (action in GONE_IS_DONE and held and trust):
+                    continue
+                if since is not None and since < STILL_LISTED:
+                    never_here += 1  # it would be listed, terminated, had it been here
+                    continue
+                message = "DescribeInstances lists no such instance (terminated ones vanish)"
+                result.done.setdefault(pair, {})[i] = _done(message)
                 continue
             result.found[i] = info
             if info.state in states:
                 result.done.setdefault(pair, {})[i] = _done(
                     f"{info.state} per DescribeInstances; not sent"
                 )
+    if never_here:
+        console.print(
+            f"resume: {never_here} ID(s) a run may have {action}d in the last "
+            f"{STILL_LISTED / 60:.0f} min are not listed at all, where a terminated instance "
+            "stays listed for about an hour: not taken as done (another account or region, a "
+            "typo?); they are sent again, to come back missing",
+            markup=False,
+        )
     if result.unread:
         result.why = report.why()
     return result

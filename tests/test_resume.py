@@ -264,3 +264,49 @@ def test_calls_that_never_connected_leave_a_typo_missing_on_the_resume(
     code, out, err = swarm(*common, "--endpoint-url", sandbox.endpoint, "--resume")
     assert code == 1, err
     assert json.loads(out)["counts"] == {"succeeded": 2, "failed": 0, "missing": 1, "pending": 0}
+
+
+def test_a_resumed_terminate_of_an_id_not_listed_soon_after_is_sent_again(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A run may have terminated all four (killed, or a call timed out), but EC2 lists a
+    terminated instance for about an hour: one not listed at all minutes later was never
+    there (it lives in another region, here). It was taken as done: exit 0, the gate
+    green, the instance running. An hour on, not being listed says nothing either way."""
+    from swarm_cli.ledger import LedgerWriter
+
+    ids = sandbox.launch(3)
+    elsewhere = sandbox.launch(1, region="eu-west-1")[0]
+    listed = write_ids(tmp_path / "ids.txt", [*ids, elsewhere])
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "terminate", "us-east-1")
+    writer.write_ahead([*ids, elsewhere])  # bare intents: their calls may have left
+    writer.close()
+    run = (
+        *("terminate", "--ids", listed, "--endpoint-url", sandbox.endpoint, "--yes"),
+        *("--ledger", str(ledger), "--output", "json"),
+    )
+    code, out, err = swarm(*run, "--resume")
+    assert code == 1, err
+    assert json.loads(out)["counts"]["missing"] == 1
+    assert "1 ID(s) a run may have terminated in the last 45 min are not listed at all" in (
+        " ".join(err.split())
+    )
+    code, _, _ = swarm("ledger", "failed", "--ids", listed, str(ledger))
+    assert code == 1
+    assert sandbox.states([elsewhere], region="eu-west-1") == {elsewhere: "running"}
+    # Intents an hour old or more: what the run terminated may have vanished since.
+    fresh = sandbox.launch(1)
+    writer = LedgerWriter(str(tmp_path / "old.jsonl"), "r2", "terminate", "us-east-1")
+    writer.write_ahead([*fresh, elsewhere])
+    writer.close()
+    aged = (tmp_path / "old.jsonl").read_text().replace('"ts":"20', '"ts":"19')
+    assert aged.count('"ts":"19') == 2
+    (tmp_path / "old.jsonl").write_text(aged)
+    code, out, err = swarm(
+        *("terminate", "--ids", write_ids(tmp_path / "two.txt", [*fresh, elsewhere])),
+        *("--endpoint-url", sandbox.endpoint, "--yes", "--ledger", str(tmp_path / "old.jsonl")),
+        *("--output", "json", "--resume"),
+    )
+    assert code == 0, err
+    assert json.loads(out)["counts"]["succeeded"] == 2

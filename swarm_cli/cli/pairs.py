@@ -371,11 +371,11 @@ def succeeded(
                 done.discard(r.id)
                 unconfirmed.add(r.id)
                 if recorded is not None:
-                    recorded.add(r.id, r.region, r.account)
+                    recorded.add(r.id, r.region, r.account, r.ts)
     for r, _ in latest.values():
         if r.id not in done and may_have_acted(r):
             if recorded is not None:
-                recorded.add(r.id, r.region, r.account)
+                recorded.add(r.id, r.region, r.account, r.ts)
             if pending is not None:
                 pending.add(r.id)
     return done
