@@ -545,17 +545,23 @@ class InstanceCall(BatchCall):
         )
         out = {i: ok if i in answered else lost for i in ids}
         target = self.spec.target_state
+        # There already, or on its way there by someone else's call (stopping, for a stop).
+        there = {target, ON_ITS_WAY_TO.get(target or "")} - {None}
         for item in items:
             before = (item.get("PreviousState") or {}).get("Name")
             with self._lock:
                 first = self._sent.get(item["InstanceId"], 0) <= 1
-            if before is not None and before == target and first and item["InstanceId"] in out:
+            if before in there and first and item["InstanceId"] in out:
                 # EC2 says this call changed nothing: a rollback must not undo it.
                 message = f"was {before} already: the call changed nothing"
                 out[item["InstanceId"]] = Outcome(
                     Kind.SUCCEEDED, WAS_ALREADY_CODE, message, status, request_id
                 )
         return out
+
+
+# The state an instance passes through on its way to each action's end state.
+ON_ITS_WAY_TO = {"stopped": "stopping", "running": "pending", "terminated": "shutting-down"}
 
 
 class Terminate(InstanceCall):

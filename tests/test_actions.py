@@ -163,6 +163,28 @@ def test_a_rollback_right_after_a_start_waits_for_the_instances_to_run(tmp_path:
         assert states(box, ids) <= {"stopping", "stopped"}
 
 
+def test_instances_someone_else_was_stopping_are_left_alone_by_the_rollback(
+    tmp_path: Path,
+) -> None:
+    # EC2 answers a stop of an instance stopping with PreviousState stopping: the call
+    # changed nothing, as for one stopped already. The undo started all six.
+    with Sandbox(replace(SLOW, transition_seconds=1.0)) as box:
+        ids = box.launch(6)
+        box.client().stop_instances(InstanceIds=ids[:3])  # someone else's, under way
+        ledger = tmp_path / "l.jsonl"
+        code, report = act(box, "stop", write_ids(tmp_path / "ids.txt", ids), ledger)
+        assert code == 0, report
+        was = {r.id for r in read_records(str(ledger)) if r.code == "WasAlready"}
+        assert was == set(ids[:3])
+        code, out, err = swarm(
+            "rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes", "--output", "json"
+        )
+        assert code == 0, err
+        assert json.loads(out)["counts"]["succeeded"] == 3
+        assert states(box, ids[:3]) <= {"stopping", "stopped"}
+        assert states(box, ids[3:]) <= {"pending", "running"}
+
+
 def test_a_stop_rolled_back_in_the_run_waits_for_what_it_stopped_and_has_no_budget(
     tmp_path: Path,
 ) -> None:
