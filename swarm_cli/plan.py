@@ -385,6 +385,7 @@ def credentials_failure(reasons: Sequence[Reason | None]) -> str | None:
 # What a DryRun is sent on, by preference: an ID that would be acted on, else one that
 # could not be read (the run would send it too).
 _DRY_RUN_TARGETS = (Prediction.WOULD_ACT, Prediction.UNKNOWN)
+_SENT_ANYWAY = (Prediction.WRONG_STATE, Prediction.ALREADY, Prediction.IGNORED)
 
 
 def check_plan_permission(
@@ -402,7 +403,10 @@ def check_plan_permission(
     opted in) has them unknown, and ``plan.fatal`` says why (the run would stop there)."""
     spec = plan.action
     first: dict[Pair, str] = {}
-    for wanted in _DRY_RUN_TARGETS if unknown_sent else _DRY_RUN_TARGETS[:1]:
+    targets = _DRY_RUN_TARGETS if unknown_sent else _DRY_RUN_TARGETS[:1]
+    # Where none would act, the run still sends those EC2 refuses or answers as done
+    # (a start of instances still stopping): its permission is asked all the same.
+    for wanted in (*targets, *_SENT_ANYWAY):
         for r in plan.rows:
             if r.prediction is wanted:
                 first.setdefault(r.pair, r.id)

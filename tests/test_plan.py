@@ -684,3 +684,19 @@ def test_the_dry_run_goes_to_an_id_the_run_would_send_never_one_a_rail_keeps(
     code, plan = plan_cli(sandbox, tmp_path, ids[:2], "--protect-tag", "keep")
     assert code == 1 and plan["fatal"] is None and plan["permission"] == []
     assert sandbox.calls_by("TerminateInstances") == 1  # the first plan's only
+
+
+def test_a_plan_where_none_would_act_still_asks_the_permission_the_run_needs(
+    tmp_path: Path,
+) -> None:
+    """A start of instances still stopping acts on none, but the run sends every one (EC2
+    refuses them): the plan said "permission not checked: the run would make no call"."""
+    config = SandboxConfig(BucketSpec(1000, 1000), BucketSpec(1000, 1000), transition_seconds=60)
+    with Sandbox(config) as box:
+        ids = box.launch(3)
+        box.client().stop_instances(InstanceIds=ids)
+        plan = make_plan(ACTIONS["start"], {HERE: ids}, clients(box), quiet(), options=QUIET)
+        assert {r.prediction for r in plan.rows} == {W}
+        assert plan.permission[HERE].allowed is True
+        assert box.calls_by("StartInstances") == 1  # the DryRun, which changes nothing
+        assert set(box.states(ids).values()) == {"stopping"}
