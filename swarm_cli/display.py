@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Protocol
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from .ledger import PERMANENT_CODES
+from .ledger import IN_TRANSITION_CODE, PERMANENT_CODES
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .stats import FALL_LASTING, RATE_SPAN, STORM_LASTING, Fall, RateWatch, Snapshot, Stats
@@ -576,7 +576,6 @@ def progress_interval(
 _said_of: set[str] = set()  # values of INTERVAL_ENV warned of already
 # What EC2 refuses an action in (IncorrectInstanceState) only until the instance gets on.
 ON_THE_WAY_FROM = {"start": "stopping", "stop": "pending"}
-WRONG_STATE_CODE = "IncorrectInstanceState"
 
 
 def total_line(snaps: Sequence[Snapshot], now: float) -> str:
@@ -821,10 +820,7 @@ def render_summary(report: Report, console: Console) -> None:
             1 for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES
         )
         if stuck:
-            say(
-                f"  failed permanently (protected, wrong state): {stuck}; a retry fails again "
-                "until that changes (an instance still stopping or pending gets there in minutes)"
-            )
+            say(f"  failed permanently (protected, wrong state): {stuck}; a retry fails again")
         if undone:
             return  # the run was rolled back: what it left is not to be retried
         stopped = report.extra.get("rollback_stopped")
@@ -859,13 +855,14 @@ def render_summary(report: Report, console: Console) -> None:
                 f"{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
                 f"--ledger {ledger} --ids {left} --resume"
             )
-            if c["failed"] + c["pending"] > stuck:
+            moving = sum(1 for p in report.problems if p.code == IN_TRANSITION_CODE)
+            if c["failed"] + c["pending"] > stuck + moving:
                 say(
                     f"  retry the rest: swarm ledger failed --retryable --action "
                     f"{report.action} {again}"
                 )
             passing = ON_THE_WAY_FROM.get(report.action)
-            if passing and any(p.code == WRONG_STATE_CODE for p in report.problems):
+            if passing and moving:
                 # Refused while on their way (a start right after a stop): not for good.
                 say(
                     f"  once those still {passing} are there: swarm ledger failed --action "

@@ -243,6 +243,14 @@ def test_a_start_right_after_a_stop_says_how_to_send_those_refused_once_stopped(
         flat = " ".join((out + err).split())
         said = f"once those still stopping are there: swarm ledger failed --action start {ledger}"
         assert said in flat, err
+        # Refused only while on their way: no failure for good, so a retry list keeps them.
+        latest = fold(read_records(str(ledger)))
+        assert {r.code for r in latest.values() if r.action == "start"} == {"InTransition"}
+        code, retryable, _ = swarm(
+            "ledger", "failed", "--retryable", "--action", "start", str(ledger)
+        )
+        assert sorted(retryable.split()) == sorted(ids)
+        assert "failed permanently" not in flat
         command = flat[flat.index(said) + len("once those still stopping are there: ") :]
         first, second = command.split(" && ")
         deadline = time.monotonic() + 30

@@ -485,7 +485,6 @@ def test_summary_names_failures_and_the_retry_command(tmp_path: Path) -> None:
     assert "i-00000003  failed  OperationNotPermitted  protected" in text
     # The protected one is not retried forever; the unanswered one is.
     assert "failed permanently (protected, wrong state): 1; a retry fails again" in text
-    assert "until that changes (an instance still stopping or pending gets there" in text
     # Copied as is into a CI step: the same ledger, and no prompt.
     retry = (
         "swarm ledger failed --retryable --action terminate l.jsonl >l.jsonl.left && "

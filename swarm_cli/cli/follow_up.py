@@ -102,6 +102,14 @@ def follow_up(
                 if undo.exit_code:
                     report.exit_code = undo.exit_code
     operation = RESOURCE_OPERATIONS.get(spec.name)
+    if operation is None and not flags.dry_run and "rollback" not in report.extra:
+        try:
+            on_their_way(spec, job, report, reach, err)
+        except LedgerError as exc:
+            error(err, f"{exc}")
+            report.ledger_error = str(exc)
+            report.exit_code = EXIT_LEDGER
+            return
     if flags.wait and "rollback" in report.extra:
         # What the run did was undone: nothing of it is to reach the run's state.
         err.print("--wait skipped: the run was rolled back", markup=False)
@@ -189,6 +197,73 @@ def settle(
             f"(--wait-timeout): {plan.action.name} them all the same; EC2 refuses those still "
             f"{passing} (IncorrectInstanceState), to be undone again once they are there",
         )
+
+
+# What EC2 refuses an action in only until the instance gets on (IncorrectInstanceState).
+REFUSED_ON_THE_WAY = {"start": "stopping", "stop": "pending"}
+WRONG_STATE_CODE = "IncorrectInstanceState"
+
+
+def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: Console) -> None:
+    """The instances EC2 refused as in the wrong state that are only on their way (a start
+    right after a stop finds them stopping) are no failure for good: looked up, and
+    recorded so (``InTransition``, which ``swarm ledger failed --retryable`` keeps)."""
+    from ..describe import ReadInterrupted, describe
+    from ..ledger import IN_TRANSITION_CODE, LedgerWriter
+
+    passing = REFUSED_ON_THE_WAY.get(spec.name)
+    refused = [p for p in report.problems if p.status == "failed" and p.code == WRONG_STATE_CODE]
+    if passing is None or not refused or report.interrupted:
+        return
+    groups: dict[Pair, list[str]] = {}
+    for p in refused:
+        groups.setdefault(Pair(p.account, p.region or ""), []).append(p.id)
+    try:
+        seen = describe(groups, reach.client, err, options=replace(job.options, progress="none"))
+    except ReadInterrupted:
+        return  # what could not be looked up stays as EC2 answered it
+    moving = {
+        (pair, i)
+        for pair, known in seen.items()
+        for i, info in known.items()
+        if info is not None and info.state == passing
+    }
+    if not moving:
+        return
+    target = {"stopping": "stopped", "pending": "running"}[passing]
+    message = (
+        f"{passing} when sent: EC2 {spec.name}s it once it is {target} "
+        "(IncorrectInstanceState until then)"
+    )
+    if job.options.ledger:
+        writer = LedgerWriter(
+            job.options.ledger,
+            report.run,
+            spec.name,
+            None,
+            started=report.ledger_started,
+            seq_after=report.ledger_seq,
+        )
+        try:
+            for pair, i in sorted(moving, key=lambda m: m[1]):
+                writer.write(
+                    i,
+                    "failed",
+                    code=IN_TRANSITION_CODE,
+                    message=message,
+                    region=pair.region or None,
+                    account=pair.account,
+                )
+        finally:
+            lost = writer.close()
+        if writer.error is not None or lost:
+            raise LedgerError(f"cannot write the ledger {job.options.ledger}: records were lost")
+        report.ledger_seq += len(moving)
+    ids = {i for _, i in moving}
+    report.problems = [
+        replace(p, code=IN_TRANSITION_CODE, message=message) if p in refused and p.id in ids else p
+        for p in report.problems
+    ]
 
 
 def refuse_wait(operation: Operation, flags: Flags) -> None:

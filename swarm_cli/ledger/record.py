@@ -54,6 +54,9 @@ WAS_ALREADY_CODE = "WasAlready"
 # A success recorded without a call: --resume found the instance in the action's end
 # state already (see swarm_cli.resume).
 ALREADY_CODE = "AlreadyInState"
+# A refusal (IncorrectInstanceState) of an instance only on its way to a state the action
+# applies to (a start of one still stopping): a failure, not one for good.
+IN_TRANSITION_CODE = "InTransition"
 
 
 # How a pending record ends when a call of the intent left and no answer said what came
