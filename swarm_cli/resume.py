@@ -39,6 +39,13 @@ GONE_IS_DONE = frozenset({"terminate"})
 STILL_LISTED = 45 * 60.0
 
 
+def done_words(action: str) -> str:
+    """The states that show ``action`` done, for people, the one on the way first:
+    "stopping or stopped"."""
+    order = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
+    return " or ".join(s for s in order if s in DONE_STATES.get(action, ()))
+
+
 def observable(action: str) -> bool:
     """Whether DescribeInstances can show ``action`` done (not reboot's)."""
     return action in DONE_STATES

@@ -311,7 +311,7 @@ def reconcile_undo(
     window). Those in the run's end state are undone with the rest. Those it
     could not read are neither: whether they were carried out is unknown.
     """
-    from ..resume import reconcile
+    from ..resume import done_words, reconcile
 
     groups = {p: list(ids) for p, ids in plan.groups.items()}
     count = sum(len(ids) for ids in plan.unsure.values())
@@ -320,7 +320,7 @@ def reconcile_undo(
     seen = reconcile(plan.of, plan.unsure, reach.client, err, options=options)
     for pair, done in seen.done.items():
         groups.setdefault(pair, []).extend(done)
-    verb = ACTIONS[plan.of].verb
+    verb = done_words(plan.of)
     read = count - seen.unread
     err.print(
         f"rollback: {count} intent(s) of the run were left pending; "

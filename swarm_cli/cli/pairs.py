@@ -397,7 +397,7 @@ def reconcile_resume(
     holds an intent of it): otherwise no run of this ledger ever acted on it, and it is
     sent, to be found missing (a wrong region or account, a typo).
     """
-    from ..resume import observable, reconcile
+    from ..resume import done_words, observable, reconcile
 
     if not flags.resume or not groups:
         return {}
@@ -413,7 +413,8 @@ def reconcile_resume(
     found.update(seen.found)
     text = (
         f"resume: DescribeInstances shows {seen.already} of {seen.checked} already "
-        f"{spec.verb} (to be recorded done, not sent); {seen.checked - seen.already} to send"
+        f"{done_words(spec.name)} (to be recorded done, not sent); "
+        f"{seen.checked - seen.already} to send"
     )
     if seen.unread:
         why = f" ({seen.why})" if seen.why else ""
