@@ -577,3 +577,28 @@ def test_rollback_wait_is_bounded_by_its_wait_timeout(tmp_path: Path) -> None:
         )  # fmt: skip
         assert code == 1, err
         assert json.loads(out)["wait"]["timed_out"] == 3
+
+
+def test_a_selection_shard_reaches_only_its_own_accounts(tmp_path: Path) -> None:
+    """With --filter, each shard assumed every account's role and listed it: a role
+    refused in the other shard's account stopped this one too (exit 4, nothing sent), and
+    each shard's job needed every account's role."""
+    with Sandbox(OPEN) as box:
+        made = {a: box.launch(3, account=a) for a in ACCOUNTS}
+        for account, ids in made.items():
+            box.client(account=account).create_tags(
+                Resources=ids, Tags=[{"Key": "team", "Value": "a"}]
+            )
+        accounts = accounts_file(tmp_path)  # both accounts, in us-east-1 (--region)
+        for k in (1, 2):
+            listed = box.calls_by("DescribeInstances")
+            code, _, err = swarm(
+                "terminate", "--filter", "tag:team=a", "--accounts", str(accounts),
+                "--region", "us-east-1", "--shard", f"{k}/2", "--endpoint-url", box.endpoint,
+                "--yes", "--ledger", str(tmp_path / f"s{k}.jsonl"), "--progress", "none",
+            )  # fmt: skip
+            assert code == 0, err
+            assert "shard" in err and "1 of 2 account/region pair(s)" in err, err
+            assert box.calls_by("DescribeInstances") - listed == 1  # its own pair alone
+        for account, ids in made.items():
+            assert set(box.states(ids, account=account).values()) <= {"shutting-down", "terminated"}

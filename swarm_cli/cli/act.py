@@ -260,8 +260,6 @@ def _run_action(
         # swarm shards' does (which knows nothing of them).
         groups = apply_shard(plan_groups(targets, accounts, region, err), flags.shard, err)
         groups = exclude_from(groups, exclude, err)
-    if selecting:
-        groups = apply_shard(groups, flags.shard, err, by_count=False)
     # Last of the checks of the command line: it creates the ledger (proving it writable).
     writes_ledger = not (flags.sandbox or flags.dry_run)
     if writes_ledger:

@@ -175,13 +175,11 @@ def warn_unknown_regions(regions: set[str], err: Console) -> None:
 
 
 def apply_shard(
-    groups: dict[Pair, list[str]], shard: str | None, err: Console, *, by_count: bool = True
+    groups: dict[Pair, list[str]], shard: str | None, err: Console
 ) -> dict[Pair, list[str]]:
-    """--shard K/N: keep the pairs of shard K, so that no bucket is split across machines.
-
-    The split is swarm shards' (shards.assign): by instance count for an ID list, by
-    pairs for a selection (whose counts the shards command cannot know).
-    """
+    """--shard K/N of an ID list: keep the pairs of shard K, so that no bucket is split
+    across machines. The split is swarm shards' (shards.assign), by instance count; a
+    selection's is by pairs (:func:`shard_pairs`), whose counts it cannot know."""
     from ..shards import ShardError, keep_shard, parse_shard
 
     if not shard:
@@ -190,13 +188,28 @@ def apply_shard(
         k, n = parse_shard(shard)
     except ShardError as exc:
         raise UsageError(str(exc)) from exc
-    weights = {(p.account, p.region): len(ids) if by_count else 1 for p, ids in groups.items()}
+    weights = {(p.account, p.region): len(ids) for p, ids in groups.items()}
     mine = keep_shard(weights, k, n)
     kept = {p: ids for p, ids in groups.items() if (p.account, p.region) in mine}
     err.print(
         f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
         f"{sum(map(len, kept.values()))} of {sum(map(len, groups.values()))} instance(s)"
     )
+    return kept
+
+
+def shard_pairs(pairs: list[Pair], shard: str, err: Console) -> list[Pair]:
+    """--shard K/N of a selection: the pairs of shard K, by pairs (swarm shards' split of
+    an accounts file), chosen before any is listed."""
+    from ..shards import ShardError, keep_shard, parse_shard
+
+    try:
+        k, n = parse_shard(shard)
+    except ShardError as exc:
+        raise UsageError(str(exc)) from exc
+    mine = keep_shard({(p.account, p.region): 1 for p in pairs}, k, n)
+    kept = [p for p in pairs if (p.account, p.region) in mine]
+    err.print(f"shard {k}/{n}: {len(kept)} of {len(pairs)} account/region pair(s)")
     return kept
 
 
@@ -277,6 +290,10 @@ def select_groups(
         filters.append({"Name": "instance-state-name", "Values": SOURCE_STATES[spec.name]})
     exclude = load_exclusions(flags, err, operation)
     pairs = selection_pairs(accounts, region)
+    if flags.shard:
+        # The shard's pairs alone are reached and listed: another shard's account (its
+        # role, its permissions) is none of this one's.
+        pairs = shard_pairs(pairs, flags.shard, err)
     reach.connect({p: [] for p in pairs}, err)
     now = datetime.now(timezone.utc)
     groups: dict[Pair, list[str]] = {}
