@@ -422,7 +422,9 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
     def feed() -> Iterator[str]:
         for number, text in rows[1:]:
             consumed.append((number, text))
-            yield text
+            # With its line end: a quoted field running over two lines keeps the break
+            # (and is refused), where two lines glued would make another ID.
+            yield text + "\n"
 
     reader = csv.reader(feed(), delimiter=delimiter)
     start = 0

@@ -458,3 +458,12 @@ def test_a_tag_list_with_an_instance_column_beside_another_resources_is_refused(
     ):
         got = parse_targets(text.splitlines(keepends=True), rule=rule)
         assert [t.id for t in got.items] == [want] and not got.bad, (text, got.bad)
+
+
+def test_a_quoted_csv_field_over_two_lines_is_not_glued_into_one_id() -> None:
+    lines = ["instance_id,account", '"i-0123', '456789abcdef0",111111111111']
+    got = parse_targets(lines)
+    assert got.items == [] and len(got.bad) == 1, got
+    lines = ["instance_id,account", 'i-0123456789abcdef0,"1111111', '11111"']
+    got = parse_targets(lines)
+    assert got.items == [] and len(got.bad) == 1, got
