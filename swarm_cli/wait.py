@@ -321,12 +321,12 @@ def record_reached(
         for pair, ids in report.done.items()
         for i in ids
     ]
-    count = _append(ledger_path, run_id, action, reached, started, seq_after)
+    count = append_records(ledger_path, run_id, action, reached, started, seq_after)
     rest = [
         (p.id, *unreached(p, target), None, Pair(p.account, p.region or ""))
         for p in report.problems
     ]
-    return count + _append(ledger_path, run_id, action, rest, utc_now(), seq_after + count)
+    return count + append_records(ledger_path, run_id, action, rest, utc_now(), seq_after + count)
 
 
 def unreached(problem: Problem, target: str) -> tuple[str, str, str]:
@@ -344,7 +344,7 @@ def unreached(problem: Problem, target: str) -> tuple[str, str, str]:
     return "pending", NOT_CHECKED_CODE, f"--wait could not check it ({why}); {MAYBE_DONE}"
 
 
-def _append(
+def append_records(
     ledger_path: str,
     run_id: str,
     action: str,
@@ -376,6 +376,6 @@ def _append(
         reason = (error.strerror or str(error)) if error else "records were lost"
         raise LedgerError(
             f"cannot write the ledger {ledger_path}: {reason} "
-            f"({len(lost)} of {count} wait record(s) not written)"
+            f"({len(lost)} of {count} record(s) not written)"
         )
     return count

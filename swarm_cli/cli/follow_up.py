@@ -209,7 +209,8 @@ def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: 
     right after a stop finds them stopping) are no failure for good: looked up, and
     recorded so (``InTransition``, which ``swarm ledger failed --retryable`` keeps)."""
     from ..describe import ReadInterrupted, describe
-    from ..ledger import IN_TRANSITION_CODE, LedgerWriter
+    from ..ledger import IN_TRANSITION_CODE
+    from ..wait import append_records
 
     passing = REFUSED_ON_THE_WAY.get(spec.name)
     refused = [p for p in report.problems if p.status == "failed" and p.code == WRONG_STATE_CODE]
@@ -236,29 +237,18 @@ def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: 
         "(IncorrectInstanceState until then)"
     )
     if job.options.ledger:
-        writer = LedgerWriter(
+        records = [
+            (i, "failed", IN_TRANSITION_CODE, message, None, pair)
+            for pair, i in sorted(moving, key=lambda m: m[1])
+        ]
+        report.ledger_seq += append_records(
             job.options.ledger,
             report.run,
             spec.name,
-            None,
-            started=report.ledger_started,
-            seq_after=report.ledger_seq,
+            records,
+            report.ledger_started,
+            report.ledger_seq,
         )
-        try:
-            for pair, i in sorted(moving, key=lambda m: m[1]):
-                writer.write(
-                    i,
-                    "failed",
-                    code=IN_TRANSITION_CODE,
-                    message=message,
-                    region=pair.region or None,
-                    account=pair.account,
-                )
-        finally:
-            lost = writer.close()
-        if writer.error is not None or lost:
-            raise LedgerError(f"cannot write the ledger {job.options.ledger}: records were lost")
-        report.ledger_seq += len(moving)
     ids = {i for _, i in moving}
     report.problems = [
         replace(p, code=IN_TRANSITION_CODE, message=message) if p in refused and p.id in ids else p
