@@ -708,6 +708,19 @@ def choose_progress(
     return NoProgress()
 
 
+def _wait_line(waited: Mapping[str, Any]) -> str:
+    """A --wait's outcome, for the summary: "wait for stopped: 3 reached, 1 timed out"."""
+    return (
+        f"wait for {waited.get('target')}: {waited.get('reached', 0)} reached"
+        + "".join(
+            f", {waited[k]} {k.replace('_', ' ')}"
+            for k in ("timed_out", "wrong_state", "not_listed", "not_checked")
+            if waited.get(k)
+        )
+        + (f" ({literal(waited['not_checked_why'])})" if waited.get("not_checked") else "")
+    )
+
+
 def render_summary(report: Report, console: Console) -> None:
     """The human summary of a run (its JSON twin is ``report.to_dict()``)."""
 
@@ -793,15 +806,7 @@ def render_summary(report: Report, console: Console) -> None:
         say(f"  calls given up for want of an answer: {timeouts}")
     waited = report.extra.get("wait")
     if waited:
-        say(
-            f"  wait for {waited.get('target')}: {waited.get('reached', 0)} reached"
-            + "".join(
-                f", {waited[k]} {k.replace('_', ' ')}"
-                for k in ("timed_out", "wrong_state", "not_listed", "not_checked")
-                if waited.get(k)
-            )
-            + (f" ({literal(waited['not_checked_why'])})" if waited.get("not_checked") else "")
-        )
+        say(f"  {_wait_line(waited)}")
     undone = report.extra.get("rollback")
     if undone:
         u = undone["counts"]
@@ -810,6 +815,8 @@ def render_summary(report: Report, console: Console) -> None:
             + "".join(f", {u[k]} {k}" for k in ("failed", "missing", "pending") if u[k]),
             style="green" if u["succeeded"] == undone["total"] else "bold red",
         )
+        if undone.get("wait"):
+            say(f"  rollback's {_wait_line(undone['wait'])}")
     if report.ledger_error:
         say(f"  ledger NOT fully written: {literal(report.ledger_error)}", style="bold red")
     if report.ledger:

@@ -82,7 +82,7 @@ def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: 
             "--max-errors",
             "3",
             "--rollback",
-            "--wait",  # for the run's state: nothing to wait for once it is undone
+            "--wait",  # for the undo's state: the run's is undone
         )
         assert states(box, ids) == {"running"}
     assert code == 1
@@ -99,7 +99,10 @@ def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: 
     )
     actions = {r.action for r in read_records(str(ledger))}
     assert actions == {"stop", "start"}
-    assert not [r for r in read_records(str(ledger)) if r.code in ("WaitTimeout", "Reached")]
+    # Waited for: the undo's instances back running, none of the run's stopped.
+    assert undone["wait"]["reached"] == undone["counts"]["succeeded"]
+    waits = [r for r in read_records(str(ledger)) if r.code in ("WaitTimeout", "Reached")]
+    assert {r.action for r in waits} == {"start"} and len(waits) == undone["counts"]["succeeded"]
 
 
 def test_swarm_rollback_undoes_a_stop_later_from_its_ledger(tmp_path: Path) -> None:

@@ -518,6 +518,13 @@ def test_summary_names_failures_and_the_retry_command(tmp_path: Path) -> None:
     render_summary(report, out)
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert "rollback (start): 2 of 2 undone" in text and "retry the rest" not in text
+    assert "rollback's wait" not in text
+    # With --wait, the undo's instances are waited for: said under it.
+    report.extra["rollback"]["wait"] = {"target": "running", "reached": 1, "timed_out": 1}
+    out = console()
+    render_summary(report, out)
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    assert "rollback's wait for running: 1 reached, 1 timed out" in text
 
 
 def test_summary_of_several_pairs_has_a_row_each() -> None:

@@ -97,6 +97,10 @@ def follow_up(
                     )
                     return
                 undo = run_plan(plan.action, groups, options, reach, err, "rollback")
+                # The undo's own after-run (what it found on its way; with --wait, its
+                # instances waited for until they are back), as `swarm rollback` has.
+                undoing = Job(plan.action, groups, options)
+                follow_up(plan.action, replace(flags, rollback=False), undoing, undo, reach, err)
                 report.extra["rollback"] = undo.to_dict()
                 report.signal = report.signal or undo.signal  # the command was stopped
                 if undo.exit_code:
@@ -111,8 +115,8 @@ def follow_up(
             report.exit_code = EXIT_LEDGER
             return
     if flags.wait and "rollback" in report.extra:
-        # What the run did was undone: nothing of it is to reach the run's state.
-        err.print("--wait skipped: the run was rolled back", markup=False)
+        # What the run did was undone: nothing of it is to reach the run's state (the
+        # undo's own wait, for its state, is in the rollback's report).
         return
     if flags.wait and not flags.dry_run and report.done:
         from ..wait import WaitReport, record_reached, wait_for
