@@ -871,7 +871,8 @@ def render_summary(report: Report, console: Console) -> None:
             passing = ON_THE_WAY_FROM.get(report.action)
             if passing and moving:
                 # Refused while on their way (a start right after a stop): not for good.
+                target = "stopped" if passing == "stopping" else "running"
                 say(
-                    f"  once those still {passing} are there: swarm ledger failed --action "
-                    f"{report.action} {again}"
+                    f"  {moving} refused while {passing}: once they are {target}, swarm "
+                    f"ledger failed --retryable --action {report.action} {again}"
                 )

@@ -40,21 +40,38 @@ class Recorded:
 
     def __init__(self) -> None:
         self._where: dict[str, set[tuple[str | None, str | None]]] = {}
-        self._when: dict[str, datetime] = {}  # the latest such record's time, if known
+        # When a call of each may last have left (None: a time that cannot be read);
+        # left out where EC2 took a call of it (accepted): then it was there.
+        self._when: dict[str, datetime | None] = {}
+        self._accepted: set[str] = set()
 
     def add(
-        self, resource_id: str, region: str | None, account: str | None, ts: str | None = None
+        self,
+        resource_id: str,
+        region: str | None,
+        account: str | None,
+        ts: str | None = None,
+        *,
+        accepted: bool = False,
     ) -> None:
         self._where.setdefault(resource_id, set()).add((region, account))
+        if accepted:
+            self._accepted.add(resource_id)
+            return
         when = _parse_ts(ts)
-        if when is not None and (resource_id not in self._when or when > self._when[resource_id]):
-            self._when[resource_id] = when
+        if resource_id in self._when:
+            known = self._when[resource_id]
+            if known is None or (when is not None and when <= known):
+                return  # a time not known stays so (taken as recent); else the latest
+        self._when[resource_id] = when
 
     def since(self, resource_id: str, now: datetime) -> float | None:
-        """Seconds since the latest record of ``resource_id`` that may have acted on it
-        (None when no such record says when)."""
-        when = self._when.get(resource_id)
-        return None if when is None else (now - when).total_seconds()
+        """Seconds since a call of ``resource_id`` may last have left: 0 when no record
+        says when (taken as just now), None where EC2 took a call of it (it was there)."""
+        if resource_id in self._accepted or resource_id not in self._when:
+            return None
+        when = self._when[resource_id]
+        return 0.0 if when is None else (now - when).total_seconds()
 
     def forget(self, resource_ids: Iterable[str]) -> None:
         """No longer held anywhere: what a resume could not tell from IDs no run sent."""

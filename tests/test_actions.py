@@ -244,7 +244,10 @@ def test_a_start_right_after_a_stop_says_how_to_send_those_refused_once_stopped(
         )  # fmt: skip
         assert code == 1
         flat = " ".join((out + err).split())
-        said = f"once those still stopping are there: swarm ledger failed --action start {ledger}"
+        said = (
+            "5 refused while stopping: once they are stopped, swarm ledger failed --retryable "
+            f"--action start {ledger}"
+        )
         assert said in flat, err
         # Refused only while on their way: no failure for good, so a retry list keeps them.
         latest = fold(read_records(str(ledger)))
@@ -254,18 +257,70 @@ def test_a_start_right_after_a_stop_says_how_to_send_those_refused_once_stopped(
         )
         assert sorted(retryable.split()) == sorted(ids)
         assert "failed permanently" not in flat
-        command = flat[flat.index(said) + len("once those still stopping are there: ") :]
+        command = flat[
+            flat.index(said) + len("5 refused while stopping: once they are stopped, ") :
+        ]
         first, second = command.split(" && ")
         deadline = time.monotonic() + 30
         while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
             time.sleep(0.05)
         listing, into = first.split(" >")
         code, left, _ = swarm(*listing.split()[1:])
-        assert sorted(left.split()) == sorted(ids), code  # not --retryable: all five
+        assert sorted(left.split()) == sorted(ids), code
         Path(into).write_text(left)
         code, _, err = swarm(*second.split()[1:], "--progress", "none")
         assert code == 0, err
         assert states(box, ids) <= {"pending", "running"}
+
+
+def test_a_refusal_while_stopping_is_no_failure_for_good_even_once_stopped(
+    tmp_path: Path,
+) -> None:
+    # The look-up comes after the run: a long run finds its first refusals stopped by
+    # then, and recorded them as failures a retry would repeat. Those still stopping,
+    # and those stopped since, are InTransition; a terminated one stays a failure.
+    from rich.console import Console
+
+    from swarm_cli.actions import ACTIONS as SPECS
+    from swarm_cli.cli.follow_up import on_their_way
+    from swarm_cli.cli.options import Flags, Output
+    from swarm_cli.cli.reach import Reach
+    from swarm_cli.report import Pair, Problem, Report
+    from swarm_cli.run import Job, RunOptions
+
+    with Sandbox(replace(SLOW, transition_seconds=60)) as box:
+        from swarm_cli.sandbox.config import ACCOUNT
+        from swarm_cli.sandbox.moto_backend import _set_states_in_moto
+
+        stopping, stopped, gone = box.launch(2), box.launch(2), box.launch(1)
+        client = box.client()
+        client.stop_instances(InstanceIds=[*stopping, *stopped])
+        client.terminate_instances(InstanceIds=gone)
+        _set_states_in_moto(ACCOUNT, "us-east-1", stopped, "stopped", 80)  # there by now
+        ids = [*stopping, *stopped, *gone]
+        pair = Pair(None, "us-east-1")
+        refused = "The instance is not in a state from which it can be started."
+        report = Report(
+            "r1",
+            "start",
+            problems=[
+                Problem(i, "failed", "IncorrectInstanceState", refused, "us-east-1") for i in ids
+            ],
+        )
+        flags = Flags(
+            ids=None, region="us-east-1", profile=None, endpoint_url=box.endpoint,
+            ledger=None, resume=False, yes=True, dry_run=False, sandbox=False, params={},
+            options=RunOptions(), output=Output.text,
+        )  # fmt: skip
+        reach = Reach(flags, {}, 10)
+        reach.connect({pair: ids}, Console(stderr=True))
+        job = Job(SPECS["start"], {pair: ids}, RunOptions())
+        on_their_way(SPECS["start"], job, report, reach, Console(stderr=True))
+    codes = {p.id: p.code for p in report.problems}
+    assert codes == {
+        **dict.fromkeys(stopping + stopped, "InTransition"),
+        gone[0]: "IncorrectInstanceState",
+    }
 
 
 def test_a_resume_that_waits_sees_to_what_no_wait_saw_arrive(tmp_path: Path) -> None:

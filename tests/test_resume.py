@@ -8,6 +8,7 @@ instances still running, and ``--resume`` must act on exactly those.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -295,6 +296,37 @@ def test_a_resumed_terminate_of_an_id_not_listed_soon_after_is_sent_again(
     code, _, _ = swarm("ledger", "failed", "--ids", listed, str(ledger))
     assert code == 1
     assert sandbox.states([elsewhere], region="eu-west-1") == {elsewhere: "running"}
+    # A long run: its intents written an hour ago, its last record just now (killed): a
+    # call of any bare intent may have left a moment ago.
+    long_run = tmp_path / "long.jsonl"
+    writer = LedgerWriter(str(long_run), "r3", "terminate", "us-east-1")
+    fresh = sandbox.launch(1)
+    writer.write_ahead([*fresh, elsewhere])
+    writer.close()
+    text = long_run.read_text().replace('"ts":"20', '"ts":"19')
+    writer = LedgerWriter(str(long_run), "r3", "terminate", "us-east-1", seq_after=2)
+    writer.write(fresh[0], "pending", code="Throttled", message="throttled")  # a later word
+    writer.close()
+    long_run.write_text(text + long_run.read_text()[len(text) :])
+    resumed = (
+        *("terminate", "--ids", write_ids(tmp_path / "two.txt", [*fresh, elsewhere])),
+        *("--endpoint-url", sandbox.endpoint, "--yes", "--output", "json", "--resume"),
+    )
+    code, out, err = swarm(*resumed, "--ledger", str(long_run))
+    assert code == 1 and json.loads(out)["counts"]["missing"] == 1, err
+    # A time that cannot be read is taken as recent, not as old.
+    odd = tmp_path / "odd.jsonl"
+    writer = LedgerWriter(str(odd), "r4", "terminate", "us-east-1")
+    fresh = sandbox.launch(1)
+    writer.write_ahead([*fresh, elsewhere])
+    writer.close()
+    odd.write_text(re.sub(r'"ts":"[^"]*"', '"ts":"not-a-time"', odd.read_text()))
+    code, out, err = swarm(
+        *("terminate", "--ids", write_ids(tmp_path / "three.txt", [*fresh, elsewhere])),
+        *("--endpoint-url", sandbox.endpoint, "--yes", "--output", "json", "--resume"),
+        *("--ledger", str(odd)),
+    )
+    assert code == 1 and json.loads(out)["counts"]["missing"] == 1, err
     # Intents an hour old or more: what the run terminated may have vanished since.
     fresh = sandbox.launch(1)
     writer = LedgerWriter(str(tmp_path / "old.jsonl"), "r2", "terminate", "us-east-1")

@@ -227,18 +227,18 @@ def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: 
         seen = describe(groups, reach.client, err, options=replace(job.options, progress="none"))
     except ReadInterrupted:
         return  # what could not be looked up stays as EC2 answered it
+    target = {"stopping": "stopped", "pending": "running"}[passing]
+    # Still on its way, or there by now (a long run looks up its first refusals late).
     moving = {
         (pair, i)
         for pair, known in seen.items()
         for i, info in known.items()
-        if info is not None and info.state == passing
+        if info is not None and info.state in (passing, target)
     }
     if not moving:
         return
-    target = {"stopping": "stopped", "pending": "running"}[passing]
     message = (
-        f"{passing} when sent: EC2 {spec.name}s it once it is {target} "
-        "(IncorrectInstanceState until then)"
+        f"{passing} when sent (IncorrectInstanceState): EC2 {spec.name}s it once it is {target}"
     )
     if job.options.ledger:
         records = [

@@ -377,9 +377,12 @@ def succeeded(
             markup=False,
         )
     latest: Latest[None] = {}  # each run's latest record of each intent
+    last_word: dict[str, str] = {}  # each run's latest record's time: its calls left before
     for r in records:
         if r.action == action:
             keep_latest(latest, r, None)
+        if r.ts and r.ts > last_word.get(r.run, ""):
+            last_word[r.run] = r.ts
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
     if unconfirmed is not None:
         accepted = [r for (act, _), r in state.items() if act == action and r.status == "succeeded"]
@@ -388,11 +391,14 @@ def succeeded(
                 done.discard(r.id)
                 unconfirmed.add(r.id)
                 if recorded is not None:
-                    recorded.add(r.id, r.region, r.account, r.ts)
+                    # EC2 took the call there: not listed now, it is gone, whenever.
+                    recorded.add(r.id, r.region, r.account, accepted=True)
     for r, _ in latest.values():
         if r.id not in done and may_have_acted(r):
             if recorded is not None:
-                recorded.add(r.id, r.region, r.account, r.ts)
+                # A call of it may have left until the run's last record (a bare intent's
+                # own time is the write-ahead's, before the first call).
+                recorded.add(r.id, r.region, r.account, last_word.get(r.run))
             if pending is not None:
                 pending.add(r.id)
     return done
