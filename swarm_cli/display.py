@@ -17,6 +17,7 @@ from rich.text import Text
 from .ledger import IN_TRANSITION_CODE, PERMANENT_CODES
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
+from .states import PASSING_TO, REFUSED_ON_THE_WAY
 from .stats import FALL_LASTING, RATE_SPAN, STORM_LASTING, Fall, RateWatch, Snapshot, Stats
 from .text import clip, literal
 
@@ -574,8 +575,6 @@ def progress_interval(
 
 
 _said_of: set[str] = set()  # values of INTERVAL_ENV warned of already
-# What EC2 refuses an action in (IncorrectInstanceState) only until the instance gets on.
-ON_THE_WAY_FROM = {"start": "stopping", "stop": "pending"}
 
 
 def total_line(snaps: Sequence[Snapshot], now: float) -> str:
@@ -868,10 +867,10 @@ def render_summary(report: Report, console: Console) -> None:
                     f"  retry the rest: swarm ledger failed --retryable --action "
                     f"{report.action} {again}"
                 )
-            passing = ON_THE_WAY_FROM.get(report.action)
+            passing = REFUSED_ON_THE_WAY.get(report.action)
             if passing and moving:
                 # Refused while on their way (a start right after a stop): not for good.
-                target = "stopped" if passing == "stopping" else "running"
+                target = PASSING_TO[passing]
                 say(
                     f"  {moving} refused while {passing}: once they are {target}, swarm "
                     f"ledger failed --retryable --action {report.action} {again}"

@@ -20,6 +20,7 @@ from botocore.parsers import ResponseParserError
 from .actions import ACTIONS, ActionSpec
 from .ledger import WAS_ALREADY_CODE
 from .outcome import Kind, Outcome
+from .states import ON_ITS_WAY_TO
 
 try:  # botocore's own lists, so that new throttle codes reach us with upgrades
     from botocore.retries import standard as _standard
@@ -558,10 +559,6 @@ class InstanceCall(BatchCall):
                     Kind.SUCCEEDED, WAS_ALREADY_CODE, message, status, request_id
                 )
         return out
-
-
-# The state an instance passes through on its way to each action's end state.
-ON_ITS_WAY_TO = {"stopped": "stopping", "running": "pending", "terminated": "shutting-down"}
 
 
 class Terminate(InstanceCall):

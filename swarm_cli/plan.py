@@ -29,6 +29,7 @@ from .describe import (
 from .ec2 import BatchCall, InstanceCall
 from .report import Pair, Problem, Reason, Report
 from .run import Job, RunOptions
+from .states import PASSING_TO
 
 if TYPE_CHECKING:  # the consoles are the caller's: computing a plan renders nothing
     from rich.console import Console
@@ -118,10 +119,6 @@ STATE_RULES: dict[str, dict[str, Prediction]] = {
 }
 
 
-# The states an instance passes through, and the one each leads to.
-ON_ITS_WAY = {"stopping": "stopped", "pending": "running"}
-
-
 def _judge(
     spec: ActionSpec, info: InstanceInfo | None, protected: bool | None
 ) -> tuple[Prediction, str]:
@@ -145,7 +142,7 @@ def _judge(
         return prediction, f"{info.state}: EC2 answers success"
     if prediction is Prediction.IGNORED:
         return prediction, f"{info.state}: EC2 answers success and does nothing"
-    passing = ON_ITS_WAY.get(info.state)
+    passing = PASSING_TO.get(info.state)
     if passing:  # EC2 refuses it only until the instance gets there, within minutes
         return prediction, f"{info.state}: IncorrectInstanceState until it is {passing}"
     return prediction, f"{info.state}: IncorrectInstanceState"

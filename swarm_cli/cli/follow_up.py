@@ -22,6 +22,7 @@ from ..ledger import (
 from ..outcome import Outcome
 from ..report import Pair, Report
 from ..run import Job, RunOptions
+from ..states import INCORRECT_STATE, ON_ITS_WAY_TO, PASSING_TO, REFUSED_ON_THE_WAY
 from ..text import literal
 from ..views import run_job
 from .exits import error, warn
@@ -153,11 +154,6 @@ def follow_up(
             report.exit_code = waited.exit_code
 
 
-# The state an instance passes through on its way to an action's (stopping, to stopped):
-# EC2 refuses the undo (IncorrectInstanceState) while it is there.
-ON_THE_WAY = {"stopped": "stopping", "running": "pending"}
-
-
 def settle(
     plan: UndoPlan,
     groups: Mapping[Pair, Sequence[str]],
@@ -174,7 +170,7 @@ def settle(
     from ..wait import wait_for
 
     spec = ACTIONS[plan.of]
-    passing = ON_THE_WAY.get(spec.target_state or "")
+    passing = ON_ITS_WAY_TO.get(spec.target_state or "")
     if passing is None or options.dry_run:
         return
     seen = describe(groups, reach.client, err, options=options)
@@ -203,11 +199,6 @@ def settle(
         )
 
 
-# What EC2 refuses an action in only until the instance gets on (IncorrectInstanceState).
-REFUSED_ON_THE_WAY = {"start": "stopping", "stop": "pending"}
-WRONG_STATE_CODE = "IncorrectInstanceState"
-
-
 def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: Console) -> None:
     """The instances EC2 refused as in the wrong state that are only on their way (a start
     right after a stop finds them stopping) are no failure for good: looked up, and
@@ -217,7 +208,7 @@ def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: 
     from ..wait import append_records
 
     passing = REFUSED_ON_THE_WAY.get(spec.name)
-    refused = [p for p in report.problems if p.status == "failed" and p.code == WRONG_STATE_CODE]
+    refused = [p for p in report.problems if p.status == "failed" and p.code == INCORRECT_STATE]
     if passing is None or not refused or report.interrupted:
         return
     groups: dict[Pair, list[str]] = {}
@@ -227,7 +218,7 @@ def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: 
         seen = describe(groups, reach.client, err, options=replace(job.options, progress="none"))
     except ReadInterrupted:
         return  # what could not be looked up stays as EC2 answered it
-    target = {"stopping": "stopped", "pending": "running"}[passing]
+    target = PASSING_TO[passing]
     # Still on its way, or there by now (a long run looks up its first refusals late).
     moving = {
         (pair, i)
