@@ -867,6 +867,14 @@ def render_summary(report: Report, console: Console) -> None:
                     f"  retry the rest: swarm ledger failed --retryable --action "
                     f"{report.action} {again}"
                 )
+            waited = report.extra.get("wait") or {}
+            if waited.get("timed_out") or waited.get("not_checked"):
+                # Accepted, but not seen there: a resume looks them up, and waits again.
+                say(
+                    f"  not seen {waited.get('target')}: swarm ledger failed --action "
+                    f"{report.action} {again}"
+                    + ("" if "--wait" in report.retry_args else " --wait")
+                )
             passing = REFUSED_ON_THE_WAY.get(report.action)
             if passing and moving:
                 # Refused while on their way (a start right after a stop): not for good.

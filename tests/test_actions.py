@@ -660,3 +660,40 @@ def test_a_selection_shard_reaches_only_its_own_accounts(tmp_path: Path) -> None
             assert box.calls_by("DescribeInstances") - listed == 1  # its own pair alone
         for account, ids in made.items():
             assert set(box.states(ids, account=account).values()) <= {"shutting-down", "terminated"}
+
+
+def test_a_wait_not_seen_through_says_how_to_look_again_and_wrong_state_is_for_good(
+    tmp_path: Path,
+) -> None:
+    from swarm_cli.ledger import LedgerWriter
+
+    with Sandbox(replace(SLOW, transition_seconds=60)) as box:
+        ids = box.launch(2)
+        ledger = tmp_path / "l.jsonl"
+        code, out, err = swarm(
+            "stop", "--ids", write_ids(tmp_path / "ids.txt", ids), "--endpoint-url",
+            box.endpoint, "--ledger", str(ledger), "--yes", "--progress", "none",
+            "--wait", "--wait-timeout", "0",
+        )  # fmt: skip
+    assert code == 1, err
+    flat = " ".join((out + err).split())
+    assert f"not seen stopped: swarm ledger failed --action stop {ledger}" in flat, flat
+    assert "--resume" in flat[flat.index("not seen stopped") :]
+    # An instance a wait saw terminated can never be stopped: no retry lists it.
+    writer = LedgerWriter(str(tmp_path / "w.jsonl"), "r1", "stop", "us-east-1")
+    writer.write_ahead(ids)
+    writer.write(ids[0], "failed", code="WrongState", message="terminated: never stopped")
+    writer.close()
+    _, listed, _ = swarm("ledger", "failed", "--retryable", str(tmp_path / "w.jsonl"))
+    assert listed.split() == [ids[1]]
+
+
+def test_rollback_without_a_budget_says_it_will_undo_nothing(tmp_path: Path) -> None:
+    with Sandbox(OPEN) as box:
+        ids = box.launch(1)
+        code, _, err = swarm(
+            "stop", "--ids", write_ids(tmp_path / "ids.txt", ids), "--endpoint-url",
+            box.endpoint, "--ledger", str(tmp_path / "l.jsonl"), "--yes", "--rollback",
+        )  # fmt: skip
+    assert code == 0, err
+    assert "without --max-errors, nothing is undone" in " ".join(err.split())

@@ -228,6 +228,12 @@ def _run_action(
         refuse_wait(operation, flags)
     if flags.rollback and not spec.reversible:
         raise UsageError(f"{spec.name} cannot be undone: --rollback is for stop and start")
+    if flags.rollback and flags.max_errors is None and not flags.dry_run:
+        warn(
+            err,
+            "--rollback undoes a run when its --max-errors budget is spent: without "
+            "--max-errors, nothing is undone",
+        )
     selecting = bool(flags.filters or flags.older_than)
     if flags.ids and selecting:
         raise UsageError(

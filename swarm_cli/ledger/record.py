@@ -41,6 +41,9 @@ PERMANENT_CODES: frozenset[str] = frozenset(
         "InvalidIPAddress.InUse",
         # A resource holding EC2's 50 tags already: a retry fails until some are removed.
         "TagLimitExceeded",
+        # An instance a --wait saw in a state it cannot leave for the target (terminated,
+        # while the wait was for stopped).
+        "WrongState",
         # A resource of another account (a public AMI): recorded failed only when EC2's
         # message named it; a failure of the credentials leaves every intent pending.
         "AuthFailure",
