@@ -240,3 +240,46 @@ def test_sigterm_before_a_runs_undo_began_is_143_and_points_at_the_undo(tmp_path
     assert report["rollback_stopped"] == {"signal": "SIGTERM", "undo": undo}
     assert f"rollback: stopped by SIGTERM before anything was undone: {undo}" in result.stderr
     assert "retry the rest" not in result.stderr
+
+
+def test_sigterm_while_refusals_are_looked_up_stops_the_command_as_143(tmp_path: Path) -> None:
+    """After a start refused while instances were stopping, the run looks them up; a
+    SIGTERM then was swallowed, and the command went on to its --wait."""
+    from swarm_cli.sandbox import BucketSpec, SandboxConfig
+
+    config = SandboxConfig(
+        BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000), transition_seconds=60
+    )
+    with Sandbox(config) as box:
+        ids = box.launch(3)
+        box.client().stop_instances(InstanceIds=ids)
+        listed = tmp_path / "ids.txt"
+        listed.write_text("\n".join(ids) + "\n")
+
+        def hang_then_signal() -> None:
+            deadline = time.monotonic() + 30
+            while box.calls_by("StartInstances") < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            box.hang(every_call=True)  # the look-up of the refusals is held ...
+            while box.counters.hung < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGTERM)  # ... and the signal comes meanwhile
+
+        sender = threading.Thread(target=hang_then_signal, daemon=True)
+        sender.start()
+        try:
+            result = CliRunner().invoke(
+                app,
+                [
+                    *("start", "--ids", str(listed), "--endpoint-url", box.endpoint, "--yes"),
+                    *("--ledger", str(tmp_path / "l.jsonl"), "--wait", "--max-window", "1"),
+                    *("--batch-size", "1", "--progress", "none", "-o", "json"),
+                ],
+            )
+        finally:
+            sender.join()
+            box.hang(False)
+    assert result.exit_code == 143, result.output
+    report = json.loads(result.stdout)
+    assert report["exit_code"] == 143 and "wait" not in report
+    assert {p["code"] for p in report["problems"]} == {"IncorrectInstanceState"}

@@ -108,8 +108,16 @@ def follow_up(
                     report.exit_code = undo.exit_code
     operation = RESOURCE_OPERATIONS.get(spec.name)
     if operation is None and not flags.dry_run and "rollback" not in report.extra:
+        from ..describe import ReadInterrupted
+
         try:
             on_their_way(spec, job, report, reach, err)
+        except ReadInterrupted as exc:
+            # A signal during the look-up: the refusals stay as EC2 answered them, and
+            # the command stops there, as it would have in the run (no --wait after it).
+            report.signal = report.signal or exc.signal
+            report.exit_code = EXIT_SIGNALLED + signal.Signals[exc.signal].value
+            return
         except LedgerError as exc:
             error(err, f"{exc}")
             report.ledger_error = str(exc)
@@ -202,8 +210,9 @@ def settle(
 def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: Console) -> None:
     """The instances EC2 refused as in the wrong state that are only on their way (a start
     right after a stop finds them stopping) are no failure for good: looked up, and
-    recorded so (``InTransition``, which ``swarm ledger failed --retryable`` keeps)."""
-    from ..describe import ReadInterrupted, describe
+    recorded so (``InTransition``, which ``swarm ledger failed --retryable`` keeps). A
+    signal during the look-up raises ``ReadInterrupted``."""
+    from ..describe import describe
     from ..ledger import IN_TRANSITION_CODE
     from ..wait import append_records
 
@@ -214,10 +223,8 @@ def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: 
     groups: dict[Pair, list[str]] = {}
     for p in refused:
         groups.setdefault(Pair(p.account, p.region or ""), []).append(p.id)
-    try:
-        seen = describe(groups, reach.client, err, options=replace(job.options, progress="none"))
-    except ReadInterrupted:
-        return  # what could not be looked up stays as EC2 answered it
+    # A signal meanwhile raises ReadInterrupted: nothing looked up is recorded.
+    seen = describe(groups, reach.client, err, options=replace(job.options, progress="none"))
     target = PASSING_TO[passing]
     # Still on its way, or there by now (a long run looks up its first refusals late).
     moving = {
