@@ -104,9 +104,9 @@ def reconcile(
             info = infos[i]
             if info is None:
                 held = recorded is None or recorded.holds(i, pair)
-                since = None if recorded is None else recorded.since(i, now)
                 if not (action in GONE_IS_DONE and held and trust):
                     continue
+                since = None if recorded is None else recorded.since(i, now)
                 if since is not None and since < STILL_LISTED:
                     never_here += 1  # it would be listed, terminated, had it been here
                     continue

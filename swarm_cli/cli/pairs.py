@@ -180,16 +180,9 @@ def apply_shard(
     """--shard K/N of an ID list: keep the pairs of shard K, so that no bucket is split
     across machines. The split is swarm shards' (shards.assign), by instance count; a
     selection's is by pairs (:func:`shard_pairs`), whose counts it cannot know."""
-    from ..shards import ShardError, keep_shard, parse_shard
-
     if not shard:
         return groups
-    try:
-        k, n = parse_shard(shard)
-    except ShardError as exc:
-        raise UsageError(str(exc)) from exc
-    weights = {(p.account, p.region): len(ids) for p, ids in groups.items()}
-    mine = keep_shard(weights, k, n)
+    k, n, mine = _shard_of({(p.account, p.region): len(ids) for p, ids in groups.items()}, shard)
     kept = {p: ids for p, ids in groups.items() if (p.account, p.region) in mine}
     err.print(
         f"shard {k}/{n}: {len(kept)} of {len(groups)} account/region pair(s), "
@@ -201,16 +194,23 @@ def apply_shard(
 def shard_pairs(pairs: list[Pair], shard: str, err: Console) -> list[Pair]:
     """--shard K/N of a selection: the pairs of shard K, by pairs (swarm shards' split of
     an accounts file), chosen before any is listed."""
+    k, n, mine = _shard_of({(p.account, p.region): 1 for p in pairs}, shard)
+    kept = [p for p in pairs if (p.account, p.region) in mine]
+    err.print(f"shard {k}/{n}: {len(kept)} of {len(pairs)} account/region pair(s)")
+    return kept
+
+
+def _shard_of(
+    weights: Mapping[tuple[str | None, str], int], shard: str
+) -> tuple[int, int, set[tuple[str | None, str]]]:
+    """K, N and the (account, region) pairs of shard K of N (swarm shards' split)."""
     from ..shards import ShardError, keep_shard, parse_shard
 
     try:
         k, n = parse_shard(shard)
     except ShardError as exc:
         raise UsageError(str(exc)) from exc
-    mine = keep_shard({(p.account, p.region): 1 for p in pairs}, k, n)
-    kept = [p for p in pairs if (p.account, p.region) in mine]
-    err.print(f"shard {k}/{n}: {len(kept)} of {len(pairs)} account/region pair(s)")
-    return kept
+    return k, n, keep_shard(weights, k, n)
 
 
 def _account_region(account: Account | None) -> str | None:
@@ -385,9 +385,8 @@ def succeeded(
             last_word[r.run] = r.ts
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
     if unconfirmed is not None:
-        accepted = [r for (act, _), r in state.items() if act == action and r.status == "succeeded"]
-        for r in accepted:
-            if r.code is None:
+        for (act, _), r in state.items():
+            if act == action and r.status == "succeeded" and r.code is None:
                 done.discard(r.id)
                 unconfirmed.add(r.id)
                 if recorded is not None:
