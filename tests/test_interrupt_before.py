@@ -242,44 +242,37 @@ def test_sigterm_before_a_runs_undo_began_is_143_and_points_at_the_undo(tmp_path
     assert "retry the rest" not in result.stderr
 
 
-def test_sigterm_while_refusals_are_looked_up_stops_the_command_as_143(tmp_path: Path) -> None:
+def test_sigterm_while_refusals_are_looked_up_stops_the_command_as_143(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """After a start refused while instances were stopping, the run looks them up; a
-    SIGTERM then was swallowed, and the command went on to its --wait."""
-    from swarm_cli.sandbox import BucketSpec, SandboxConfig
+    SIGTERM then (the look-up raises ReadInterrupted) was swallowed, and the command went
+    on to its --wait."""
+    from rich.console import Console
 
-    config = SandboxConfig(
-        BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000), transition_seconds=60
-    )
-    with Sandbox(config) as box:
-        ids = box.launch(3)
-        box.client().stop_instances(InstanceIds=ids)
-        listed = tmp_path / "ids.txt"
-        listed.write_text("\n".join(ids) + "\n")
+    from swarm_cli.actions import ACTIONS
+    from swarm_cli.cli import follow_up as after
+    from swarm_cli.cli.options import Flags, Output
+    from swarm_cli.describe import ReadInterrupted
+    from swarm_cli.report import Pair, Report
+    from swarm_cli.run import Job, RunOptions
 
-        def hang_then_signal() -> None:
-            deadline = time.monotonic() + 30
-            while box.calls_by("StartInstances") < 3 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            box.hang(every_call=True)  # the look-up of the refusals is held ...
-            while box.counters.hung < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            os.kill(os.getpid(), signal.SIGTERM)  # ... and the signal comes meanwhile
+    def interrupted(*args: object) -> None:
+        raise ReadInterrupted("SIGTERM")
 
-        sender = threading.Thread(target=hang_then_signal, daemon=True)
-        sender.start()
-        try:
-            result = CliRunner().invoke(
-                app,
-                [
-                    *("start", "--ids", str(listed), "--endpoint-url", box.endpoint, "--yes"),
-                    *("--ledger", str(tmp_path / "l.jsonl"), "--wait", "--max-window", "1"),
-                    *("--batch-size", "1", "--progress", "none", "-o", "json"),
-                ],
-            )
-        finally:
-            sender.join()
-            box.hang(False)
-    assert result.exit_code == 143, result.output
-    report = json.loads(result.stdout)
-    assert report["exit_code"] == 143 and "wait" not in report
-    assert {p["code"] for p in report["problems"]} == {"IncorrectInstanceState"}
+    def no_wait(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command went on to its --wait")
+
+    monkeypatch.setattr(after, "on_their_way", interrupted)
+    monkeypatch.setattr("swarm_cli.wait.wait_for", no_wait)
+    flags = Flags(
+        ids=None, region="us-east-1", profile=None, endpoint_url=None, ledger=None,
+        resume=False, yes=True, dry_run=False, sandbox=False, params={},
+        options=RunOptions(), output=Output.text, wait=True,
+    )  # fmt: skip
+    spec = ACTIONS["start"]
+    pair = Pair(None, "us-east-1")
+    report = Report("r1", "start", done={pair: ["i-0123456789abcdef0"]})
+    after.follow_up(spec, flags, Job(spec, {pair: []}, RunOptions()), report, None, Console())  # type: ignore[arg-type]
+    assert report.signal == "SIGTERM" and report.exit_code == 143
+    assert "wait" not in report.extra
