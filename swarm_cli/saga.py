@@ -121,17 +121,65 @@ def undo_plan(
         if not reversible:
             raise SagaError(f"no run of a reversible action (stop, start) in {where}")
         if len(reversible) > 1:
-            listed = ", ".join(_describe_run(r, by_run[r]) for r in reversible)
-            raise SagaError(
-                f"{len(reversible)} runs in {where} can be undone: {listed}; pass --run ID "
-                "(repeat it for several, e.g. the shards of one job)"
-            )
+            raise SagaError(_choose(reversible, by_run, sent_nothing, damaged, where))
         runs = reversible
     else:
         runs = [run] if isinstance(run, str) else list(run)
     missing = [r for r in runs if r not in by_run]
     if missing:
         raise SagaError(f"no run {', '.join(missing)} in {where}")
+    return _plan(runs, by_run, sent_nothing, damaged, allow_empty=allow_empty)
+
+
+def _choose(
+    runs: list[str],
+    by_run: dict[str, list[Record]],
+    sent_nothing: set[str],
+    damaged: list[Damaged],
+    where: str,
+) -> str:
+    """The error that asks the user to pick among ``runs``: those with something left to
+    undo, each with how much, and apart those with nothing (undone by a later run, or
+    terminated since), which ``--run`` would only refuse."""
+    can: list[tuple[str, str]] = []
+    cannot: list[str] = []
+    for r in runs:
+        try:
+            plan = _plan([r], by_run, sent_nothing, damaged, allow_empty=True)
+        except SagaError:
+            cannot.append(r)
+            continue
+        records = by_run[r]
+        undo = f"{plan.total} to {plan.action.name}" if plan.total else "pending intents only"
+        can.append((r, f"{r} ({records[0].action}, {undo}, last at {max(x.ts for x in records)})"))
+    if not can:
+        return (
+            f"none of the {len(runs)} runs of stop or start in {where} has anything left to "
+            f"undo ({', '.join(cannot)}: undone by later runs, or terminated since)"
+        )
+    nothing = (
+        f"; nothing left to undo in {', '.join(cannot)} (undone by later runs, or terminated since)"
+        if cannot
+        else ""
+    )
+    if len(can) == 1:
+        ((only, said),) = can
+        return f"one run in {where} has something to undo: {said}{nothing}; pass --run {only}"
+    return (
+        f"{len(can)} runs in {where} can be undone: {', '.join(c for _, c in can)}{nothing}; "
+        "pass --run ID "
+        "(repeat it for several: the shards of one job, or a run and its resumes)"
+    )
+
+
+def _plan(
+    runs: list[str],
+    by_run: dict[str, list[Record]],
+    sent_nothing: set[str],
+    damaged: list[Damaged],
+    *,
+    allow_empty: bool,
+) -> UndoPlan:
     # Terminated is for good: an instance a terminate of the ledgers got done has nothing
     # to undo (a start of it would only fail, IncorrectInstanceState).
     gone = {
@@ -262,12 +310,6 @@ def check_ids(plan: UndoPlan) -> None:
             f"run {plan.run}: the ledger holds {len(bad)} value(s) that are not as EC2 names "
             f"them (first: {bad[0]}): fix or remove those lines; nothing was sent"
         )
-
-
-def _describe_run(run: str, records: Sequence[Record]) -> str:
-    done = len({r.id for r in records if r.status == "succeeded"})
-    last = max(r.ts for r in records)
-    return f"{run} ({records[0].action}, {done} done, last at {last})"
 
 
 def undo_report(report: Report) -> UndoPlan:

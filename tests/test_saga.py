@@ -80,11 +80,46 @@ def test_several_reversible_runs_are_listed_not_guessed(tmp_path: Path) -> None:
     write_run(ledger, "r1", "stop", [("i-1", "succeeded")])
     write_run(ledger, "r2", "stop", [("i-2", "succeeded"), ("i-3", "succeeded")])
 
-    with pytest.raises(SagaError, match=r"2 runs .* r1 \(stop, 1 done.*r2 \(stop, 2 done"):
+    with pytest.raises(SagaError, match=r"2 runs .* r1 \(stop, 1 to start.*r2 \(stop, 2 to start"):
         undo_plan([str(ledger)])
     # The shards of one job are undone together by naming them.
     plan = undo_plan([str(ledger)], run=["r1", "r2"])
     assert plan.groups == {Pair(None, EAST): ["i-1", "i-2", "i-3"]}
+
+
+def test_runs_with_nothing_left_to_undo_are_named_apart(tmp_path: Path) -> None:
+    """A stop, a start and a stop of the same instances: only the last has anything to
+    undo (the others were undone by the runs after them); the error names it as the
+    one to pass, and names the others as having nothing left."""
+    ledger = tmp_path / "l.jsonl"
+    both = [("i-1", "succeeded"), ("i-2", "succeeded")]
+    write_run(ledger, "r1", "stop", both)
+    write_run(ledger, "r2", "start", both)
+    write_run(ledger, "r3", "stop", both)
+
+    with pytest.raises(SagaError) as info:
+        undo_plan([str(ledger)])
+
+    message = str(info.value)
+    assert message.startswith("one run in ")
+    assert "r3 (stop, 2 to start" in message
+    assert "nothing left to undo in r1, r2" in message
+    assert message.endswith("pass --run r3")
+    # What it names is what --run undoes; the others are refused as it says.
+    assert undo_plan([str(ledger)], run="r3").groups == {Pair(None, EAST): ["i-1", "i-2"]}
+    for run in ("r1", "r2"):
+        with pytest.raises(SagaError, match="undone by later runs"):
+            undo_plan([str(ledger)], run=run)
+
+
+def test_no_run_left_to_undo_says_so(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    write_run(ledger, "r1", "stop", [("i-1", "succeeded")])
+    write_run(ledger, "r2", "stop", [("i-2", "succeeded")])
+    write_run(ledger, "r3", "terminate", [("i-1", "succeeded"), ("i-2", "succeeded")])
+
+    with pytest.raises(SagaError, match=r"none of the 2 runs .* \(r1, r2: undone by later"):
+        undo_plan([str(ledger)])
 
 
 def test_a_named_run_is_undone_whatever_came_later(tmp_path: Path) -> None:
