@@ -66,6 +66,7 @@ FATAL_CODES = {
     "SignatureDoesNotMatch",
     "OptInRequired",
     "Blocked",
+    "PendingVerification",  # a new account not verified yet: no call of it will do
     "AccessDenied",
     "AccessDeniedException",
     "UnrecognizedClientException",
@@ -300,7 +301,9 @@ def classify_error(err: ClientError) -> Outcome:
         kind = Kind.TRANSIENT
     else:
         kind = Kind.PERMANENT
-    return Outcome(kind, code, scrub(message) if message else message, status, request_id)
+    said = scrub(message) if message else message
+    # A 5xx of EC2's own may have come after it acted (see refused_before_acting).
+    return Outcome(kind, code, said, status, request_id, maybe_acted=kind is Kind.TRANSIENT)
 
 
 def _classify_http(err: HttpError) -> Outcome:
@@ -312,7 +315,14 @@ def _classify_http(err: HttpError) -> Outcome:
         kind = Kind.FATAL
     else:
         kind = Kind.PERMANENT
-    return Outcome(kind, type(err).__name__, _describe(err), err.status, err.request_id)
+    return Outcome(
+        kind,
+        type(err).__name__,
+        _describe(err),
+        err.status,
+        err.request_id,
+        maybe_acted=kind is Kind.TRANSIENT,  # a gateway's 502 or 504 may come after EC2 acted
+    )
 
 
 def _credential_hint(err: Exception) -> str:
@@ -370,7 +380,7 @@ def classify_exception(err: Exception) -> Outcome:
     # An answer nobody could read (a 200 that is not XML, a truncated body): worth another
     # try, and the engine bounds the attempts; the call may have happened all the same.
     if isinstance(err, ResponseParserError):
-        return Outcome(Kind.TRANSIENT, code, _describe(err), unread=True)
+        return Outcome(Kind.TRANSIENT, code, _describe(err), maybe_acted=True)
     if isinstance(err, BotoCoreError):
         return Outcome(Kind.TRANSIENT, code, _describe(err))
     if isinstance(err, RuntimeError) and STILL_EXPIRED in str(err):
@@ -431,7 +441,9 @@ def split_batch(
         return {ids[0]: settle(ids[0], outcome)}
     bad = set(ID_IN_MESSAGE.findall(outcome.message or "")) & set(ids)
     rest = len(ids) - sum(1 for i in ids if i in bad)
-    requeue = replace(outcome, kind=Kind.REQUEUE, batch_limit=-(-rest // 2))
+    # EC2 may have acted on the rest of a call it refused for one protected instance.
+    acted = outcome.maybe_acted or outcome.code in ACTS_ON_THE_REST
+    requeue = replace(outcome, kind=Kind.REQUEUE, batch_limit=-(-rest // 2), maybe_acted=acted)
     return {i: settle(i, outcome) if i in bad else requeue for i in ids}
 
 

@@ -361,9 +361,12 @@ class Engine:
                         f"in flight when the run stopped: {MAYBE_DONE}",
                     )
                 elif intent.maybe and intent.unanswered is not None:
-                    # An earlier call of it got no answer before the run stopped: the stop's
-                    # reason, and that the call may have happened.
-                    earlier = f"an earlier call got no answer ({intent.unanswered.code})"
+                    # An earlier call of it got no answer (or one that does not say it did
+                    # nothing) before the run stopped: the stop's reason, and that the call
+                    # may have happened.
+                    before = intent.unanswered
+                    what = "got no answer" if before.kind is Kind.UNREACHABLE else "may have acted"
+                    earlier = f"an earlier call {what} ({before.code})"
                     said = f"{cause.message}; {earlier}" if cause and cause.message else earlier
                     why = (
                         maybe_done(replace(cause, message=said))
@@ -456,15 +459,25 @@ class Engine:
             outcome=worst,
             latency=now - call.sent_at,
         )
+        error = results[0][1] if all(o.endpoint_error for _, o in results) else None
         if Kind.UNREACHABLE in kinds:
             if self.outage.on_unreachable(call.sent_at, now):
                 self._emit(OutageBegan, outcome=results[0][1])
             elif not self.outage.down:
                 self._feed_window(self.window.on_timeout, call.ticket, now)
+        elif error is not None:
+            # Only an error of the endpoint's own: a run of them is the endpoint down.
+            self.timeouts.sample(now - call.sent_at)
+            if self.outage.on_error(error.code or f"HTTP {error.http_status}", call.sent_at, now):
+                self._emit(OutageBegan, outcome=error)
+            elif not self.outage.down:
+                self._feed_answer(call, [o for _, o in results], now, in_flight)
         else:
             self.timeouts.sample(now - call.sent_at)
+            silent = self.outage.errors is None  # it gave no answer at all, not errors
             if self.outage.on_answer():
-                self.window.restart(now)
+                if silent:  # the way to it may have changed: found again from the start
+                    self.window.restart(now)
                 self._emit(Recovered)
                 self._emit(WindowChanged)
             self._feed_answer(call, [o for _, o in results], now, in_flight)
@@ -510,7 +523,7 @@ class Engine:
             Outcome(
                 Kind.UNREACHABLE,
                 "EndpointUnreachable",
-                f"no answer from the endpoint for {self.outage.elapsed(now):.0f}s "
+                f"{self.outage.words()} for {self.outage.elapsed(now):.0f}s "
                 f"(--max-outage {self.outage.max_outage:g}s)",
             )
         )
@@ -530,14 +543,16 @@ class Engine:
             # Only a sibling could requeue an intent travelling alone; if one comes back
             # anyway it is retried as a transient error below.
             intent.limit = min(intent.limit, outcome.batch_limit or intent.limit)
+            if outcome.maybe_acted:
+                self._unanswered(intent, outcome)
             return True
         elif kind is Kind.FATAL:
             if self._result.fatal is None:
                 self._result.fatal = outcome
             self.stop(outcome)
-        elif kind is Kind.UNREACHABLE and self.outage.down:
+        elif self.outage.down and (kind is Kind.UNREACHABLE or outcome.endpoint_error):
             # The endpoint is down, not this intent: no attempt charged. A call that may
-            # have reached it (a read timed out) may still have acted.
+            # have reached it (a read timed out, a 5xx) may still have acted.
             self._unanswered(intent, outcome)
             return True
         elif kind is Kind.NOT_YET:
@@ -545,7 +560,7 @@ class Engine:
             heapq.heappush(self._delayed, (due, next(self._tiebreak), intent))
         else:  # transient, or unreachable before an outage is declared
             intent.errors += 1
-            if kind is Kind.UNREACHABLE or outcome.unread:
+            if kind is Kind.UNREACHABLE or outcome.maybe_acted:
                 self._unanswered(intent, outcome)
             if intent.errors >= self.max_attempts:
                 if intent.unanswered is not None:

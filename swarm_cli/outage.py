@@ -4,7 +4,10 @@ When calls stop getting any answer at all (refused, reset, timed out) several
 times in a row, the endpoint is down, not the intents: the engine then sends one
 probe at a time with growing gaps and charges no intent an attempt, until an
 answer comes or ``max_outage`` seconds have passed since the first call that got
-none. Pure: time comes in as arguments.
+none. An endpoint that answers every call with an error of its own (a 5xx: one
+restarting, a balancer whose backends are away) is down too, once more calls in a
+row than a share of random errors would make have got nothing else for a while;
+it is back at the first other answer. Pure: time comes in as arguments.
 """
 
 from __future__ import annotations
@@ -17,11 +20,18 @@ from dataclasses import dataclass, field
 class Outage:
     threshold: int = 3  # unanswered calls in a row that make an outage
     max_outage: float = 45.0
+    # Calls in a row answered with a 5xx and nothing else, over at least this long, that
+    # make one (a fifth of calls failing at random makes five in a row once in 3,000).
+    error_threshold: int = 5
+    error_span: float = 0.5
     first_gap: float = 0.25
     max_gap: float = 4.0
     down: bool = False
     since: float | None = None  # when the first unanswered call of the streak left
     streak: int = 0
+    # While down, or building up to it: the endpoint's error code when what it gives is
+    # errors of its own (None: no answer at all).
+    errors: str | None = None
     _gap: float = field(default=0.0, repr=False)
     _probe_at: float = field(default=-math.inf, repr=False)
 
@@ -29,18 +39,34 @@ class Outage:
         """The endpoint answered (anything, a throttle included). True if an outage ended."""
         was_down = self.down
         self.down, self.since, self.streak, self._gap = False, None, 0, 0.0
+        self.errors = None
         self._probe_at = -math.inf
         return was_down
 
     def on_unreachable(self, sent_at: float, now: float) -> bool:
         """A call got no answer. True if this makes the endpoint count as down."""
+        if self.errors is not None and not self.down:
+            self.streak, self.since = 0, None  # a streak of errors is not one of silence
+        if not self.down:
+            self.errors = None
+        return self._missed(sent_at, now, self.threshold, 0.0)
+
+    def on_error(self, code: str, sent_at: float, now: float) -> bool:
+        """A call was answered with an error of the endpoint's own (a 5xx), and nothing
+        else. True if this makes the endpoint count as down."""
+        if self.errors is None and not self.down:
+            self.streak, self.since = 0, None
+            self.errors = code
+        return self._missed(sent_at, now, self.error_threshold, self.error_span)
+
+    def _missed(self, sent_at: float, now: float, threshold: int, span: float) -> bool:
         self.streak += 1
         self.since = sent_at if self.since is None else min(self.since, sent_at)
         if self.down:
             self._gap = min(self.max_gap, self._gap * 2)
             self._probe_at = now + self._gap
             return False
-        if self.streak < self.threshold:
+        if self.streak < threshold or now - self.since < span:
             return False
         self.down = True
         self._gap = self.first_gap
@@ -63,3 +89,14 @@ class Outage:
 
     def elapsed(self, now: float) -> float:
         return 0.0 if self.since is None else now - self.since
+
+    def words(self) -> str:
+        """What the endpoint does, for the live view and the stop: "no answer from the
+        endpoint", or "only errors from the endpoint (InternalError)"."""
+        return outage_words(self.errors)
+
+
+def outage_words(errors: str | None) -> str:
+    if errors is None:
+        return "no answer from the endpoint"
+    return f"only errors from the endpoint ({errors})"

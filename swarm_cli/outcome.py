@@ -42,10 +42,17 @@ class Outcome:
     # With REQUEUE: travel next in calls of at most this many IDs (1 sends it alone),
     # so that a batch holding several bad IDs is bisected instead of resent whole.
     batch_limit: int | None = None
-    # The call left and what came back could not be read (a 200 with an empty or
-    # truncated body): it may have happened, so once its attempts are spent the intent
-    # is not known done, never failed.
-    unread: bool = False
+    # The call left and what came back does not say whether it acted: an answer nobody
+    # could read (a 200 with an empty or truncated body), or an error of the endpoint's
+    # own (a 5xx: InternalError, a gateway's 502 or 504) that may have come after EC2
+    # acted. Once its attempts are spent the intent is not known done, never failed.
+    maybe_acted: bool = False
+
+    @property
+    def endpoint_error(self) -> bool:
+        """An error of the endpoint's own (a 5xx that is no throttle): a whole run of
+        them, and nothing else, is an endpoint down or restarting, not failing intents."""
+        return self.kind is Kind.TRANSIENT and (self.http_status or 0) >= 500
 
     @property
     def answered(self) -> bool:

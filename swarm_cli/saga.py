@@ -253,9 +253,19 @@ def _plan(
         known = best.get(record.id)
         if known is None or _last_word(record) > _last_word(known):
             best[record.id] = record
+    # What a later run of the same action (a resume) changed itself, its call finding
+    # the instance still to change (a success that is no WasAlready), these runs' calls
+    # left pending did not do: that run's, not theirs to undo.
+    redone = {
+        r.id
+        for run, rs in by_run.items()
+        if run not in runs and began[run] > last
+        for r in rs
+        if r.action in ran and r.status == "succeeded" and r.code is None
+    }
     unsure: dict[Pair, list[str]] = {}
     for record in best.values():
-        maybe_sent = _maybe_sent(record, sent_nothing)
+        maybe_sent = _maybe_sent(record, sent_nothing) and record.id not in redone
         if record.status == "pending" and maybe_sent and record.region is not None:
             unsure.setdefault(Pair(record.account, record.region), []).append(record.id)
     if not groups and not (allow_empty and unsure):
@@ -274,15 +284,13 @@ def _plan(
 
 
 def _maybe_sent(record: Record, sent_nothing: set[str]) -> bool:
-    """Whether a pending record's call may have left: pending as written ahead (a kill
-    left no outcome), or after a call that got no answer; a run that stopped in order
-    says "not sent" (0 attempts)."""
-    return (
-        (record.intents is not None and record.run not in sent_nothing)
-        or record.attempts > 0
-        # An outcome (not a bare intent) saying maybe done: accepted, then --wait did not
-        # see it arrive; or a call that got no answer.
-        or (record.intents is None and may_have_acted(record))
+    """Whether a pending record's call may have acted: pending as written ahead (a kill
+    left no outcome), or its outcome says so (a call that got no answer, or an error of
+    the endpoint's own, a 5xx; accepted, then --wait did not see it arrive). Not when
+    each of its calls was refused before EC2 acted (throttled, refused with the rest of
+    a batch) or none left before the run stopped: its attempts say nothing of that."""
+    return (record.intents is not None and record.run not in sent_nothing) or (
+        record.intents is None and may_have_acted(record)
     )
 
 

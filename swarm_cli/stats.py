@@ -22,6 +22,7 @@ from .events import (
     TimedOut,
     WindowChanged,
 )
+from .outage import outage_words
 from .outcome import Kind
 from .report import PairReport, Sample, WindowReport
 
@@ -50,6 +51,7 @@ class Snapshot:
     timeouts: int
     outages: int
     outage_since: float | None
+    outage: str  # what the endpoint does while down: "no answer from the endpoint"
     stopping: str | None
     throttled_since: float | None
     succeeded: int
@@ -89,6 +91,7 @@ class Stats(Subscriber):
     timeouts: int = 0  # calls given up on for want of an answer
     outages: int = 0
     outage_since: float | None = None  # set while the endpoint is unreachable
+    outage: str = outage_words(None)
     stopping: str | None = None  # why the run is winding down early
     # When the answers turned all throttles (none let through since): None while not.
     throttled_since: float | None = None
@@ -138,6 +141,7 @@ class Stats(Subscriber):
                 timeouts=self.timeouts,
                 outages=self.outages,
                 outage_since=self.outage_since,
+                outage=self.outage,
                 stopping=self.stopping,
                 throttled_since=self.throttled_since,
                 succeeded=self.succeeded,
@@ -210,6 +214,8 @@ class Stats(Subscriber):
     def on_outage(self, event: OutageBegan) -> None:
         self.outages += 1
         self.outage_since = event.at
+        said = event.outcome
+        self.outage = outage_words(said.code if said and said.endpoint_error else None)
         self._sample(event, keep=True)
 
     def on_recovered(self, event: Recovered) -> None:

@@ -105,6 +105,33 @@ def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: 
     assert {r.action for r in waits} == {"start"} and len(waits) == undone["counts"]["succeeded"]
 
 
+def test_a_rollback_leaves_alone_what_the_run_never_changed(tmp_path: Path) -> None:
+    """Every instance was stopped before the run. Two IDs that do not exist spend the
+    budget, each refusing the batch it travels in (EC2 checks a call before it acts):
+    the run changed nothing, so its undo starts nothing, whatever its intents' attempts
+    say (a refused batch, a throttle, counts an attempt)."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(30)
+        box.client().stop_instances(InstanceIds=ids)
+        unknown = ["i-0123456789abcdef0", "i-0123456789abcdef1"]
+        listed = [ids[0], unknown[0], *ids[1:10], unknown[1], *ids[10:]]
+        ledger = tmp_path / "l.jsonl"
+        code, report = act(
+            box,
+            "stop",
+            write_ids(tmp_path / "ids.txt", listed),
+            ledger,
+            *("--batch-size", "10", "--max-errors", "1", "--rollback"),
+        )
+        assert states(box, ids) == {"stopped"}
+        assert box.counters.accepted_by_action.get("StartInstances") is None
+    assert code == 1
+    assert report["stopped"]["code"] == "MaxErrors"
+    pending = [r for r in read_records(str(ledger)) if r.code == "MaxErrors"]
+    assert pending and any(r.attempts for r in pending)  # refused in a batch, or throttled
+    assert "rollback" not in report  # nothing undone: no undo ran
+
+
 def test_swarm_rollback_undoes_a_stop_later_from_its_ledger(tmp_path: Path) -> None:
     with Sandbox(OPEN) as box:
         ids = box.launch(40)

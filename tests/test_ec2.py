@@ -62,6 +62,7 @@ def client_error(code: str, status: int, message: str = "m") -> ClientError:
         ("IncorrectInstanceState", 400, Kind.PERMANENT),
         ("AuthFailure", 401, Kind.FATAL),
         ("UnauthorizedOperation", 403, Kind.FATAL),
+        ("PendingVerification", 401, Kind.FATAL),
         ("DryRunOperation", 412, Kind.SUCCEEDED),
     ],
 )
@@ -69,6 +70,8 @@ def test_error_codes_map_to_outcomes(code: str, status: int, kind: Kind) -> None
     outcome = classify_error(client_error(code, status))
     assert outcome.kind is kind
     assert (outcome.code, outcome.http_status, outcome.request_id) == (code, status, "r")
+    # A 5xx that is no throttle may have come after EC2 acted; nothing else says so.
+    assert outcome.maybe_acted == (kind is Kind.TRANSIENT)
 
 
 def test_throttle_lists_come_from_botocore() -> None:
@@ -118,6 +121,8 @@ def test_failures_before_an_answer(err: Exception, kind: Kind, hint: str) -> Non
     assert outcome.kind is kind
     assert outcome.code == type(err).__name__
     assert hint in (outcome.message or "")
+    # What came back does not say the call did nothing: a gateway's 5xx, an unread 200.
+    assert outcome.maybe_acted == (kind is Kind.TRANSIENT and "DataNotFound" not in outcome.code)
 
 
 def test_a_throttle_of_any_body_is_a_call_refused_before_acting() -> None:

@@ -387,6 +387,101 @@ def test_a_call_that_may_have_landed_during_an_outage_is_left_maybe_done() -> No
         assert (outcome.message or "").endswith("may or may not be done") == (i in sent), i
 
 
+# An error of the endpoint's own, as the EC2 layer classifies it: it may have acted.
+ENDPOINT_ERROR = Outcome(
+    Kind.TRANSIENT, "InternalError", "restarting", http_status=500, maybe_acted=True
+)
+
+
+def test_an_endpoint_answering_only_errors_is_an_outage_ridden_out() -> None:
+    """A restarting endpoint answers every call 500 for five seconds: the first calls
+    are charged their attempts, then it counts as down (probes, no attempt charged)
+    until it answers again; nothing fails for it."""
+    runtime = virtual(0.05)
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        if runtime.now < 5.0:
+            return dict.fromkeys(batch, ENDPOINT_ERROR)
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    stats = Stats()
+    result = Engine(
+        action,
+        Window(RATE),
+        max_attempts=3,
+        backoff=lambda n: 0.4,
+        outage=Outage(max_outage=60.0),
+        subscribers=[events.append, stats],
+        runtime=runtime,
+    ).run(ids(20))
+    assert result.counts == {"succeeded": 20, "failed": 0, "missing": 0, "pending": 0}
+    (began,) = [e for e in events if e.type == "outage"]
+    assert began.outcome is not None and began.outcome.code == "InternalError"
+    assert [e.type for e in events].count("recovered") == 1
+    assert stats.outage == "only errors from the endpoint (InternalError)"
+
+
+def test_an_endpoint_that_only_errs_is_given_up_with_everything_maybe_done() -> None:
+    sent: set[str] = set()
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        sent.update(batch)
+        return dict.fromkeys(batch, ENDPOINT_ERROR)
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        Window(RATE),
+        batch_size=5,
+        max_attempts=50,
+        backoff=lambda n: 0.1,
+        outage=Outage(max_outage=10.0),
+        subscribers=[events.append],
+        runtime=virtual(0.05),
+    ).run(ids(20))
+    assert result.gave_up
+    assert result.counts == {"succeeded": 0, "failed": 0, "missing": 0, "pending": 20}
+    pending = {e.ids[0]: e.outcome for e in events if e.type == "pending"}
+    assert sent and set(pending) == set(ids(20))
+    for i, outcome in pending.items():
+        assert outcome is not None and outcome.code == "EndpointUnreachable"
+        message = outcome.message or ""
+        assert message.startswith("only errors from the endpoint (InternalError) for 1"), message
+        # A 5xx may have come after EC2 acted: a resume looks those up.
+        assert message.endswith("may or may not be done") == (i in sent), i
+
+
+def test_errors_at_random_are_no_outage_and_an_intent_that_always_errs_is_not_failed() -> None:
+    """Every fifth call answered 500 never makes an outage (other answers
+    come between them), and an instance whose every call gets one ends pending, maybe
+    done, once its attempts are spent: a 5xx does not say the call did nothing."""
+    draw = iter([k % 5 == 0 for k in range(10_000)])
+    cursed = "i-00000007"
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        if cursed in batch or next(draw):
+            return dict.fromkeys(batch, ENDPOINT_ERROR)
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        Window(RATE),
+        max_attempts=5,
+        backoff=lambda n: 0.05 * 2**n,
+        outage=Outage(max_outage=60.0),
+        subscribers=[events.append],
+        runtime=virtual(0.05),
+    ).run(ids(500))
+    assert "outage" not in [e.type for e in events]
+    assert result.counts == {"succeeded": 499, "failed": 0, "missing": 0, "pending": 1}
+    (pending,) = [e for e in events if e.type == "pending"]
+    assert pending.ids == (cursed,) and pending.outcome is not None
+    assert pending.outcome.code == "InternalError"
+    assert (pending.outcome.message or "").endswith("may or may not be done")
+
+
 def test_unreachable_calls_before_an_outage_stay_bounded_by_max_attempts() -> None:
     window = Window(SEED)
     flip = itertools.count()

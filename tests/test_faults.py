@@ -300,6 +300,33 @@ def test_an_outage_mid_run_loses_nothing_and_fails_nothing(tmp_path: Path) -> No
     assert failed_list(ledger) == set()
 
 
+@pytest.mark.slow
+def test_an_endpoint_answering_500_while_it_restarts_fails_nothing(tmp_path: Path) -> None:
+    """Every call answered 500 InternalError for three seconds from the first: the
+    endpoint is down, not the instances; the run rides it out as an outage (probes, no
+    attempt charged) and terminates them all once it answers again."""
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(30)
+        box.fail_action("TerminateInstances", 500)
+        proc = start(
+            box,
+            write_ids(tmp_path / "ids.txt", ids),
+            ledger,
+            *("--batch-size", "3", "--max-attempts", "8"),
+        )
+        wait_until(lambda: box.counters.injected >= 1, proc)
+        time.sleep(3.0)
+        box.fail_action("TerminateInstances", None)
+        out, err = proc.communicate(timeout=120)
+        assert running(box, ids) == set()
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    assert report["counts"]["failed"] == 0 and report["outages"] >= 1
+    assert "OUTAGE: only errors from the endpoint (InternalError), probing" in err
+    assert failed_list(ledger) == set()
+
+
 @pytest.mark.parametrize("status", [429, 503])
 def test_throttles_without_a_body_shrink_the_window_and_fail_nothing(
     tmp_path: Path, status: int

@@ -9,7 +9,7 @@ import pytest
 from test_cli import swarm, write_ids
 
 from swarm_cli.actions import ACTIONS
-from swarm_cli.ledger import LedgerWriter
+from swarm_cli.ledger import MAYBE_DONE, LedgerWriter
 from swarm_cli.report import Pair
 from swarm_cli.saga import SagaError, UndoPlan, check_ids, undo_plan
 from swarm_cli.sandbox import Sandbox
@@ -53,16 +53,22 @@ def test_the_pending_intents_of_a_run_are_unsure(tmp_path: Path) -> None:
     plan = undo_plan([str(ledger)])
     assert plan.groups == {Pair(None, EAST): [ids[0]]}
     assert plan.unsure == {Pair(None, EAST): [ids[1]]} and plan.of == "stop"
-    # A run that stopped in order says which intents it never sent (0 attempts):
-    # those are known not done; one sent without an answer is not known.
+    # A run that stopped in order says which intents it never sent (0 attempts) and
+    # which it sent only to be refused before EC2 acted (throttled, or with the rest of
+    # a batch): those are known not done; one sent without an answer, or answered with
+    # an error of the endpoint's own (a 5xx), is not known.
     stopped = tmp_path / "stopped.jsonl"
+    more = [*ids, "i-00000004", "i-00000005"]
     writer = LedgerWriter(str(stopped), "run1", "stop", EAST)
-    writer.write_ahead(ids)
+    writer.write_ahead(more)
     writer.write(ids[0], "succeeded", attempts=1)
     writer.write(ids[1], "pending", code="NotSent")
-    writer.write(ids[2], "pending", code="CallTimeout", attempts=2)
+    writer.write(ids[2], "pending", code="CallTimeout", message=f"no answer: {MAYBE_DONE}")
+    budget = "the failure budget is spent: 2 failed or missing, over --max-errors 1"
+    writer.write(more[3], "pending", code="MaxErrors", message=budget, attempts=1)
+    writer.write(more[4], "pending", code="MaxErrors", message=f"{budget}: {MAYBE_DONE}")
     assert writer.close() == []
-    assert undo_plan([str(stopped)]).unsure == {Pair(None, EAST): [ids[2]]}
+    assert undo_plan([str(stopped)]).unsure == {Pair(None, EAST): [ids[2], more[4]]}
     nothing = tmp_path / "nothing.jsonl"
     write_stop(nothing, [(ids[1], "pending")])
     with pytest.raises(SagaError, match="got nothing done"):
@@ -290,6 +296,11 @@ def test_a_resume_s_already_in_state_is_undone_when_the_killed_run_may_have_sent
     assert plan.groups == {Pair(None, EAST): ids}  # the killed run may have stopped ids[0]
     # Undone alone, the resume found ids[0] stopped and changed nothing of it.
     assert undo_plan([str(ledger)], "run2").groups == {Pair(None, EAST): ids[1:]}
+    # The killed run undone alone: the resume's call found ids[1] still running and
+    # stopped it (a success, no WasAlready); the killed run's call did not. ids[0] is
+    # still unsure: looked up, as the killed run may have stopped it.
+    alone = undo_plan([str(ledger)], "run1", allow_empty=True)
+    assert alone.groups == {} and alone.unsure == {Pair(None, EAST): ids[:1]}
 
 
 def test_an_undo_leaves_alone_what_later_runs_undid_already(tmp_path: Path) -> None:
