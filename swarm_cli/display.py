@@ -720,6 +720,46 @@ def _wait_line(waited: Mapping[str, Any]) -> str:
     )
 
 
+def follow_ups(report: Report, *, stopped: bool = True) -> list[tuple[str, bool, str]]:
+    """What came after the run (its --wait, its rollback), one line each: what it is
+    ("wait", "rollback", "rollback_wait", "rollback_stopped"), whether it went as it
+    should, and the line. For the summary, the step summary and the HTML report alike;
+    ``stopped`` False leaves out a rollback stopped before it began."""
+    lines: list[tuple[str, bool, str]] = []
+    waited = report.extra.get("wait")
+    if waited:
+        lines.append(("wait", not _unseen(waited), _wait_line(waited)))
+    undone = report.extra.get("rollback")
+    if undone:
+        u = undone["counts"]
+        lines.append(
+            (
+                "rollback",
+                u["succeeded"] == undone["total"],
+                f"rollback ({undone['action']}): {u['succeeded']} of {undone['total']} undone"
+                + "".join(f", {u[k]} {k}" for k in ("failed", "missing", "pending") if u[k]),
+            )
+        )
+        if undone.get("wait"):
+            back = undone["wait"]
+            lines.append(("rollback_wait", not _unseen(back), f"rollback's {_wait_line(back)}"))
+    before = report.extra.get("rollback_stopped") if stopped else None
+    if before:
+        lines.append(
+            (
+                "rollback_stopped",
+                False,
+                f"rollback stopped by {before['signal']} before anything was undone: "
+                f"{literal(before['undo'])}",
+            )
+        )
+    return lines
+
+
+def _unseen(waited: Mapping[str, Any]) -> bool:
+    return any(waited.get(k) for k in ("timed_out", "wrong_state", "not_listed", "not_checked"))
+
+
 def render_summary(report: Report, console: Console) -> None:
     """The human summary of a run (its JSON twin is ``report.to_dict()``)."""
 
@@ -803,19 +843,11 @@ def render_summary(report: Report, console: Console) -> None:
     timeouts = report.total_of("timeouts")
     if timeouts:
         say(f"  calls given up for want of an answer: {timeouts}")
-    waited = report.extra.get("wait")
-    if waited:
-        say(f"  {_wait_line(waited)}")
     undone = report.extra.get("rollback")
-    if undone:
-        u = undone["counts"]
-        say(
-            f"  rollback ({undone['action']}): {u['succeeded']} of {undone['total']} undone"
-            + "".join(f", {u[k]} {k}" for k in ("failed", "missing", "pending") if u[k]),
-            style="green" if u["succeeded"] == undone["total"] else "bold red",
-        )
-        if undone.get("wait"):
-            say(f"  rollback's {_wait_line(undone['wait'])}")
+    # A rollback stopped before it began is said below, where the ledger's way back is.
+    for what, ok, line in follow_ups(report, stopped=False):
+        rolled = what == "rollback"
+        say(f"  {line}", style=("green" if ok else "bold red") if rolled else None)
     if report.ledger_error:
         say(f"  ledger NOT fully written: {literal(report.ledger_error)}", style="bold red")
     if report.ledger:

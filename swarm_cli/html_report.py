@@ -194,10 +194,16 @@ def _summary(report: Report) -> str:
         ("exit code", str(report.exit_code)),
     ]
     for key, value in report.extra.items():
+        if key in FOLLOW_UPS:
+            continue  # in the notes, in words
         rows.append((_e(key), f"<code>{_e(json.dumps(value, sort_keys=True, default=str))}</code>"))
     listing = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
     notes = _notes(report)
     return f'<section class="summary">{headline}<dl class="summary">{listing}</dl>{notes}</section>'
+
+
+# What came after the run, said in the notes (``display.follow_ups``).
+FOLLOW_UPS = frozenset({"wait", "rollback", "rollback_stopped"})
 
 
 def _notes(report: Report) -> str:
@@ -216,6 +222,9 @@ def _notes(report: Report) -> str:
         )
     if report.gave_up:
         items.append(("bad", "gave up: the endpoint stayed unreachable"))
+    from .display import follow_ups
+
+    items += [("ok" if ok else "bad", _e(line)) for _, ok, line in follow_ups(report)]
     if report.ledger_error:
         items.append(("bad", f"ledger NOT fully written: {_e(report.ledger_error)}"))
     if report.unrecorded:

@@ -376,3 +376,19 @@ def test_the_mean_rate_leaves_out_what_was_settled_unsent_at_the_start() -> None
 
     points = [Sample(0.0, 1.0, 0, 300, 0), Sample(2.0, 2.0, 2, 310, 0), Sample(4.0, 2.0, 0, 320, 0)]
     assert "mean 5.0/s" in _rate_figure(points, 4.0)
+
+
+def test_the_rollback_after_the_run_is_a_note_in_words() -> None:
+    report = make_report()
+    report.extra["rollback"] = {
+        "action": "start",
+        "total": 2,
+        "counts": {"succeeded": 2, "failed": 0, "missing": 0, "pending": 0},
+    }
+    report.extra["sandbox"] = {"terminated": 5}
+    root = parse(render_html(report))
+    notes = [li.all_text() for li in root.select("ul", "notes")[0].select("li")]
+    assert "rollback (start): 2 of 2 undone" in notes
+    (summary,) = root.select("dl", "summary")
+    terms = [n.all_text() for n in summary.select("dt")]
+    assert "rollback" not in terms and "sandbox" in terms  # no raw JSON of what is said

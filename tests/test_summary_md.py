@@ -208,3 +208,27 @@ def test_a_throttle_storm_is_said_in_the_summary() -> None:
     report.pairs[0].throttled_for = 125.0
     text = markdown_summary(report)
     assert "**Every call throttled** in 111111111111/us-east-1 for the last 2m05s" in text
+
+
+def test_the_wait_and_the_rollback_after_the_run_are_said_in_words() -> None:
+    """A run its budget rolled back: the page says so, or a reader takes the run's
+    counts for the state left behind."""
+    report = recorded_report()
+    report.extra["wait"] = {"target": "stopped", "reached": 3, "timed_out": 1}
+    report.extra["rollback"] = {
+        "action": "start",
+        "total": 140,
+        "counts": {"succeeded": 138, "failed": 2, "missing": 0, "pending": 0},
+        "wait": {"target": "running", "reached": 138},
+    }
+    text = markdown_summary(report)
+    assert "**Waited:** wait for stopped: 3 reached, 1 timed out ⚠️" in text
+    assert "**Rolled back:** rollback (start): 138 of 140 undone, 2 failed ⚠️" in text
+    assert "**Waited:** rollback's wait for running: 138 reached\n" in text
+    del report.extra["rollback"]
+    report.extra["rollback_stopped"] = {"signal": "SIGTERM", "undo": "swarm rollback l|x --run r"}
+    text = markdown_summary(report)
+    assert (
+        "**Not rolled back:** rollback stopped by SIGTERM before anything was undone: "
+        "swarm rollback l\\|x --run r ⚠️"
+    ) in text
