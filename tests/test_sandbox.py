@@ -702,3 +702,21 @@ def test_a_stop_of_an_instance_stopping_keeps_its_one_timer() -> None:
         assert box.states([one])[one] == "stopping" and len(front._timers) == 1
         until("stopped")
         assert not front._timers
+
+
+def test_a_tag_no_describe_answer_could_carry_is_refused_as_ec2_refuses_it(
+    sandbox: Sandbox,
+) -> None:
+    """moto would keep an ESC in a tag and then answer every Describe of the instance
+    with XML no parser reads; the sandbox refuses it at the call that sets it."""
+    ids = sandbox.launch(2)
+    client = sandbox.client(admin=False)
+    for tags in ([{"Key": "Name", "Value": "a\x1b[31mb"}], [{"Key": "\x07", "Value": "v"}]):
+        with pytest.raises(ClientError) as refused:
+            client.create_tags(Resources=ids[:1], Tags=tags)
+        assert refused.value.response["Error"]["Code"] == "InvalidParameterValue"
+    # What XML carries (markup, a tab) is kept, and read back as it was.
+    client.create_tags(Resources=ids[:1], Tags=[{"Key": "Name", "Value": "<b>x</b>\ty"}])
+    found = client.describe_instances(InstanceIds=ids)["Reservations"]
+    tags = [i.get("Tags") for r in found for i in r["Instances"]]
+    assert [{"Key": "Name", "Value": "<b>x</b>\ty"}] in tags

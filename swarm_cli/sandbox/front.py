@@ -6,10 +6,11 @@ import http
 import io
 import os
 import random
+import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -404,6 +405,16 @@ class Ec2Front:
                 return self._error(
                     start_response, f"{fault.status} {reason}", fault.code, fault.message
                 )
+            bad_tag = _unwritable_tag(params) if action in TAGGING else None
+            if bad_tag is not None:
+                # moto would keep it and then answer every Describe of it with XML no
+                # parser reads; EC2 limits the characters of tags.
+                return self._error(
+                    start_response,
+                    "400 Bad Request",
+                    "InvalidParameterValue",
+                    f"Tag {bad_tag} contains characters a tag may not hold",
+                )
             if action == "DescribeInstances" and omitted and set(ids) & omitted:
                 kept = [i for i in ids if i not in omitted]
                 if not kept:
@@ -641,3 +652,20 @@ class Ec2Front:
             ],
         )
         return [body]
+
+
+# Calls that set tags, and the parameters that carry them (Tag.1.Key, and
+# TagSpecification.1.Tag.1.Value at launch).
+TAGGING = frozenset({"CreateTags", "RunInstances", "CreateVolume", "CreateSnapshot"})
+_TAG_PARAM = re.compile(r"(?:TagSpecification\.\d+\.)?Tag\.\d+\.(?:Key|Value)")
+# What XML 1.0 cannot carry: the control characters other than tab and the line breaks.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _unwritable_tag(params: Mapping[str, list[str]]) -> str | None:
+    """The first tag parameter (its name) whose key or value holds a character no
+    Describe answer could carry, or None."""
+    for name, values in params.items():
+        if _TAG_PARAM.fullmatch(name) and any(_NOT_XML.search(v) for v in values):
+            return name
+    return None
