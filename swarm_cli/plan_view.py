@@ -22,6 +22,9 @@ from .text import literal, text
 
 # Rows a person is shown; the JSON and the ID file hold them all.
 SAMPLE_ROWS = 50
+# Characters of a Name tag a row shows (EC2 allows 256): past it, cut with "…" (the JSON
+# holds it whole), so one long name does not make every line of a log that wide.
+NAME_CHARS = 64
 
 
 _STYLES = {
@@ -63,6 +66,10 @@ def _calls_text(calls: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {api}" for api, n in calls.items()) or "no"
 
 
+def _cut(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
 def _print_whole(table: Table, console: Console) -> None:
     """A table on a terminal fits its width; in a log or a file (where rich assumes 80
     columns), it is printed as wide as its cells, so no cell is cut or wrapped."""
@@ -98,7 +105,7 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
         # Text cells: a Name tag is anyone's text, never markup (see swarm_cli.text).
         cells = [
             text(row.id),
-            text((info.name or "") if info else ""),
+            text(_cut((info.name or "") if info else "")),
             *((text(info.type if info else ""),) if typed else ()),
             text(info.state if info else ""),
             Text(launched),

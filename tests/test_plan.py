@@ -453,6 +453,15 @@ def test_in_a_log_the_table_is_as_wide_as_its_cells_and_on_a_terminal_fits_it() 
     render_plan(plan, est, screen)
     shown = screen.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert max(len(Text.from_ansi(line).plain) for line in shown) <= 80
+    # A Name tag of EC2's 256 characters is cut at 64 in a log: not every line that wide.
+    long = "n" * 256
+    rows[0] = replace(rows[0], info=replace(info(rows[0].id), name=long))
+    log = Console(file=io.StringIO(), width=80)
+    render_plan(Plan(ACTIONS["terminate"], rows), est, log)
+    lines = log.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    (line,) = [line for line in lines if rows[0].id in line]
+    assert "n" * 63 + "…" in line and "n" * 64 not in line
+    assert max(len(line) for line in lines) < 200
 
 
 def test_the_json_holds_every_row_and_the_estimate(sandbox: Sandbox, fleet: dict[str, str]) -> None:
