@@ -10,10 +10,11 @@ no faster: DescribeInstances (many IDs per call) and DescribeInstanceAttribute
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from rich.console import Console
@@ -83,6 +84,9 @@ class InstanceInfo:
     launch_time: datetime | None
     tags: dict[str, str]
     name: str | None  # the Name tag
+    # When a user's call stopped it, as EC2's StateTransitionReason says ("User
+    # initiated (2026-12-06 10:00:00 GMT)"), to the second; None when it does not say.
+    stopped_at: datetime | None = None
 
     @classmethod
     def of(cls, instance: Mapping[str, Any]) -> InstanceInfo:
@@ -96,7 +100,20 @@ class InstanceInfo:
             launch_time=launched if isinstance(launched, datetime) else None,
             tags=tags,
             name=tags.get("Name"),
+            stopped_at=_user_initiated(instance.get("StateTransitionReason")),
         )
+
+
+_USER_INITIATED = re.compile(
+    r"User initiated \((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)", re.ASCII
+)
+
+
+def _user_initiated(reason: object) -> datetime | None:
+    match = _USER_INITIATED.search(reason) if isinstance(reason, str) else None
+    if match is None:
+        return None
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
 
 
 def classify_setup(err: Exception) -> Outcome:

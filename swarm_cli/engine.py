@@ -44,7 +44,7 @@ from .events import (
 )
 from .events import Event as Event
 from .events import Subscriber as Subscriber
-from .outage import Outage
+from .outage import Outage, error_name
 from .outcome import MAYBE_DONE, NEVER_LEFT, Kind, Outcome, maybe_done
 from .retry import default_backoff
 from .rto import Rto
@@ -366,7 +366,9 @@ class Engine:
                     # may have happened.
                     before = intent.unanswered
                     what = "got no answer" if before.kind is Kind.UNREACHABLE else "may have acted"
-                    earlier = f"an earlier call {what} ({before.code})"
+                    earlier = (
+                        f"an earlier call {what} ({error_name(before.code, before.http_status)})"
+                    )
                     said = f"{cause.message}; {earlier}" if cause and cause.message else earlier
                     why = (
                         maybe_done(replace(cause, message=said))
@@ -468,7 +470,7 @@ class Engine:
         elif error is not None:
             # Only an error of the endpoint's own: a run of them is the endpoint down.
             self.timeouts.sample(now - call.sent_at)
-            if self.outage.on_error(error.code or f"HTTP {error.http_status}", call.sent_at, now):
+            if self.outage.on_error(error_name(error.code, error.http_status), call.sent_at, now):
                 self._emit(OutageBegan, outcome=error)
             elif not self.outage.down:
                 self._feed_answer(call, [o for _, o in results], now, in_flight)
@@ -490,7 +492,12 @@ class Engine:
             again = [i for i, o in results if self._settle(i, o, now)]
         finally:
             self._held = None
-        self._queue.extendleft(reversed(again))
+        if self.outage.down:
+            # To the back: the next probe carries others, so that one intent the endpoint
+            # always fails (its call a 5xx) cannot keep an endpoint that is back down.
+            self._queue.extend(again)
+        else:
+            self._queue.extendleft(reversed(again))
 
     def _feed_answer(
         self, call: _Call, outcomes: list[Outcome], now: float, in_flight: int
@@ -522,7 +529,7 @@ class Engine:
         self.stop(
             Outcome(
                 Kind.UNREACHABLE,
-                "EndpointUnreachable",
+                "EndpointUnreachable" if self.outage.errors is None else "EndpointErrors",
                 f"{self.outage.words()} for {self.outage.elapsed(now):.0f}s "
                 f"(--max-outage {self.outage.max_outage:g}s)",
             )

@@ -96,6 +96,14 @@ class Outage:
         return outage_words(self.errors)
 
 
+def error_name(code: str | None, status: int | None) -> str:
+    """An error as a user knows it: its code ("InternalError"), or for an answer with
+    none (a gateway's page) its status ("HTTP 504")."""
+    if code in (None, "HttpError") and status is not None:
+        return f"HTTP {status}"
+    return code or "an error"
+
+
 def outage_words(errors: str | None) -> str:
     if errors is None:
         return "no answer from the endpoint"

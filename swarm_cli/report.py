@@ -58,7 +58,7 @@ class Recorded:
         if accepted:
             self._accepted.add(resource_id)
             return
-        when = _parse_ts(ts)
+        when = parse_ts(ts)
         if resource_id in self._when:
             known = self._when[resource_id]
             if known is None or (when is not None and when <= known):
@@ -88,7 +88,7 @@ class Recorded:
         )
 
 
-def _parse_ts(ts: str | None) -> datetime | None:
+def parse_ts(ts: str | None) -> datetime | None:
     """A ledger record's time (ISO 8601, UTC), or None if it has none or is not one."""
     if not ts:
         return None

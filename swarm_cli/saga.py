@@ -32,7 +32,12 @@ _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%", re.ASCII)
 
 
 class SagaError(Exception):
-    """No run can be undone as asked; the message is one line for the user."""
+    """No run can be undone as asked; the message is one line for the user. ``why``, for a
+    run with nothing to undo: in a few words, why ("undone by later runs")."""
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why
 
 
 def parse_budget(text: str, total: int) -> int:
@@ -75,6 +80,9 @@ class UndoPlan:
     damaged: list[Damaged] = field(default_factory=list, compare=False)
     # Instances a later run of the ledgers undid already: theirs now, left alone.
     superseded: int = field(default=0, compare=False)
+    # When the first of the runs began (ISO 8601, as the ledger has it), if known: an
+    # unsure instance stopped before it, as EC2 says, was not stopped by them.
+    began: str | None = field(default=None, compare=False)
 
     @property
     def total(self) -> int:
@@ -146,22 +154,22 @@ def _choose(
     for r in runs:
         try:
             plan = _plan([r], by_run, sent_nothing, damaged, allow_empty=True)
-        except SagaError:
-            cannot.append(r)
+        except SagaError as exc:
+            cannot.append(f"{r} ({exc.why or exc})")
             continue
         records = by_run[r]
-        undo = f"{plan.total} to {plan.action.name}" if plan.total else "pending intents only"
+        unsure = sum(len(ids) for ids in plan.unsure.values())
+        undo = ", ".join(
+            ([f"{plan.total} to {plan.action.name}"] if plan.total else [])
+            + ([f"{unsure} pending to look up"] if unsure else [])
+        )
         can.append((r, f"{r} ({records[0].action}, {undo}, last at {max(x.ts for x in records)})"))
     if not can:
         return (
             f"none of the {len(runs)} runs of stop or start in {where} has anything left to "
-            f"undo ({', '.join(cannot)}: undone by later runs, or terminated since)"
+            f"undo: {', '.join(cannot)}"
         )
-    nothing = (
-        f"; nothing left to undo in {', '.join(cannot)} (undone by later runs, or terminated since)"
-        if cannot
-        else ""
-    )
+    nothing = f"; nothing left to undo in {', '.join(cannot)}" if cannot else ""
     if len(can) == 1:
         ((only, said),) = can
         return f"one run in {where} has something to undo: {said}{nothing}; pass --run {only}"
@@ -272,15 +280,22 @@ def _plan(
         if terminated:
             raise SagaError(
                 f"run {label} ({action}): its {terminated} instance(s) were terminated since "
-                "(a terminate in the ledger): nothing to undo"
+                "(a terminate in the ledger): nothing to undo",
+                "terminated since",
             )
         if superseded:
             raise SagaError(
                 f"run {label} ({action}): its {superseded} instance(s) were undone by later runs "
-                "of the ledger already: nothing to undo (roll back the latest run)"
+                "of the ledger already: nothing to undo (roll back the latest run)",
+                "undone by later runs",
             )
-        raise SagaError(f"run {label} ({action}) got nothing done: nothing to undo")
-    return UndoPlan(label, undo, groups, action, unsure, terminated, damaged, superseded)
+        raise SagaError(
+            f"run {label} ({action}) got nothing done: nothing to undo", "it changed nothing"
+        )
+    first = min(began[r] for r in runs)
+    return UndoPlan(
+        label, undo, groups, action, unsure, terminated, damaged, superseded, first or None
+    )
 
 
 def _maybe_sent(record: Record, sent_nothing: set[str]) -> bool:

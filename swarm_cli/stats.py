@@ -22,7 +22,7 @@ from .events import (
     TimedOut,
     WindowChanged,
 )
-from .outage import outage_words
+from .outage import error_name, outage_words
 from .outcome import Kind
 from .report import PairReport, Sample, WindowReport
 
@@ -215,7 +215,8 @@ class Stats(Subscriber):
         self.outages += 1
         self.outage_since = event.at
         said = event.outcome
-        self.outage = outage_words(said.code if said and said.endpoint_error else None)
+        errors = error_name(said.code, said.http_status) if said and said.endpoint_error else None
+        self.outage = outage_words(errors)
         self._sample(event, keep=True)
 
     def on_recovered(self, event: Recovered) -> None:

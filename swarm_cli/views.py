@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.text import Text
 
 from .display import Progress, choose_progress
-from .events import Answered, Listener, Subscriber
+from .events import Answered, Listener, OutageBegan, Recovered, Subscriber
+from .outage import error_name, outage_words
 from .outcome import Kind
 from .report import Pair, Report
 from .run import ActionFactory, Classify, Job, Watcher, run
@@ -40,6 +41,25 @@ class CallLog(Subscriber):
         )
 
 
+class OutageNote(Subscriber):
+    """With no progress view (a look-up before or after a run): one line when an outage
+    begins and one when it ends, so that a wait of up to --max-outage is not silent."""
+
+    def __init__(self, console: Console, title: str, pair: Pair, several: bool) -> None:
+        self.console = console
+        self.prefix = f"{title} in {pair.label}" if several else title
+
+    def on_outage(self, event: OutageBegan) -> None:
+        said = event.outcome
+        errors = error_name(said.code, said.http_status) if said and said.endpoint_error else None
+        self.console.print(
+            f"{self.prefix}: OUTAGE: {outage_words(errors)}, probing", markup=False, highlight=False
+        )
+
+    def on_recovered(self, event: Recovered) -> None:
+        self.console.print(f"{self.prefix}: the endpoint answers again", markup=False)
+
+
 class ConsoleWatcher(Watcher):
     """A run on a console: the progress view (live, plain lines or none) while the pairs
     run, the call log with ``--verbose``, and the runner's warnings and errors."""
@@ -50,9 +70,14 @@ class ConsoleWatcher(Watcher):
         self._view: Progress | None = None
 
     def subscribers(self, pair: Pair, several: bool) -> Sequence[Listener]:
-        if not self.job.options.sinks.verbose:
-            return ()
-        return [CallLog(self.console, self.job.action.name, pair, several)]
+        sinks = self.job.options.sinks
+        out: list[Listener] = []
+        if sinks.progress == "none":
+            title = self.job.title or self.job.action.name
+            out.append(OutageNote(self.console, title, pair, several))
+        if sinks.verbose:
+            out.append(CallLog(self.console, self.job.action.name, pair, several))
+        return out
 
     def on_start(self, lanes: Sequence[tuple[str, Stats]]) -> None:
         o = self.job.options

@@ -422,6 +422,32 @@ def test_an_endpoint_answering_only_errors_is_an_outage_ridden_out() -> None:
     assert stats.outage == "only errors from the endpoint (InternalError)"
 
 
+def test_probes_go_round_so_one_intent_that_always_errs_keeps_no_outage_going() -> None:
+    """The endpoint answers only 500 for two seconds, then all but one instance (the
+    first probe's) fine: the probes take turns, so the others bring it back."""
+    runtime = virtual(0.05)
+    bad: set[str] = set()
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        if engine.outage.down and not bad:
+            bad.update(batch)  # the first probe's intent errs for ever
+        if runtime.now < 2.0 or bad & set(batch):
+            return dict.fromkeys(batch, ENDPOINT_ERROR)
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    engine = Engine(
+        action,
+        Window(RATE),
+        max_attempts=3,
+        backoff=lambda n: 0.2,
+        outage=Outage(max_outage=30.0),
+        runtime=runtime,
+    )
+    result = engine.run(ids(20))
+    assert bad and not result.gave_up
+    assert result.counts == {"succeeded": 19, "failed": 0, "missing": 0, "pending": 1}
+
+
 def test_an_endpoint_that_only_errs_is_given_up_with_everything_maybe_done() -> None:
     sent: set[str] = set()
 
@@ -445,7 +471,7 @@ def test_an_endpoint_that_only_errs_is_given_up_with_everything_maybe_done() -> 
     pending = {e.ids[0]: e.outcome for e in events if e.type == "pending"}
     assert sent and set(pending) == set(ids(20))
     for i, outcome in pending.items():
-        assert outcome is not None and outcome.code == "EndpointUnreachable"
+        assert outcome is not None and outcome.code == "EndpointErrors"
         message = outcome.message or ""
         assert message.startswith("only errors from the endpoint (InternalError) for 1"), message
         # A 5xx may have come after EC2 acted: a resume looks those up.
@@ -689,3 +715,29 @@ def test_an_outage_is_not_given_up_for_the_time_the_client_stood_still() -> None
     types = [e.type for e in events]
     assert "outage" in types and "recovered" in types
     assert runtime.now > 11.0  # the stand-still did happen
+
+
+def test_a_gateway_that_answers_only_its_own_error_page_is_named_by_its_status() -> None:
+    """A 504 page has no EC2 code (HttpError): the outage and the records name it
+    "HTTP 504", as the user would look it up."""
+    gateway = Outcome(Kind.TRANSIENT, "HttpError", "HTTP 504", http_status=504, maybe_acted=True)
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        return dict.fromkeys(batch, gateway)
+
+    events: list[Event] = []
+    stats = Stats()
+    Engine(
+        action,
+        Window(RATE),
+        max_attempts=50,
+        backoff=lambda n: 0.1,
+        outage=Outage(max_outage=5.0),
+        subscribers=[events.append, stats],
+        runtime=virtual(0.05),
+    ).run(ids(5))
+    assert stats.outage == "only errors from the endpoint (HTTP 504)"
+    said = {e.outcome.message for e in events if e.type == "pending" and e.outcome}
+    assert said and all(
+        m and m.startswith("only errors from the endpoint (HTTP 504)") for m in said
+    )

@@ -342,3 +342,43 @@ def test_a_resumed_terminate_of_an_id_not_listed_soon_after_is_sent_again(
     )
     assert code == 0, err
     assert json.loads(out)["counts"]["succeeded"] == 2
+
+
+def test_a_look_up_that_meets_only_errors_says_so_and_the_resume_goes_on(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """DescribeInstances answers 500 to every call of the resume's look-up: it says it
+    is probing an outage (not silent for --max-outage), names the errors, and sends all."""
+    ids = sandbox.launch(4)
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "v": 1,
+                    "ts": "2026-01-01T00:00:00Z",
+                    "run": "r",
+                    "seq": n + 1,
+                    "action": "stop",
+                    "id": i,
+                    "status": "pending",
+                    "region": "us-east-1",
+                }
+            )
+            + "\n"
+            for n, i in enumerate(ids)
+        )
+    )
+    sandbox.fail_action("DescribeInstances", 500)
+    code, _, err = swarm(
+        *("stop", "--ids", ids_file, "--endpoint-url", sandbox.endpoint, "--yes"),
+        *("--ledger", str(ledger), "--resume", "--max-outage", "2", "--progress", "none"),
+    )
+    assert code == 0, err
+    text = " ".join(err.split())
+    assert (
+        "DescribeInstances: OUTAGE: only errors from the endpoint (InternalError), probing" in text
+    )
+    assert "could not be read (EndpointErrors x 4)" in text, text
+    assert set(sandbox.states(ids).values()) == {"stopped"}

@@ -3,6 +3,8 @@ the intents the ledger cannot know (pending: in flight at a kill) before undoing
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -115,6 +117,35 @@ def test_rollback_undoes_a_pending_call_that_was_carried_out(
     code, err = rollback(sandbox, only)
     assert code == 0, err
     assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_rollback_leaves_alone_a_pending_intent_ec2_says_was_stopped_before_the_run(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A kill left ids pending; DescribeInstances shows them stopped, but its
+    StateTransitionReason dates the stop an hour before the run began: someone else's,
+    not undone."""
+    ids = sandbox.launch(3)
+    sandbox.client().stop_instances(InstanceIds=ids[:2])
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(ids[0], "pending"), (ids[1], "pending"), (ids[2], "pending")])
+    # The run as if it began an hour after those stops (the ledger's own times moved).
+    later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    for line in lines:
+        line["ts"] = line["started"] = later
+    ledger.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, err = rollback(sandbox, ledger)
+    assert code == 0, err  # nothing of the run's to undo: the state before it stands
+    text = " ".join(err.split())
+    assert (
+        "DescribeInstances shows none of the 3 it could read stopping or stopped since the run "
+        "began (2 stopped before it, as EC2 says: left alone): nothing more to undo"
+    ) in text, text
+    assert sandbox.counters.accepted_by_action.get("StartInstances") is None
+    assert set(sandbox.states(ids[:2]).values()) == {"stopped"}
+    (began,) = {line["started"] for line in lines}
+    assert undo_plan([str(ledger)], allow_empty=True).began == began
 
 
 def test_rollback_that_cannot_look_up_pending_intents_sends_nothing_and_says_so(

@@ -103,7 +103,7 @@ def test_runs_with_nothing_left_to_undo_are_named_apart(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith("one run in ")
     assert "r3 (stop, 2 to start" in message
-    assert "nothing left to undo in r1, r2" in message
+    assert "nothing left to undo in r1 (undone by later runs), r2 (undone by later runs)" in message
     assert message.endswith("pass --run r3")
     # What it names is what --run undoes; the others are refused as it says.
     assert undo_plan([str(ledger)], run="r3").groups == {Pair(None, EAST): ["i-1", "i-2"]}
@@ -118,7 +118,7 @@ def test_no_run_left_to_undo_says_so(tmp_path: Path) -> None:
     write_run(ledger, "r2", "stop", [("i-2", "succeeded")])
     write_run(ledger, "r3", "terminate", [("i-1", "succeeded"), ("i-2", "succeeded")])
 
-    with pytest.raises(SagaError, match=r"none of the 2 runs .* \(r1, r2: undone by later"):
+    with pytest.raises(SagaError, match=r"none of .* r1 \(terminated since\), r2 \(terminated"):
         undo_plan([str(ledger)])
 
 
@@ -203,3 +203,23 @@ def test_a_report_without_a_ledger_can_be_undone_too() -> None:
         undo_report(Report(run="r9", action="terminate", done=done))
     with pytest.raises(SagaError, match="nothing to undo"):
         undo_report(Report(run="r9", action="stop"))
+
+
+def test_the_list_of_runs_counts_what_a_killed_run_leaves_to_look_up(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    ids = ["i-1", "i-2"]
+    killed = LedgerWriter(str(ledger), "r1", "stop", EAST)
+    killed.write_ahead(ids)  # a kill -9 before any outcome
+    assert killed.close() == []
+    resumed = LedgerWriter(str(ledger), "r2", "stop", EAST)
+    for i in ids:
+        resumed.write(i, "succeeded", code="AlreadyInState", message="stopped; not sent")
+    assert resumed.close() == []
+
+    with pytest.raises(SagaError) as info:
+        undo_plan([str(ledger)])
+
+    message = str(info.value)
+    assert "r1 (stop, 2 pending to look up, last at " in message
+    assert "nothing left to undo in r2 (it changed nothing)" in message
+    assert message.endswith("pass --run r1")

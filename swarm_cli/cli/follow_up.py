@@ -9,6 +9,7 @@ import shlex
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -20,7 +21,7 @@ from ..ledger import (
     LedgerError,
 )
 from ..outcome import Outcome
-from ..report import Pair, Report
+from ..report import Pair, Report, parse_ts
 from ..run import Job, RunOptions
 from ..states import INCORRECT_STATE, ON_ITS_WAY_TO, PASSING_TO, REFUSED_ON_THE_WAY
 from ..text import literal
@@ -31,6 +32,7 @@ from .options import Flags
 from .reach import Reach
 
 if TYPE_CHECKING:
+    from ..describe import InstanceInfo
     from ..saga import UndoPlan
 
 
@@ -310,20 +312,22 @@ def reconcile_undo(
     if not count:
         return groups, None
     seen = reconcile(plan.of, plan.unsure, reach.client, err, options=options)
+    earlier = _stopped_before(plan, seen.found)
     for pair, done in seen.done.items():
-        groups.setdefault(pair, []).extend(done)
+        groups.setdefault(pair, []).extend(i for i in done if i not in earlier)
     verb = done_words(plan.of)
     read = count - seen.unread
+    already = seen.already - len(earlier)
     err.print(
         f"rollback: {count} intent(s) of the run were left pending; "
         + (
-            (
-                f"DescribeInstances shows {seen.already} of the {read} it could read {verb}: "
-                "they are undone too"
-                if seen.already
-                else f"DescribeInstances shows none of the {read} it could read {verb}: "
-                "nothing more to undo"
+            f"DescribeInstances shows {already or 'none'} of the {read} it could read {verb}"
+            + (
+                f" since the run began ({len(earlier)} stopped before it, as EC2 says: left alone)"
+                if earlier
+                else ""
             )
+            + (": they are undone too" if already else ": nothing more to undo")
             if read
             else "DescribeInstances could read none of them"
         ),
@@ -335,6 +339,28 @@ def reconcile_undo(
         f"{seen.unread} pending intent(s) of run {plan.run} could not be looked up "
         f"({seen.why or 'no answer'}): whether they were {verb} is unknown"
     )
+
+
+# How much earlier than the run EC2's time of a stop must be to count as before it: its
+# time is to the second, and this machine's clock and EC2's may differ a little.
+CLOCKS_APART = timedelta(seconds=5)
+
+
+def _stopped_before(plan: UndoPlan, found: Mapping[str, InstanceInfo]) -> set[str]:
+    """The unsure instances of a stop run that a user's call stopped before the run began,
+    as DescribeInstances' StateTransitionReason tells: not the run's doing, not undone."""
+    began = parse_ts(plan.began)
+    if plan.of != "stop" or began is None:
+        return set()
+    return {
+        i
+        for ids in plan.unsure.values()
+        for i in ids
+        if (info := found.get(i)) is not None
+        and info.state == "stopped"
+        and info.stopped_at is not None
+        and info.stopped_at < began - CLOCKS_APART
+    }
 
 
 def save_report(report: Report, path: str, err: Console) -> None:
