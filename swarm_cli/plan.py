@@ -485,8 +485,13 @@ def estimate(
     *,
     overhead: float = OVERHEAD,
     only_acting: bool = False,
+    auto: bool = False,
 ) -> Estimate:
     """How long running ``spec`` would take at EC2's documented limits for it (``spec.limits``).
+
+    ``auto`` (``--batch-size auto``): the batch starts at ``batch_size`` and grows towards
+    the most IDs a call may carry while the answers allow; the quicker of the two is the
+    estimate (each ID EC2 refuses costs a big call dearly, and auto stays small then).
 
     By default the run is the one the plan was made for: every ID in it is sent.
     ``only_acting`` estimates a run of :meth:`Plan.acting_ids` only (``--plan-out``).
@@ -498,6 +503,12 @@ def estimate(
     """
     if batch_size < 1:
         raise ValueError("batch size must be at least 1")
+    if auto and spec.limits.per_call != batch_size:
+        sizes = (batch_size, spec.limits.per_call)
+        return min(
+            (estimate(spec, plan, n, overhead=overhead, only_acting=only_acting) for n in sizes),
+            key=lambda e: e.bound_seconds,
+        )
     limits = spec.limits
     pairs: list[PairEstimate] = []
     for pair in plan.pairs:

@@ -188,7 +188,8 @@ def test_the_summary_tells_permanent_failures_from_what_a_retry_can_fix(
 
 
 def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path) -> None:
-    """The printed retry repeats --region, --endpoint-url and the rails, not the ID source."""
+    """The printed retry repeats --region, --endpoint-url, the rails and the failure
+    budget, not the ID source."""
     config = SandboxConfig(BucketSpec(100, 100), BucketSpec(1000, 1000), error_rate=1.0)
     with Sandbox(config) as box:
         ids = box.launch(4, region="eu-west-1")
@@ -197,6 +198,7 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
             *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes"),
             *("--endpoint-url", box.endpoint, "--region", "eu-west-1", "--ledger", str(ledger)),
             *("--protect-tag", "keep=yes", "--max-attempts", "1", "--progress", "none"),
+            *("--max-errors", "10", "--batch-size", "2"),
         )
         assert code == 1, err
         (line,) = [x for x in summary.splitlines() if "retry the rest:" in x]
@@ -206,6 +208,8 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
         given = dict(zip(command[2::2], command[3::2], strict=False))
         assert given["--region"] == "eu-west-1" and given["--endpoint-url"] == box.endpoint
         assert given["--protect-tag"] == "keep=yes"
+        # The run's failure budget holds for the retry, and its fixed batch size.
+        assert given["--max-errors"] == "10" and given["--batch-size"] == "2"
         assert "--max-attempts" not in command and "ids.txt" not in line
         # A resume of the ledger: what a call may have done before its answer was lost is
         # looked up, not sent again (it would be found missing).

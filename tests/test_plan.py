@@ -380,6 +380,23 @@ def test_the_instance_bucket_can_set_the_bound() -> None:
     assert est.pairs[0].calls == 12
 
 
+def test_an_auto_batch_is_estimated_at_the_quicker_of_its_first_size_and_its_largest() -> None:
+    """2,000 instances and 2 IDs that do not exist: in calls of 1,000 each missing one
+    sends about 999 instances again (the instance bucket pays: 3x the time); auto starts
+    at 10 and stays small when refusals come, so its estimate is the small batch's. A
+    clean list is the large batch's, which auto grows to."""
+    spec = ACTIONS["terminate"]
+    plan = synthetic({HERE: 2000})
+    for k in (500, 1500):
+        plan.rows[k] = Row(HERE, f"i-gone{k}", None, M)
+    small, large = estimate(spec, plan, 10), estimate(spec, plan, spec.limits.per_call)
+    assert large.bound_seconds > 2 * small.bound_seconds
+    assert estimate(spec, plan, 10, auto=True).bound_seconds == small.bound_seconds
+    clean = synthetic({HERE: 2000})
+    quick = min(estimate(spec, clean, n).bound_seconds for n in (10, spec.limits.per_call))
+    assert estimate(spec, clean, 10, auto=True).bound_seconds == quick
+
+
 def test_refused_ids_cost_the_calls_of_their_split() -> None:
     plan = synthetic({HERE: 20})
     plan.rows[3] = Row(HERE, "i-gone", None, M)

@@ -450,6 +450,11 @@ def retry_args(spec: ActionSpec, flags: Flags) -> tuple[str, ...]:
     args += [f"--{name}" for name, api in spec.flags.items() if flags.params.get(api)]
     args += ["--missing-ok"] if flags.options.missing_ok else []
     args += ["--wait", "--wait-timeout", f"{flags.wait_timeout:g}"] if flags.wait else []
+    # The run's failure budget (and its undo) holds for the retry too; a fixed batch size.
+    args += ["--max-errors", flags.max_errors] if flags.max_errors is not None else []
+    args += ["--rollback"] if flags.rollback else []
+    tuning = flags.options
+    args += [] if tuning.auto_batch else ["--batch-size", str(tuning.batch_size)]
     return tuple(args)
 
 
@@ -655,8 +660,7 @@ def show_plan(
         options=replace(options, ledger=None, progress="none"),
         unknown_sent=predicate is None,
     )
-    # auto: the bound at the most IDs a call may carry, which auto may grow to.
-    est = estimate(spec, plan, spec.limits.per_call if options.auto_batch else options.batch_size)
+    est = estimate(spec, plan, options.batch_size, auto=options.auto_batch)
     if flags.plan_out:
         count = write_plan_ids(plan, flags.plan_out)
         err.print(
