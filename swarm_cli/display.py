@@ -818,6 +818,12 @@ def render_summary(report: Report, console: Console) -> None:
             else " (--output json lists all)"
         )
         say(f"    … and {len(report.problems) - 20} more{where}")
+    if report.total and c["missing"] == report.total:
+        say(
+            f"  none of the {report.total} exists where it was sent: another region or account? "
+            "(--region, --profile, --accounts, or a CSV list with region and account columns)",
+            style="yellow",
+        )
     if report.crashed:
         say(f"  crashed: {literal(report.crashed.message)}", style="bold red")
     unverified = report.extra.get("rail_unverified")

@@ -158,7 +158,14 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
     if plan.unchecked:
         console.print(plan.unchecked, markup=False, style="yellow")
     if plan.rows and not plan.permission and not plan.acting_ids():
-        console.print("permission not checked: no ID would be sent, so the run would make no call")
+        missing = sum(r.prediction is Prediction.DOES_NOT_EXIST for r in plan.rows)
+        console.print(
+            f"permission not checked: none would act; the run would send the {missing} "
+            "that do not exist, to find them missing"
+            if missing
+            else "permission not checked: no ID would be sent, so the run would make no call",
+            highlight=False,
+        )
     if not plan.protection_checked and plan.action.name in PROTECTION_ATTRIBUTES:
         console.print("protection not checked (--no-check-protection)")
     console.print(f"the plan cost {_calls_text(plan.calls)} call(s)", highlight=False)

@@ -726,3 +726,16 @@ def test_a_plan_where_none_would_act_still_asks_the_permission_the_run_needs(
         assert plan.permission[HERE].allowed is True
         assert box.calls_by("StartInstances") == 1  # the DryRun, which changes nothing
         assert set(box.states(ids).values()) == {"stopping"}
+
+
+def test_a_plan_of_ids_that_do_not_exist_says_the_run_would_send_them(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    path = tmp_path / "ids.txt"
+    path.write_text("i-0123456789abcdef0\ni-0123456789abcdef1\n")
+    result = CliRunner().invoke(
+        app, ["plan", "terminate", "--ids", str(path), "--endpoint-url", sandbox.endpoint]
+    )
+    said = " ".join((result.stdout + result.stderr).split())
+    assert "the run would send the 2 that do not exist, to find them missing" in said, said
+    assert "the run would make no call" not in said

@@ -382,3 +382,22 @@ def test_a_look_up_that_meets_only_errors_says_so_and_the_resume_goes_on(
     )
     assert "could not be read (EndpointErrors x 4)" in text, text
     assert set(sandbox.states(ids).values()) == {"stopped"}
+
+
+def test_a_run_where_nothing_exists_suggests_the_region_and_the_gate_says_what_it_leaves_out(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(3)
+    ids_file = write_ids(tmp_path / "ids.txt", ids)
+    ledger = tmp_path / "l.jsonl"
+    code, out, err = swarm(
+        *("terminate", "--ids", ids_file, "--endpoint-url", sandbox.endpoint, "--yes"),
+        *("--ledger", str(ledger), "--region", "eu-west-1", "--progress", "none"),
+    )
+    assert code == 1, err
+    said = " ".join((out + err).split())
+    assert "none of the 3 exists where it was sent: another region or account?" in said
+    code, listed, err = swarm("ledger", "failed", str(ledger))
+    assert code == 0 and listed == ""
+    assert "3 ID(s) EC2 said do not exist where they were sent are not listed" in err
+    assert "--missing lists them" in err

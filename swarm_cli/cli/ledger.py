@@ -220,6 +220,15 @@ def ledger_failed(
             + ("; left out (--retryable)" if retryable else "; --retryable leaves them out"),
             err=True,
         )
+    if not with_missing:
+        unfound = sum(1 for (act, _), r in state.items() if act == action and r.status == "missing")
+        if unfound:
+            # Not done either: most often another region or account than the run's.
+            typer.echo(
+                f"note: {unfound} ID(s) EC2 said do not exist where they were sent are not "
+                "listed (another region or account, a typo?): --missing lists them",
+                err=True,
+            )
     if ids is not None:
         verb = _verb(action)
         absent = sum(1 for r in left if r.status == "missing" and r.id in listed)
