@@ -80,7 +80,8 @@ def parse_filter(spec: str) -> Filter:
 
     The name is EC2's (``tag:KEY``, ``instance-state-name``, ``instance-type``, …) and
     is not checked here: EC2 knows its own filter names better than a copy would.
-    A value cannot hold a comma, since the comma separates values.
+    The comma separates values; a value that holds one writes it ``\\,`` (and a
+    backslash ``\\\\``): ``tag:Name=a\\,b`` is the one value ``a,b``.
     """
     text = spec.strip()
     if text.lower().startswith("name="):
@@ -94,12 +95,39 @@ def parse_filter(spec: str) -> Filter:
         raise SelectError(f"--filter {spec!r}: expected NAME=VALUE[,VALUE...] (e.g. tag:env=ci)")
     if name.startswith("tag:") and not name[4:].strip():
         raise SelectError(f"--filter {spec!r}: tag: needs a tag key (e.g. tag:env=ci)")
-    values = [v.strip() for v in raw_values.split(",")]
+    values = [v.strip() for v in _split_values(raw_values)]
     if not raw_values.strip() or any(not v for v in values):
         raise SelectError(
             f"--filter {spec!r}: empty value; give one or more values separated by commas"
         )
     return {"Name": name, "Values": list(dict.fromkeys(values))}
+
+
+def _split_values(text: str) -> list[str]:
+    """``a,b\\,c`` as ``["a", "b,c"]``: a comma separates values unless a backslash
+    comes before it (``\\\\`` is a backslash); any other backslash is kept as it is."""
+    values, current, chars = [], [], iter(text)
+    for char in chars:
+        if char == "\\":
+            following = next(chars, "")
+            current.append(following if following in (",", "\\") else char + following)
+        elif char == ",":
+            values.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    values.append("".join(current))
+    return values
+
+
+def filter_text(filters: Iterable[Filter]) -> str:
+    """The filters as a user writes them, a comma inside a value escaped: what was asked
+    is what is shown (``tag:Name=a\\,b`` is one value, ``tag:Name=a,b`` two)."""
+
+    def value(v: str) -> str:
+        return v.replace("\\", "\\\\").replace(",", "\\,")
+
+    return ", ".join(f"{f['Name']}={','.join(value(v) for v in f['Values'])}" for f in filters)
 
 
 def parse_filters(specs: Iterable[str]) -> list[Filter]:

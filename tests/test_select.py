@@ -18,6 +18,7 @@ from swarm_cli.select import (
     MAX_PAUSE,
     Selected,
     SelectError,
+    filter_text,
     parse_age,
     parse_filter,
     parse_filters,
@@ -273,10 +274,16 @@ def test_page_size_bounds() -> None:
         ("tag:url=https://x/?a=b", {"Name": "tag:url", "Values": ["https://x/?a=b"]}),
         ("tag:Cost Center=42", {"Name": "tag:Cost Center", "Values": ["42"]}),
         ("tag-key=env", {"Name": "tag-key", "Values": ["env"]}),
+        # A comma inside a value is escaped: one value, never two (a broader selection).
+        ("tag:Name=a=b\\,c", {"Name": "tag:Name", "Values": ["a=b,c"]}),
+        ("tag:Name=a\\,b,c", {"Name": "tag:Name", "Values": ["a,b", "c"]}),
+        ("tag:p=C:\\\\x,d\\e", {"Name": "tag:p", "Values": ["C:\\x", "d\\e"]}),
     ],
 )
 def test_parse_filter(spec: str, expected: dict[str, Any]) -> None:
     assert parse_filter(spec) == expected
+    # Shown as asked: read back, the same filter.
+    assert parse_filter(filter_text([expected])) == expected
 
 
 @pytest.mark.parametrize(

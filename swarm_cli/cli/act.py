@@ -752,7 +752,8 @@ def register(
         describe = runs.observe.api if runs.observe else None
         filter_help = (
             f"Select {plural(noun)} instead of --ids, with {describe}'s filter names (tag:env=ci, "
-            "and its own; several values a,b). Repeatable, each name once: all must match."
+            "and its own; several values a,b; a comma inside a value \\,). Repeatable, each "
+            "name once: all must match."
             if describe
             else f"Not for {runs.name}: it has no Describe call to select with."
         )
@@ -1363,7 +1364,8 @@ def list_cmd(
             metavar="NAME=VALUE",
             help="Keep those EC2's filter selects, with the Describe call's filter names "
             "(instances: tag:env=ci, instance-state-name=running; snapshots: "
-            "status=completed; several values a,b). Repeatable, each name once: all must match.",
+            "status=completed; several values a,b; a comma inside a value \\,). Repeatable, "
+            "each name once: all must match.",
             show_default=False,
         ),
     ] = None,

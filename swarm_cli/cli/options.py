@@ -273,7 +273,8 @@ RoleArnOpt = Annotated[
 
 FILTER_HELP = (
     "Select instances instead of --ids, with EC2's filter names (tag:env=ci, "
-    "instance-state-name=running, instance-type=t3.micro; several values a,b). "
+    "instance-state-name=running, instance-type=t3.micro; several values a,b; a comma "
+    "inside a value \\,). "
     "Repeatable, each name once: all must match."
 )
 OLDER_THAN_HELP = "Select instances launched at least this long ago (30m, 2h, 7d, 1w)."

@@ -261,7 +261,7 @@ def select_groups(
     from datetime import datetime, timezone
 
     from ..select import INSTANCES as INSTANCE_LISTING
-    from ..select import SelectError, parse_age, parse_filters, select
+    from ..select import SelectError, filter_text, parse_age, parse_filters, select
 
     try:
         filters = parse_filters(flags.filters)
@@ -318,7 +318,7 @@ def select_groups(
             raise CredentialsError(f"{pair.label}: {exc}") from exc
         groups[pair] = [i.id for i in chosen]
         found.update({i.id: i for i in chosen})
-    shown = literal(", ".join(f"{f['Name']}={','.join(f['Values'])}" for f in filters))
+    shown = literal(filter_text(filters))
     extra = (f", older than {flags.older_than}" if older else "") + (
         f", leaving out any of the {len(exclude)} ID(s) of --exclude-ids" if exclude else ""
     )
