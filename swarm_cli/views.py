@@ -10,13 +10,13 @@ from collections.abc import Mapping, Sequence
 from rich.console import Console
 from rich.text import Text
 
-from .display import Progress, choose_progress
+from .display import STORM_WORDS, Progress, choose_progress, duration
 from .events import Answered, Listener, OutageBegan, Recovered, Subscriber
 from .outage import error_name, outage_words
 from .outcome import Kind
 from .report import Pair, Report
 from .run import ActionFactory, Classify, Job, Watcher, run
-from .stats import Stats
+from .stats import STORM_LASTING, Stats
 from .text import literal
 
 
@@ -48,6 +48,8 @@ class OutageNote(Subscriber):
     def __init__(self, console: Console, title: str, pair: Pair, several: bool) -> None:
         self.console = console
         self.prefix = f"{title} in {pair.label}" if several else title
+        self._storm: float | None = None  # since when every answer is a throttle
+        self._said = False
 
     def on_outage(self, event: OutageBegan) -> None:
         said = event.outcome
@@ -58,6 +60,23 @@ class OutageNote(Subscriber):
 
     def on_recovered(self, event: Recovered) -> None:
         self.console.print(f"{self.prefix}: the endpoint answers again", markup=False)
+
+    def on_answered(self, event: Answered) -> None:
+        # Every answer a throttle for long (a 503 with no body from a balancer, say): said
+        # once per storm, as the progress view would.
+        throttled = event.outcome is not None and event.outcome.kind is Kind.THROTTLED
+        if not throttled:
+            self._storm, self._said = None, False
+            return
+        self._storm = event.at if self._storm is None else self._storm
+        if not self._said and event.at - self._storm >= STORM_LASTING:
+            self._said = True
+            self.console.print(
+                f"{self.prefix}: every call throttled for {duration(event.at - self._storm)}: "
+                f"{STORM_WORDS}; nothing is lost, swarm goes on probing",
+                markup=False,
+                highlight=False,
+            )
 
 
 class ConsoleWatcher(Watcher):

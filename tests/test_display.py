@@ -631,3 +631,30 @@ def test_a_run_whose_every_answer_is_a_throttle_says_so_live_in_logs_and_at_the_
     stats(Event("answered", 47.0, cwnd=1, in_flight=0))
     assert stats.throttled_since is None
     assert stats.report(PairReport("us-east-1", total=40)).throttled_for is None
+
+
+def test_a_look_up_without_a_view_says_an_outage_and_a_long_throttle_storm_once() -> None:
+    """A look-up (--resume's, a rollback's) shows no progress: what keeps it waiting is
+    said on a line of its own, once per outage or storm, not for each call."""
+    from swarm_cli.events import Answered, OutageBegan, Recovered
+    from swarm_cli.outcome import Kind, Outcome
+    from swarm_cli.report import Pair
+    from swarm_cli.views import OutageNote
+
+    out = console()
+    note = OutageNote(out, "DescribeSnapshots", Pair(None, "us-east-1"), several=False)
+    throttle = Outcome(Kind.THROTTLED, "HttpError", "HTTP 503", http_status=503)
+    for at in (0.0, 10.0, 29.0, 31.0, 40.0, 70.0):
+        Answered(at, ("snap-1",), throttle).deliver(note)
+    Answered(71.0, ("snap-1",), Outcome(Kind.SUCCEEDED)).deliver(note)
+    Answered(72.0, ("snap-1",), throttle).deliver(note)
+    error = Outcome(Kind.TRANSIENT, "HttpError", "HTTP 502", http_status=502, maybe_acted=True)
+    OutageBegan(80.0, outcome=error).deliver(note)
+    Recovered(90.0).deliver(note)
+    lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines == [
+        "DescribeSnapshots: every call throttled for 31s: the account's limit is taken by "
+        "other callers, or the API refuses calls for now; nothing is lost, swarm goes on probing",
+        "DescribeSnapshots: OUTAGE: only errors from the endpoint (HTTP 502), probing",
+        "DescribeSnapshots: the endpoint answers again",
+    ]
