@@ -8,6 +8,7 @@ import shlex
 import threading
 import time
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -860,11 +861,13 @@ def render_summary(report: Report, console: Console) -> None:
         # A ledger the disk refused from its first line is removed again: not named as kept.
         kept = os.path.exists(report.ledger)
         say(f"  ledger: {literal(report.ledger)}{'' if kept else ' (none written)'}")
-        stuck = sum(
-            1 for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES
+        codes = Counter(
+            p.code for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES
         )
+        stuck = sum(codes.values())
         if stuck:
-            say(f"  failed permanently (protected, wrong state): {stuck}; a retry fails again")
+            which = ", ".join(f"{n} {literal(code or '')}" for code, n in sorted(codes.items()))
+            say(f"  failed permanently: {stuck} ({which}); a retry fails again")
         if undone:
             return  # the run was rolled back: what it left is not to be retried
         stopped = report.extra.get("rollback_stopped")

@@ -484,7 +484,7 @@ def test_summary_names_failures_and_the_retry_command(tmp_path: Path) -> None:
     assert "terminate: 2 of 4 succeeded in 2.0s" in text
     assert "i-00000003  failed  OperationNotPermitted  protected" in text
     # The protected one is not retried forever; the unanswered one is.
-    assert "failed permanently (protected, wrong state): 1; a retry fails again" in text
+    assert "failed permanently: 1 (1 OperationNotPermitted); a retry fails again" in text
     # Copied as is into a CI step: the same ledger, and no prompt.
     retry = (
         "swarm ledger failed --retryable --action terminate l.jsonl >l.jsonl.left && "
