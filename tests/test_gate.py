@@ -181,7 +181,7 @@ def test_the_summary_tells_permanent_failures_from_what_a_retry_can_fix(
         *("--protect-tag", "keep"),
     )
     assert code == 1, err
-    assert "failed permanently: 1 (1 OperationNotPermitted); a retry fails again" in summary
+    assert "failed permanently: 1 (1 Protected); a retry fails again" in summary
     assert "retry the rest" not in summary  # nothing a retry can fix
     code, out, err = swarm("ledger", "failed", "--retryable", str(ledger))
     assert (code, out) == (0, "") and "1 failed permanently (1 Protected)" in err
