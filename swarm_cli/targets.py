@@ -223,9 +223,20 @@ def read_targets(
     except IsADirectoryError:
         raise TargetsError(f"{path}: is a folder, not a file of IDs") from None
     except UnicodeDecodeError as err:
-        raise TargetsError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise TargetsError(
+            f"{path}: not UTF-8 text ({err.reason} at byte {err.start}){_utf16_hint(err)}"
+        ) from None
     except PermissionError:
         raise TargetsError(f"{path}: permission denied") from None
+
+
+def _utf16_hint(err: UnicodeDecodeError) -> str:
+    """What to do with UTF-16 (what PowerShell's > writes): it starts with its byte-order
+    mark, or has a NUL beside every ASCII character."""
+    head = bytes(err.object[:64])
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) >= 4 and head[1::2].count(0) > 1):
+        return "; it looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8 FILE"
+    return ""
 
 
 # The name callers used before files could carry regions and accounts.
@@ -632,6 +643,8 @@ def _check(
 
 
 def _id_reason(text: str, rule: IdRule = INSTANCES) -> str:
+    if ";" in text:  # a CSV of a spreadsheet in a locale whose separator is ;
+        return "the list's columns are separated by commas or tabs, not ;"
     if rule is not INSTANCES:
         if rule.pattern.fullmatch(text.lower()):
             return "IDs are lowercase"

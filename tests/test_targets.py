@@ -467,3 +467,28 @@ def test_a_quoted_csv_field_over_two_lines_is_not_glued_into_one_id() -> None:
     lines = ["instance_id,account", 'i-0123456789abcdef0,"1111111', '11111"']
     got = parse_targets(lines)
     assert got.items == [] and len(got.bad) == 1, got
+
+
+def test_a_utf16_list_and_a_semicolon_csv_are_refused_with_what_to_do(tmp_path: Path) -> None:
+    """What PowerShell's > writes (UTF-16) and a spreadsheet's CSV in a locale that
+    separates with ; are named as such, with the way out."""
+    wide = tmp_path / "u16.txt"
+    wide.write_text("i-0123456789abcdef0\n", encoding="utf-16")
+    with pytest.raises(TargetsError) as caught:
+        read_targets(str(wide))
+    assert "it looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8 FILE" in str(
+        caught.value
+    )
+    semi = tmp_path / "semi.csv"
+    semi.write_text("instance_id;region\ni-0123456789abcdef0;us-east-1\n")
+    read = read_targets(str(semi))
+    assert read.items == [] and len(read.bad) == 2
+    assert {b.reason for b in read.bad} == {
+        "the list's columns are separated by commas or tabs, not ;"
+    }
+    # Other bytes that are not UTF-8 get no such guess.
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("i-0123456789abcdef0 # café\n".encode("latin-1"))
+    with pytest.raises(TargetsError) as caught:
+        read_targets(str(latin))
+    assert "UTF-16" not in str(caught.value)
