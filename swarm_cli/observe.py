@@ -19,7 +19,7 @@ from rich.console import Console
 
 from .actions import DESCRIBE_LIMITS, ActionSpec
 from .actions.operations import Observe, Operation
-from .describe import MakeClient, classify_setup, stop_if_interrupted
+from .describe import READ_MIN_TIMEOUT, MakeClient, classify_setup, stop_if_interrupted
 from .ec2 import BatchCall, answered_by
 from .operation_call import ALREADY_GONE_CODE, OperationCall
 from .outcome import Kind, Outcome
@@ -335,6 +335,7 @@ def _read_through(
         batch_size=MAX_FILTER_VALUES,
         auto_batch=False,
         trace=None,
+        min_timeout=max(options.min_timeout, READ_MIN_TIMEOUT),
     )
     from .views import run_job
 

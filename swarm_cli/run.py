@@ -54,6 +54,7 @@ class EngineOptions:
     window: Profile = ADAPTIVE
     drain_timeout: float = 3.0
     call_timeout: float | None = None
+    min_timeout: float = 2.0
     max_outage: float = 45.0
     poll_interval: float = 2.0
 
@@ -89,6 +90,8 @@ class RunOptions:
     progress: ProgressMode = "auto"
     drain_timeout: float = 3.0
     call_timeout: float | None = None  # None: follow the endpoint's measured round trips
+    # The least a call is waited for, when the wait follows the round trips.
+    min_timeout: float = 2.0
     max_outage: float = 45.0
     missing_ok: bool = False
     # Stop sending once this many intents have failed (--max-errors); None: no budget.
@@ -110,6 +113,7 @@ class RunOptions:
             window=self.window,
             drain_timeout=self.drain_timeout,
             call_timeout=self.call_timeout,
+            min_timeout=self.min_timeout,
             max_outage=self.max_outage,
             poll_interval=self.poll_interval,
         )
@@ -173,7 +177,9 @@ def new_engine(
         batch_size=AutoBatch(o.batch_size, limits) if o.auto_batch else o.batch_size,
         max_attempts=o.max_attempts,
         subscribers=subscribers,
-        timeouts=Rto() if o.call_timeout is None else FixedTimeout(o.call_timeout),
+        timeouts=Rto(floor=o.min_timeout)
+        if o.call_timeout is None
+        else FixedTimeout(o.call_timeout),
         outage=Outage(max_outage=o.max_outage),
         drain_timeout=o.drain_timeout,
         poll_interval=o.poll_interval,

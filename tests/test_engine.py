@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from swarm_cli.engine import RESOLVED, Engine, Event
 from swarm_cli.outage import Outage
@@ -741,3 +742,28 @@ def test_a_gateway_that_answers_only_its_own_error_page_is_named_by_its_status()
     assert said and all(
         m and m.startswith("only errors from the endpoint (HTTP 504)") for m in said
     )
+
+
+def test_a_read_that_slows_as_it_grows_is_waited_for_not_taken_for_an_outage() -> None:
+    """Describe calls of 200 IDs answer in 0.7 s, then in 2.5 s as more go at once: a
+    look-up waits at least 10 s for each (a call taken for lost would start probing an
+    outage that is not there); a run's calls keep their 2-second floor."""
+    from swarm_cli.describe import _read_options
+    from swarm_cli.run import RunOptions, new_engine
+
+    def timed_out(options: RunOptions) -> int:
+        answers = iter([0.7] * 5)
+        events: list[Event] = []
+        engine = new_engine(
+            lambda batch: {i: Outcome(Kind.SUCCEEDED) for i in batch},
+            options,
+            [events.append],
+            runtime=virtual(lambda: next(answers, 2.5)),
+        )
+        engine.run(ids(4000))
+        return [e.type for e in events].count("timed_out")
+
+    read = _read_options(RunOptions(), 200)
+    assert read.min_timeout == 10.0
+    assert timed_out(read) == 0
+    assert timed_out(replace(read, min_timeout=RunOptions().min_timeout)) > 0
