@@ -819,7 +819,8 @@ def render_summary(report: Report, console: Console) -> None:
             else " (--output json lists all)"
         )
         say(f"    … and {len(report.problems) - 20} more{where}")
-    if report.total and c["missing"] == report.total:
+    # (Not with --missing-ok: a run again of a deletion done already finds none, rightly.)
+    if report.total and c["missing"] == report.total and "--missing-ok" not in report.retry_args:
         say(
             f"  none of the {report.total} exists where it was sent: another region or account? "
             "(--region, --profile, --accounts, or a CSV list with region and account columns)",

@@ -75,6 +75,19 @@ FATAL_CODES = {
     "IncompleteSignature",
 }
 MISSING_CODES = {"InvalidInstanceID.NotFound"}
+# EC2's server errors (HTTP 500) that are refusals: no capacity to start or move the
+# instance now. Worth a retry (capacity comes back), but the call did nothing, and the
+# endpoint is not down.
+REFUSED_5XX_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientAddressCapacity",
+        "InsufficientVolumeCapacity",
+    }
+)
 # Codes whose message names the offending instances: the rest of the batch is retried.
 PER_INSTANCE_CODES = MISSING_CODES | {
     "InvalidInstanceID.Malformed",
@@ -302,8 +315,10 @@ def classify_error(err: ClientError) -> Outcome:
     else:
         kind = Kind.PERMANENT
     said = scrub(message) if message else message
-    # A 5xx of EC2's own may have come after it acted (see refused_before_acting).
-    return Outcome(kind, code, said, status, request_id, maybe_acted=kind is Kind.TRANSIENT)
+    # A 5xx of EC2's own may have come after it acted (see refused_before_acting), unless
+    # it says there was no capacity to act.
+    acted = kind is Kind.TRANSIENT and code not in REFUSED_5XX_CODES
+    return Outcome(kind, code, said, status, request_id, maybe_acted=acted)
 
 
 def _classify_http(err: HttpError) -> Outcome:

@@ -470,7 +470,8 @@ class Engine:
         elif error is not None:
             # Only an error of the endpoint's own: a run of them is the endpoint down.
             self.timeouts.sample(now - call.sent_at)
-            if self.outage.on_error(error_name(error.code, error.http_status), call.sent_at, now):
+            named = error_name(error.code, error.http_status)
+            if self.outage.on_error(named, call.sent_at, now, call.batch[0].id):
                 self._emit(OutageBegan, outcome=error)
             elif not self.outage.down:
                 self._feed_answer(call, [o for _, o in results], now, in_flight)

@@ -32,6 +32,7 @@ class Outage:
     # While down, or building up to it: the endpoint's error code when what it gives is
     # errors of its own (None: no answer at all).
     errors: str | None = None
+    _carried: set[str] = field(default_factory=set, repr=False)  # by the streak's errors
     _gap: float = field(default=0.0, repr=False)
     _probe_at: float = field(default=-math.inf, repr=False)
 
@@ -40,6 +41,7 @@ class Outage:
         was_down = self.down
         self.down, self.since, self.streak, self._gap = False, None, 0, 0.0
         self.errors = None
+        self._carried = set()
         self._probe_at = -math.inf
         return was_down
 
@@ -51,12 +53,19 @@ class Outage:
             self.errors = None
         return self._missed(sent_at, now, self.threshold, 0.0)
 
-    def on_error(self, code: str, sent_at: float, now: float) -> bool:
+    def on_error(self, code: str, sent_at: float, now: float, carried: str = "") -> bool:
         """A call was answered with an error of the endpoint's own (a 5xx), and nothing
-        else. True if this makes the endpoint count as down."""
+        else; ``carried`` names what it carried (its first ID). True if this makes the
+        endpoint count as down: never while every such call carried the same, for one
+        intent the endpoint always fails (the last one left, say) is not an outage."""
         if self.errors is None and not self.down:
-            self.streak, self.since = 0, None
+            self.streak, self.since, self._carried = 0, None, set()
             self.errors = code
+        self._carried.add(carried)
+        if len(self._carried) < 2 and not self.down:
+            self.streak += 1
+            self.since = sent_at if self.since is None else min(self.since, sent_at)
+            return False
         return self._missed(sent_at, now, self.error_threshold, self.error_span)
 
     def _missed(self, sent_at: float, now: float, threshold: int, span: float) -> bool:

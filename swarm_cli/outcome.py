@@ -50,9 +50,10 @@ class Outcome:
 
     @property
     def endpoint_error(self) -> bool:
-        """An error of the endpoint's own (a 5xx that is no throttle): a whole run of
-        them, and nothing else, is an endpoint down or restarting, not failing intents."""
-        return self.kind is Kind.TRANSIENT and (self.http_status or 0) >= 500
+        """An error of the endpoint's own (a 5xx that is no throttle, nor a refusal such
+        as InsufficientInstanceCapacity): a whole run of them, and nothing else, is an
+        endpoint down or restarting, not failing intents."""
+        return self.kind is Kind.TRANSIENT and self.maybe_acted and (self.http_status or 0) >= 500
 
     @property
     def answered(self) -> bool:

@@ -105,29 +105,19 @@ def parse_filter(spec: str) -> Filter:
 
 def _split_values(text: str) -> list[str]:
     """``a,b\\,c`` as ``["a", "b,c"]``: a comma separates values unless a backslash
-    comes before it (``\\\\`` is a backslash); any other backslash is kept as it is."""
-    values, current, chars = [], [], iter(text)
-    for char in chars:
-        if char == "\\":
-            following = next(chars, "")
-            current.append(following if following in (",", "\\") else char + following)
-        elif char == ",":
-            values.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    values.append("".join(current))
-    return values
+    comes before it. Every other backslash is left as typed: EC2's own escapes in a
+    filter value (``\\*``, ``\\?``, ``\\\\``) reach it unchanged."""
+    values = re.split(r"(?<!\\),", text)
+    return [v.replace("\\,", ",") for v in values]
 
 
 def filter_text(filters: Iterable[Filter]) -> str:
     """The filters as a user writes them, a comma inside a value escaped: what was asked
     is what is shown (``tag:Name=a\\,b`` is one value, ``tag:Name=a,b`` two)."""
-
-    def value(v: str) -> str:
-        return v.replace("\\", "\\\\").replace(",", "\\,")
-
-    return ", ".join(f"{f['Name']}={','.join(value(v) for v in f['Values'])}" for f in filters)
+    escaped = "\\,"
+    return ", ".join(
+        f"{f['Name']}={','.join(v.replace(',', escaped) for v in f['Values'])}" for f in filters
+    )
 
 
 def parse_filters(specs: Iterable[str]) -> list[Filter]:

@@ -212,11 +212,11 @@ class Stats(Subscriber):
         self._count_code(event)
 
     def on_outage(self, event: OutageBegan) -> None:
-        self.outages += 1
-        self.outage_since = event.at
         said = event.outcome
         errors = error_name(said.code, said.http_status) if said and said.endpoint_error else None
-        self.outage = outage_words(errors)
+        self.outage = outage_words(errors)  # before the time that makes views read it
+        self.outages += 1
+        self.outage_since = event.at
         self._sample(event, keep=True)
 
     def on_recovered(self, event: Recovered) -> None:

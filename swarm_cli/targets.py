@@ -643,6 +643,8 @@ def _check(
 
 
 def _id_reason(text: str, rule: IdRule = INSTANCES) -> str:
+    if "\x00" in text:  # UTF-16 without its byte-order mark reads as UTF-8 with NULs
+        return "the list looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8 FILE"
     if ";" in text:  # a CSV of a spreadsheet in a locale whose separator is ;
         return "the list's columns are separated by commas or tabs, not ;"
     if rule is not INSTANCES:

@@ -55,6 +55,7 @@ def client_error(code: str, status: int, message: str = "m") -> ClientError:
         ("Unavailable", 503, Kind.THROTTLED),
         ("503", 503, Kind.THROTTLED),  # botocore's code for an empty 503
         ("InternalError", 500, Kind.TRANSIENT),
+        ("InsufficientInstanceCapacity", 500, Kind.TRANSIENT),
         ("502", 502, Kind.TRANSIENT),
         ("InvalidInstanceID.NotFound", 400, Kind.MISSING),
         ("InvalidInstanceID.Malformed", 400, Kind.PERMANENT),
@@ -70,8 +71,10 @@ def test_error_codes_map_to_outcomes(code: str, status: int, kind: Kind) -> None
     outcome = classify_error(client_error(code, status))
     assert outcome.kind is kind
     assert (outcome.code, outcome.http_status, outcome.request_id) == (code, status, "r")
-    # A 5xx that is no throttle may have come after EC2 acted; nothing else says so.
-    assert outcome.maybe_acted == (kind is Kind.TRANSIENT)
+    # A 5xx that is no throttle may have come after EC2 acted, unless it says there was
+    # no capacity to act; nothing else says so.
+    assert outcome.maybe_acted == (kind is Kind.TRANSIENT and not code.startswith("Insufficient"))
+    assert outcome.endpoint_error == outcome.maybe_acted
 
 
 def test_throttle_lists_come_from_botocore() -> None:

@@ -449,6 +449,49 @@ def test_probes_go_round_so_one_intent_that_always_errs_keeps_no_outage_going() 
     assert result.counts == {"succeeded": 19, "failed": 0, "missing": 0, "pending": 1}
 
 
+def test_one_intent_the_endpoint_always_fails_is_no_outage_even_when_it_is_the_last() -> None:
+    """The last instance left gets a 500 on every call: the calls all carry it, so it is
+    that instance, not the endpoint; its attempts run out (pending, maybe done) and the
+    run ends, instead of probing an outage for --max-outage."""
+    last = ids(50)[-1]
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        if last in batch:
+            return dict.fromkeys(batch, ENDPOINT_ERROR)
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        Window(RATE),
+        batch_size=1,
+        backoff=lambda n: 0.3,
+        outage=Outage(max_outage=45.0),
+        subscribers=[events.append],
+        runtime=virtual(0.05),
+    ).run(ids(50))
+    assert not result.gave_up and "outage" not in [e.type for e in events]
+    assert result.counts == {"succeeded": 49, "failed": 0, "missing": 0, "pending": 1}
+
+
+def test_no_capacity_is_a_refusal_not_an_outage_and_fails_once_tried() -> None:
+    """InsufficientInstanceCapacity comes as a 500, but EC2 did nothing: retried, then
+    failed; every call answered so is no endpoint down."""
+    no_room = Outcome(Kind.TRANSIENT, "InsufficientInstanceCapacity", "none", http_status=500)
+    events: list[Event] = []
+    result = Engine(
+        lambda batch: dict.fromkeys(batch, no_room),
+        Window(RATE),
+        max_attempts=3,
+        backoff=lambda n: 0.3,
+        outage=Outage(max_outage=45.0),
+        subscribers=[events.append],
+        runtime=virtual(0.05),
+    ).run(ids(20))
+    assert "outage" not in [e.type for e in events]
+    assert result.counts == {"succeeded": 0, "failed": 20, "missing": 0, "pending": 0}
+
+
 def test_an_endpoint_that_only_errs_is_given_up_with_everything_maybe_done() -> None:
     sent: set[str] = set()
 

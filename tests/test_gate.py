@@ -198,7 +198,7 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
             *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes"),
             *("--endpoint-url", box.endpoint, "--region", "eu-west-1", "--ledger", str(ledger)),
             *("--protect-tag", "keep=yes", "--max-attempts", "1", "--progress", "none"),
-            *("--max-errors", "10", "--batch-size", "2"),
+            *("--max-errors", "10", "--batch-size", "2", "--max-outage", "30"),
         )
         assert code == 1, err
         (line,) = [x for x in summary.splitlines() if "retry the rest:" in x]
@@ -210,6 +210,7 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
         assert given["--protect-tag"] == "keep=yes"
         # The run's failure budget holds for the retry, and its fixed batch size.
         assert given["--max-errors"] == "10" and given["--batch-size"] == "2"
+        assert given["--max-outage"] == "30"
         assert "--max-attempts" not in command and "ids.txt" not in line
         # A resume of the ledger: what a call may have done before its answer was lost is
         # looked up, not sent again (it would be found missing).

@@ -277,7 +277,8 @@ def test_page_size_bounds() -> None:
         # A comma inside a value is escaped: one value, never two (a broader selection).
         ("tag:Name=a=b\\,c", {"Name": "tag:Name", "Values": ["a=b,c"]}),
         ("tag:Name=a\\,b,c", {"Name": "tag:Name", "Values": ["a,b", "c"]}),
-        ("tag:p=C:\\\\x,d\\e", {"Name": "tag:p", "Values": ["C:\\x", "d\\e"]}),
+        # Any other backslash is EC2's own escape (\\* a literal *): passed as typed.
+        ("tag:p=a\\\\\\*,d\\e", {"Name": "tag:p", "Values": ["a\\\\\\*", "d\\e"]}),
     ],
 )
 def test_parse_filter(spec: str, expected: dict[str, Any]) -> None:

@@ -486,6 +486,11 @@ def test_a_utf16_list_and_a_semicolon_csv_are_refused_with_what_to_do(tmp_path: 
     assert {b.reason for b in read.bad} == {
         "the list's columns are separated by commas or tabs, not ;"
     }
+    # Without its byte-order mark, UTF-16 is UTF-8 with a NUL beside each character.
+    bare = tmp_path / "u16le.txt"
+    bare.write_bytes("i-0123456789abcdef0\n".encode("utf-16-le"))
+    reasons = {b.reason for b in read_targets(str(bare)).bad}
+    assert reasons == {"the list looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8 FILE"}
     # Other bytes that are not UTF-8 get no such guess.
     latin = tmp_path / "latin.txt"
     latin.write_bytes("i-0123456789abcdef0 # café\n".encode("latin-1"))

@@ -22,6 +22,7 @@ from rich.console import Console
 
 from ..actions import ACTIONS, ActionSpec
 from ..actions.operations import Operation
+from ..batching import initial_size
 from ..errors import (
     EXIT_CREDENTIALS,
     EXIT_FAILED,
@@ -454,7 +455,10 @@ def retry_args(spec: ActionSpec, flags: Flags) -> tuple[str, ...]:
     args += ["--max-errors", flags.max_errors] if flags.max_errors is not None else []
     args += ["--rollback"] if flags.rollback else []
     tuning = flags.options
-    args += [] if tuning.auto_batch else ["--batch-size", str(tuning.batch_size)]
+    fixed = not tuning.auto_batch and tuning.batch_size != initial_size(spec.limits)
+    args += ["--batch-size", str(tuning.batch_size)] if fixed else []
+    if tuning.max_outage != RunOptions().max_outage:
+        args += ["--max-outage", f"{tuning.max_outage:g}"]
     return tuple(args)
 
 
@@ -1227,7 +1231,8 @@ def rollback(
             dry_run=False,
             sandbox=False,
             params={},
-            options=RunOptions(ledger=ledger, progress=progress.value),
+            # Calls of 10 to start with, sized from the answers after (--batch-size auto).
+            options=RunOptions(ledger=ledger, progress=progress.value, auto_batch=True),
             output=output,
             accounts=accounts,
             role_arn=role_arn,

@@ -341,9 +341,10 @@ def reconcile_undo(
     )
 
 
-# How much earlier than the run EC2's time of a stop must be to count as before it: its
-# time is to the second, and this machine's clock and EC2's may differ a little.
-CLOCKS_APART = timedelta(seconds=5)
+# How much earlier than the run EC2's time of a stop must be to count as before it: the
+# run's start is this machine's clock, the stop's EC2's, and AWS refuses a signed request
+# from a clock more than 5 minutes off; a stop within this of the run is undone as ever.
+CLOCKS_APART = timedelta(minutes=6)
 
 
 def _stopped_before(plan: UndoPlan, found: Mapping[str, InstanceInfo]) -> set[str]:
