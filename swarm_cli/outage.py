@@ -62,13 +62,12 @@ class Outage:
             self.streak, self.since, self._carried = 0, None, set()
             self.errors = code
         self._carried.add(carried)
-        if len(self._carried) < 2 and not self.down:
-            self.streak += 1
-            self.since = sent_at if self.since is None else min(self.since, sent_at)
-            return False
-        return self._missed(sent_at, now, self.error_threshold, self.error_span)
+        lone = len(self._carried) < 2
+        return self._missed(
+            sent_at, now, math.inf if lone else self.error_threshold, self.error_span
+        )
 
-    def _missed(self, sent_at: float, now: float, threshold: int, span: float) -> bool:
+    def _missed(self, sent_at: float, now: float, threshold: float, span: float) -> bool:
         self.streak += 1
         self.since = sent_at if self.since is None else min(self.since, sent_at)
         if self.down:
