@@ -228,8 +228,10 @@ class AttributeCheck(BatchCall):
 READ_MIN_TIMEOUT = 10.0
 
 
-def _read_options(options: RunOptions, batch_size: int) -> RunOptions:
-    # Reads change nothing: no ledger, no failure budget, and never a dry run.
+def read_options(options: RunOptions, batch_size: int) -> RunOptions:
+    """A run's options for a look-up: reads change nothing (no ledger, no failure budget,
+    never a dry run), in calls of ``batch_size``, each waited for at least
+    :data:`READ_MIN_TIMEOUT`."""
     return replace(
         options,
         dry_run=False,
@@ -260,7 +262,7 @@ def describe_job(
         return actions[pair]
 
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}
-    job = Job(DESCRIBE_SPEC, groups, _read_options(options, batch_size), title="DescribeInstances")
+    job = Job(DESCRIBE_SPEC, groups, read_options(options, batch_size), title="DescribeInstances")
     from .views import run_job  # the views bring rich: only when a run is shown
 
     report = run_job(job, make_action, console, classify=classify_setup)
@@ -321,7 +323,7 @@ def read_attribute_job(
     job = Job(
         ATTRIBUTE_SPEC,
         groups,
-        _read_options(options, 1),
+        read_options(options, 1),
         title=f"DescribeInstanceAttribute ({attribute})",
     )
     from .views import run_job

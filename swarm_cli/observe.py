@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,7 +19,7 @@ from rich.console import Console
 
 from .actions import DESCRIBE_LIMITS, ActionSpec
 from .actions.operations import Observe, Operation
-from .describe import READ_MIN_TIMEOUT, MakeClient, classify_setup, stop_if_interrupted
+from .describe import MakeClient, classify_setup, read_options, stop_if_interrupted
 from .ec2 import BatchCall, answered_by
 from .operation_call import ALREADY_GONE_CODE, OperationCall
 from .outcome import Kind, Outcome
@@ -327,16 +327,7 @@ def _read_through(
         return readers[pair]
 
     wanted = {p: list(ids) for p, ids in groups.items() if ids}
-    read = replace(
-        options,
-        dry_run=False,
-        ledger=None,
-        max_errors=None,
-        batch_size=MAX_FILTER_VALUES,
-        auto_batch=False,
-        trace=None,
-        min_timeout=max(options.min_timeout, READ_MIN_TIMEOUT),
-    )
+    read = read_options(options, MAX_FILTER_VALUES)
     from .views import run_job
 
     report = run_job(

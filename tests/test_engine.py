@@ -791,7 +791,7 @@ def test_a_read_that_slows_as_it_grows_is_waited_for_not_taken_for_an_outage() -
     """Describe calls of 200 IDs answer in 0.7 s, then in 2.5 s as more go at once: a
     look-up waits at least 10 s for each (a call taken for lost would start probing an
     outage that is not there); a run's calls keep their 2-second floor."""
-    from swarm_cli.describe import _read_options
+    from swarm_cli.describe import read_options
     from swarm_cli.run import RunOptions, new_engine
 
     def timed_out(options: RunOptions) -> int:
@@ -806,7 +806,7 @@ def test_a_read_that_slows_as_it_grows_is_waited_for_not_taken_for_an_outage() -
         engine.run(ids(4000))
         return [e.type for e in events].count("timed_out")
 
-    read = _read_options(RunOptions(), 200)
+    read = read_options(RunOptions(), 200)
     assert read.min_timeout == 10.0
     assert timed_out(read) == 0
     assert timed_out(replace(read, min_timeout=RunOptions().min_timeout)) > 0
