@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .outcome import Outcome
+
 
 @dataclass
 class Outage:
@@ -110,6 +112,13 @@ def error_name(code: str | None, status: int | None) -> str:
     if code in (None, "HttpError") and status is not None:
         return f"HTTP {status}"
     return code or "an error"
+
+
+def outage_words_of(began: Outcome | None) -> str:
+    """The words of an outage from the outcome that began it (OutageBegan's)."""
+    if began is None or not began.endpoint_error:
+        return outage_words(None)
+    return outage_words(error_name(began.code, began.http_status))
 
 
 def outage_words(errors: str | None) -> str:

@@ -22,7 +22,7 @@ from .events import (
     TimedOut,
     WindowChanged,
 )
-from .outage import error_name, outage_words
+from .outage import outage_words, outage_words_of
 from .outcome import Kind
 from .report import PairReport, Sample, WindowReport
 
@@ -212,9 +212,7 @@ class Stats(Subscriber):
         self._count_code(event)
 
     def on_outage(self, event: OutageBegan) -> None:
-        said = event.outcome
-        errors = error_name(said.code, said.http_status) if said and said.endpoint_error else None
-        self.outage = outage_words(errors)  # before the time that makes views read it
+        self.outage = outage_words_of(event.outcome)  # before the time that makes views read it
         self.outages += 1
         self.outage_since = event.at
         self._sample(event, keep=True)

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from .display import STORM_WORDS, Progress, choose_progress, duration
 from .events import Answered, Listener, OutageBegan, Recovered, Subscriber
-from .outage import error_name, outage_words
+from .outage import outage_words_of
 from .outcome import Kind
 from .report import Pair, Report
 from .run import ActionFactory, Classify, Job, Watcher, run
@@ -52,10 +52,10 @@ class OutageNote(Subscriber):
         self._said = False
 
     def on_outage(self, event: OutageBegan) -> None:
-        said = event.outcome
-        errors = error_name(said.code, said.http_status) if said and said.endpoint_error else None
         self.console.print(
-            f"{self.prefix}: OUTAGE: {outage_words(errors)}, probing", markup=False, highlight=False
+            f"{self.prefix}: OUTAGE: {outage_words_of(event.outcome)}, probing",
+            markup=False,
+            highlight=False,
         )
 
     def on_recovered(self, event: Recovered) -> None:
