@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The least a call is waited for by default, however fast the answers before it.
+FLOOR = 2.0
+
 
 @dataclass
 class Rto:
@@ -17,7 +20,7 @@ class Rto:
     Each time-out doubles the timeout (Karn's backoff) until an answer comes.
     """
 
-    floor: float = 2.0
+    floor: float = FLOOR
     ceiling: float = 30.0
     initial: float = 5.0
     srtt: float | None = None

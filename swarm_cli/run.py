@@ -31,6 +31,7 @@ from .ledger import LedgerError, LedgerWriter
 from .outage import Outage
 from .outcome import Kind, Outcome
 from .report import Pair, PairReport, Problem, Reason, Report
+from .rto import FLOOR as RTO_FLOOR
 from .rto import FixedTimeout, Rto
 from .runtime import Runtime
 from .stats import Stats
@@ -54,7 +55,7 @@ class EngineOptions:
     window: Profile = ADAPTIVE
     drain_timeout: float = 3.0
     call_timeout: float | None = None
-    min_timeout: float = 2.0
+    min_timeout: float = RTO_FLOOR
     max_outage: float = 45.0
     poll_interval: float = 2.0
 
@@ -91,7 +92,7 @@ class RunOptions:
     drain_timeout: float = 3.0
     call_timeout: float | None = None  # None: follow the endpoint's measured round trips
     # The least a call is waited for, when the wait follows the round trips.
-    min_timeout: float = 2.0
+    min_timeout: float = RTO_FLOOR
     max_outage: float = 45.0
     missing_ok: bool = False
     # Stop sending once this many intents have failed (--max-errors); None: no budget.

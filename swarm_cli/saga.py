@@ -147,8 +147,8 @@ def _choose(
     where: str,
 ) -> str:
     """The error that asks the user to pick among ``runs``: those with something left to
-    undo, each with how much, and apart those with nothing (undone by a later run, or
-    terminated since), which ``--run`` would only refuse."""
+    undo, each with how much, and apart those with nothing (undone by a later run,
+    terminated since, or changed nothing), which ``--run`` would only refuse."""
     can: list[tuple[str, str]] = []
     cannot: list[str] = []
     for r in runs:

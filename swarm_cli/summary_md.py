@@ -105,10 +105,14 @@ def _notes(report: Report) -> list[str]:
         notes.append(f"**Ledger not fully written:** {cell(report.ledger_error)}")
     from .display import STORM_WORDS, duration, follow_ups
 
-    heads = {"wait": "Waited", "rollback": "Rolled back", "rollback_wait": "Waited"}
+    heads = {
+        "wait": "Waited",
+        "rollback": "Rolled back",
+        "rollback_wait": "Waited",
+        "rollback_stopped": "Not rolled back",
+    }
     for what, ok, line in follow_ups(report):
-        head = heads.get(what, "Not rolled back")
-        notes.append(f"**{head}:** {cell(line)}" + ("" if ok else " ⚠️"))
+        notes.append(f"**{heads[what]}:** {cell(line)}" + ("" if ok else " ⚠️"))
 
     for p in report.pairs:
         if p.throttled_for is not None:
