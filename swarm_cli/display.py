@@ -125,7 +125,7 @@ def status_line(stats: Stats | Snapshot, now: float | None = None) -> str:
     line += f" · {elapsed:.1f}s"
     if s.outage_since is not None:
         down = (now if now is not None else s.last) - s.outage_since
-        line += f" · OUTAGE: {s.outage}, probing ({down:.0f}s)"
+        line += f" · OUTAGE: {literal(s.outage)}, probing ({down:.0f}s)"
     storm = storm_text(s, now if now is not None else s.last)
     if storm and not s.stopping:
         line += f" · {storm}"
@@ -471,7 +471,7 @@ class LiveView:
             speed.append(Text(f"ETA {eta}"))
         if s.outage_since is not None:
             down = duration(now - s.outage_since)
-            speed.append(Text(f"OUTAGE: {s.outage}, probing ({down})", "bold red"))
+            speed.append(Text(f"OUTAGE: {literal(s.outage)}, probing ({down})", "bold red"))
         storm = None if settled else storm_text(s, now)
         if s.stopping:
             speed.append(Text(f"stopping: {literal(s.stopping)}", "yellow"))
@@ -600,7 +600,7 @@ def total_line(snaps: Sequence[Snapshot], now: float) -> str:
     line += f" · {(now - min(starts)) if starts else 0.0:.1f}s"
     down = [s for s in snaps if s.outage_since is not None]
     if down:
-        line += f" · OUTAGE in {len(down)} pair(s): {down[0].outage}, probing"
+        line += f" · OUTAGE in {len(down)} pair(s): {literal(down[0].outage)}, probing"
     storms = [text for s in snaps if (text := storm_text(s, now))]
     if storms:
         line += f" · in {len(storms)} pair(s), e.g.: {storms[0]}"

@@ -53,7 +53,7 @@ class OutageNote(Subscriber):
 
     def on_outage(self, event: OutageBegan) -> None:
         self.console.print(
-            f"{self.prefix}: OUTAGE: {outage_words_of(event.outcome)}, probing",
+            f"{self.prefix}: OUTAGE: {literal(outage_words_of(event.outcome))}, probing",
             markup=False,
             highlight=False,
         )

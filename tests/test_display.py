@@ -658,3 +658,17 @@ def test_a_look_up_without_a_view_says_an_outage_and_a_long_throttle_storm_once(
         "DescribeSnapshots: OUTAGE: only errors from the endpoint (HTTP 502), probing",
         "DescribeSnapshots: the endpoint answers again",
     ]
+
+
+def test_an_outage_named_by_the_endpoint_is_shown_as_text() -> None:
+    """The error code in an outage's words comes from the endpoint's answer: an escape in
+    it is shown, never acted on by the terminal."""
+    from swarm_cli.events import OutageBegan
+    from swarm_cli.outcome import Kind, Outcome
+    from swarm_cli.stats import Stats
+
+    stats = Stats()
+    hostile = Outcome(Kind.TRANSIENT, "Err\x1b[2J", "x", http_status=500, maybe_acted=True)
+    stats(OutageBegan(1.0, outcome=hostile))
+    line = status_line(stats.snapshot(), now=2.0)
+    assert "\x1b" not in line and "OUTAGE: only errors from the endpoint (Err\\x1b[2J)" in line
