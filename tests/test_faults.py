@@ -9,6 +9,7 @@ against the sandbox over real HTTP, and checks the promise: after any of these,
 from __future__ import annotations
 
 import json
+import os
 import random
 import resource
 import signal
@@ -464,6 +465,103 @@ def test_credentials_that_fail_before_the_run_exit_four_with_nothing_sent(
     assert code == 4 and "SSO session has expired" in err
     assert len(err.strip().splitlines()) == 1
     assert sandbox.counters.accepted == 0
+
+
+def test_a_start_that_waits_on_its_credentials_says_so(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A credential_process that does not answer (an SSO helper waiting on a browser) held
+    the run silent. The run now says what it waits for; here the process answers only
+    once that has been said, so the run goes on only if it was."""
+    import swarm_cli.cli.reach as reach
+
+    said = tmp_path / "said"
+    helper = tmp_path / "slow.py"
+    helper.write_text(
+        "import json, pathlib, sys, time\n"
+        f"said = pathlib.Path({str(said)!r})\n"
+        "for _ in range(600):\n"
+        "    if said.exists():\n"
+        "        print(json.dumps({'Version': 1, 'AccessKeyId': 'testing',"
+        " 'SecretAccessKey': 'testing'}))\n"
+        "        sys.exit(0)\n"
+        "    time.sleep(0.1)\n"
+        "sys.exit('nobody said it waits')\n"
+    )
+    config = tmp_path / "config"
+    config.write_text(
+        f"[profile slow]\ncredential_process = {sys.executable} {helper}\nregion = us-east-1\n"
+    )
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setattr(reach, "CREDENTIALS_PATIENCE", 0.0)
+    warn = reach.warn
+
+    def warn_then_mark(err: Any, message: str) -> None:
+        warn(err, message)
+        said.write_text(message)
+
+    monkeypatch.setattr(reach, "warn", warn_then_mark)
+    ids = sandbox.launch(2)
+    code, _, err = swarm(
+        "terminate",
+        "--ids",
+        write_ids(tmp_path / "ids.txt", ids),
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--profile",
+        "slow",
+        "--yes",
+    )
+    assert code == 0, err
+    assert "still waiting for credentials from profile slow" in said.read_text()
+    assert "nothing has been sent" in err
+    assert running(sandbox, ids) == set()
+
+
+def test_a_run_stopped_while_its_credential_process_hangs_leaves_no_process_behind(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "helper.pid"
+    helper = tmp_path / "hang.py"
+    helper.write_text(
+        f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    config = tmp_path / "config"
+    config.write_text(f"[profile hang]\ncredential_process = {sys.executable} {helper}\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    ids = sandbox.launch(2)
+    ledger = tmp_path / "l.jsonl"
+    proc = start(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--profile", "hang")
+    wait_until(lambda: pid_file.exists() and pid_file.read_text() != "", proc)
+    helper_pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "nothing was sent" in err
+
+    def gone() -> bool:
+        try:
+            os.kill(helper_pid, 0)
+        except ProcessLookupError:
+            return True
+        # A zombie waits for its parent (this test's process is not it): gone all the same.
+        stat = Path(f"/proc/{helper_pid}/stat")
+        return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+    deadline = time.monotonic() + 30
+    while not gone():
+        if time.monotonic() > deadline:
+            os.kill(helper_pid, signal.SIGKILL)
+            pytest.fail("the credential_process outlived the run")
+        time.sleep(0.05)
+    assert running(sandbox, ids) == set(ids)
 
 
 def test_a_password_in_the_endpoint_url_is_never_echoed(sandbox: Sandbox, tmp_path: Path) -> None:

@@ -3,7 +3,12 @@ and the account checks made with them (``--expect-account``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -11,6 +16,7 @@ from rich.console import Console
 from ..accounts import Account
 from ..errors import (
     CredentialsError,
+    Interrupted,
     SwarmError,
     UsageError,
     error_for,
@@ -22,8 +28,52 @@ from ..rails import (
 )
 from ..report import Pair
 from ..text import literal
-from .exits import error
+from .exits import error, warn
 from .options import Flags
+
+# Seconds before a start still waiting on credentials says so: a credential_process or an
+# SSO helper that never returns would otherwise hold the run silent, with nothing sent.
+CREDENTIALS_PATIENCE = 5.0
+
+
+@contextlib.contextmanager
+def credentials_wait(
+    err: Console, profile: str | None, after: float | None = None
+) -> Iterator[None]:
+    """Says once, after ``after`` seconds, that the run still waits for its credentials."""
+    where = f"profile {profile}" if profile else "the default credential chain"
+    timer = threading.Timer(
+        CREDENTIALS_PATIENCE if after is None else after,
+        lambda: warn(
+            err,
+            f"still waiting for credentials from {where} (a credential_process, SSO login "
+            "or role that does not answer?): nothing has been sent; Ctrl-C stops here",
+        ),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except (KeyboardInterrupt, Interrupted):
+        # Stopped while waiting (Ctrl-C, SIGTERM): a credential_process botocore started
+        # would outlive the run.
+        _end_children()
+        raise
+    finally:
+        timer.cancel()
+
+
+def _end_children() -> None:
+    """SIGTERM to this process's own child processes (where /proc lists them)."""
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command's name, in parentheses, may hold spaces: the fields after it.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == me:
+                os.kill(int(stat.parent.name), signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 def expect_account_of(flags: Flags, pair: Pair | None, err: Console) -> None:
@@ -37,14 +87,15 @@ def expect_account(flags: Flags, region: str | None, err: Console) -> None:
 
     assert flags.expect_account is not None
     try:
-        session = new_session(profile=flags.profile)
-        got = check_account(
-            session,
-            flags.expect_account,
-            endpoint_url=flags.endpoint_url,
-            region=region,
-            timeout=flags.options.call_timeout,
-        )
+        with credentials_wait(err, flags.profile):
+            session = new_session(profile=flags.profile)
+            got = check_account(
+                session,
+                flags.expect_account,
+                endpoint_url=flags.endpoint_url,
+                region=region,
+                timeout=flags.options.call_timeout,
+            )
     except RailError as exc:
         raise error_for(exc.code, exc.message) from exc
     except Exception as exc:
@@ -126,6 +177,10 @@ class Reach:
 
     def connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
         """Credentials and a client for every pair not reached yet (calling again is cheap)."""
+        with credentials_wait(err, self.flags.profile):
+            self._connect(groups, err)
+
+    def _connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
         from ..accounts import AccountsError, assume
