@@ -994,3 +994,48 @@ def test_disabled_amis_are_seen_by_every_describe_images_call() -> None:
         )
         assert describe(client, images.observe, [ami])["Images"][0]["State"] == "disabled"
     assert listing(images, client).request == {"Owners": ["self"], "IncludeDisabled": True}
+
+
+def test_a_resume_by_filter_looks_up_what_a_killed_run_may_have_deleted_and_sends_it_not(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A selection made again no longer holds what the killed run deleted before it could
+    record so: the resume exited 0 with those left pending in the ledger (and a retry of
+    them then found them missing). They are looked up now: gone is done; one still there
+    but no longer selected is never sent, and stays pending."""
+    from swarm_cli.ledger import LedgerWriter
+
+    made = sandbox.seed(volumes=5)["volumes"]
+    client = sandbox.client()
+    client.create_tags(Resources=made, Tags=[{"Key": "team", "Value": "x"}])
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "delete-volume", "us-east-1")
+    writer.write_ahead(made)  # the killed run: every intent pending, none answered
+    writer.close()
+    for gone in made[:2]:  # its calls that landed
+        client.delete_volume(VolumeId=gone)
+    moved = made[2]  # another team's since: not selected any more
+    client.create_tags(Resources=[moved], Tags=[{"Key": "team", "Value": "y"}])
+    code, out, err = swarm(
+        "ec2",
+        "delete-volume",
+        "--filter",
+        "tag:team=x",
+        "--endpoint-url",
+        sandbox.endpoint,
+        "--ledger",
+        str(ledger),
+        "--yes",
+        "--resume",
+        "--progress",
+        "none",
+    )
+    assert code == 0, err
+    assert "3 more a stopped run of the ledger may have deleted are not selected now" in err
+    assert "1 of them are still there, not selected now: not sent" in err
+    assert still_there(sandbox, "delete-volume", made) == {moved}
+    got = statuses(ledger)
+    assert {i for i, (status, _) in got.items() if status == "succeeded"} == set(made) - {moved}
+    assert got[moved][0] == "pending"
+    code, out, _ = swarm("ledger", "failed", str(ledger))
+    assert out.split() == [moved]

@@ -200,6 +200,41 @@ def _stops_before_sending(stage: _Stage) -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def _unselected(
+    groups: Mapping[Pair, Sequence[str]], maybe: set[str], listed: set[str], recorded: Recorded
+) -> dict[Pair, list[str]]:
+    """The IDs a stopped run of the ledger may have acted on that a selection made again
+    (``listed``) leaves out, by the selection's pair the ledger holds each in."""
+    out: dict[Pair, list[str]] = {}
+    for i in sorted(maybe - listed):
+        pair = next((p for p in groups if recorded.holds(i, p)), None)
+        if pair is not None:
+            out.setdefault(pair, []).append(i)
+    return out
+
+
+def _settle_unselected(
+    groups: Mapping[Pair, Sequence[str]],
+    unselected: Mapping[Pair, Sequence[str]],
+    already: Mapping[Pair, Mapping[str, Any]],
+    ledger: str,
+    err: Console,
+) -> dict[Pair, list[str]]:
+    """``groups`` without the unselected IDs the look-up did not find done: not sent, they
+    stay pending in the ledger, and the user is told."""
+    if not unselected:
+        return {p: list(ids) for p, ids in groups.items()}
+    left = {p: {i for i in ids if i not in already.get(p, {})} for p, ids in unselected.items()}
+    count = sum(map(len, left.values()))
+    if count:
+        err.print(
+            f"resume: {count} of them are still there, not selected now: not sent, left "
+            f"pending in {literal(ledger)} (swarm ledger failed lists them)",
+            markup=False,
+        )
+    return {p: [i for i in ids if i not in left.get(p, ())] for p, ids in groups.items()}
+
+
 @contextlib.contextmanager
 def _nothing_sent_if_stopped(stage: _Stage) -> Iterator[None]:
     """Ctrl-C, SIGTERM or SIGHUP before ``stage.sending``: exit 130/143/129 saying
@@ -290,11 +325,22 @@ def _run_action(
     # A resume that waits sees to what no wait saw arrive as well (a kill while waiting).
     waits = flags.wait and operation is None and spec.target_state is not None
     unconfirmed: set[str] | None = set() if waits else None
+    # A selection made again no longer holds what a stopped run deleted before it could
+    # record so: those are looked up too (and never sent), or the ledger keeps them pending.
+    maybe: set[str] | None = set() if selecting and writes_ledger else None
     done = (
-        succeeded(flags.ledger, spec.name, err, recorded=recorded, unconfirmed=unconfirmed)
+        succeeded(
+            flags.ledger,
+            spec.name,
+            err,
+            pending=maybe,
+            recorded=recorded,
+            unconfirmed=unconfirmed,
+        )
         if flags.resume
         else None
     )
+    unselected: dict[Pair, list[str]] = {}
     if done is not None and operation is not None and operation.tags:
         # What counts is the tags each resource carries now: they are read.
         err.print(
@@ -317,6 +363,15 @@ def _run_action(
             markup=False,
         )
         listed = {i for ids in groups.values() for i in ids}
+        unselected = _unselected(groups, maybe or set(), listed, recorded)
+        if unselected:
+            err.print(
+                f"resume: {sum(map(len, unselected.values()))} more a stopped run of the "
+                f"ledger may have {spec.verb} are not selected now: looked up, never sent",
+                markup=False,
+            )
+            for pair, ids in unselected.items():
+                groups[pair] = [*groups.get(pair, ()), *ids]
         unseen = len(listed & (unconfirmed or set()))
         if unseen:
             err.print(
@@ -387,6 +442,7 @@ def _run_action(
         already = reconcile_resume(spec, flags, groups, reach, options, found, err, recorded)
     else:
         already = reconcile_operation(operation, flags, groups, reach, options, err, recorded)
+    groups = _settle_unselected(groups, unselected, already, flags.ledger, err)
     if operation is None:
         settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
     else:
