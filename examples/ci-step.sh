@@ -11,7 +11,7 @@ trap 'kill "$sandbox_pid" 2>/dev/null || true; wait "$sandbox_pid" 2>/dev/null |
 # by default it goes with the rest of this step's scratch folder.
 ledger=${SWARM_LEDGER:-$work/ledger.jsonl}
 
-swarm sandbox --port 0 --count 120 --protected 2 \
+swarm sandbox --port 0 --count 120 \
   --ids-out "$work/ids.txt" --env-out "$work/sandbox.env" >/dev/null &
 sandbox_pid=$!
 for _ in $(seq 300); do
@@ -36,15 +36,18 @@ while kill -0 "$swarm_pid" 2>/dev/null; do  # a forwarded signal: wait for swarm
   wait "$swarm_pid" || status=$?
 done
 trap - TERM INT HUP
-# 0: all done; 1: some instances failed (the two protected ones here), or are pending;
-# anything else: refused, interrupted or cut off (its "meaning" says which).
+# 0: all done; 1: some instances failed or are pending; anything else: refused,
+# interrupted or cut off (its "meaning" says which).
 echo "swarm terminate exited $status"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("counts") or r.get("error"), "-", r["meaning"])' "$work/report.json"
 [ "$status" -le 1 ] || exit "$status"
 
-# The ledger names what is left; a later step (or a fixed input) retries exactly those.
-# The two protected instances failed for good (a retry fails again): --retryable leaves
-# them out, and says so on stderr. The job fails if anything else is left.
-swarm ledger failed --retryable "$ledger" >"$work/left.txt"
+# The gate: every ID of the list not known terminated, by the ledger. With --ids, IDs EC2
+# said do not exist (a wrong region or account: nothing was terminated) and IDs the
+# ledger never reached count as left too, and so do permanent failures (a protected
+# instance: someone must look); --retryable only leaves those out of the list, which is
+# what a later step (or a fixed input) retries with --resume. Exit 1 if anything is left.
+left=0
+swarm ledger failed --retryable --ids "$work/ids.txt" "$ledger" >"$work/left.txt" || left=$?
 echo "left to retry: $(wc -l <"$work/left.txt")"
-[ "$(wc -l <"$work/left.txt")" -eq 0 ]
+exit "$left"

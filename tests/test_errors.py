@@ -261,3 +261,15 @@ def test_a_malformed_endpoint_url_is_a_usage_error_with_nothing_written(
     assert says in " ".join(result.output.split())
     assert "secret" not in result.output
     assert not ledger.exists()
+
+
+def test_an_option_given_to_a_group_says_to_name_a_command_first() -> None:
+    code, _, err = swarm("plan", "--ids", "ids.txt")
+    assert code == 2
+    assert "plan takes a command first, then its options:" in err
+    assert "plan terminate --ids" in err
+    code, _, err = swarm("ec2", "--filter", "status=available")
+    assert code == 2 and "ec2 delete-snapshot --filter" in err
+    # An option none of its commands takes: no hint that would mislead.
+    code, _, err = swarm("ledger", "--bogus")
+    assert code == 2 and "hint:" not in err

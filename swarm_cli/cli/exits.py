@@ -141,6 +141,28 @@ def _help_of(exc: Exception) -> str:
     return " ".join(opt for p in params for opt in getattr(p, "opts", ()))
 
 
+def _command_first_hint(exc: Exception) -> str | None:
+    """An option given to a group of commands (``swarm plan --ids``): name a command first."""
+    ctx = getattr(exc, "ctx", None)
+    commands = getattr(getattr(ctx, "command", None), "commands", None)
+    option = getattr(exc, "option_name", None)
+    if ctx is None or ctx.parent is None or not commands or not option:
+        return None
+    # Only where one of its commands takes that option, named in their own order.
+    names = [
+        name
+        for name, command in commands.items()
+        if any(option in getattr(p, "opts", ()) for p in command.params)
+    ]
+    if not names:
+        return None
+    shown = ", ".join(names[:6]) + (", …" if len(names) > 6 else "")
+    return (
+        f"hint: {ctx.command_path} takes a command first, then its options: "
+        f"{ctx.command_path} {names[0]} {option} … (those that take {option}: {shown})"
+    )
+
+
 class SwarmGroup(TyperGroup):
     """The top command: every command's end, mapped to an exit code here and only here.
 
@@ -186,6 +208,9 @@ class SwarmGroup(TyperGroup):
             message = str(format_message() if format_message else exc)
             if "unexpected extra argument" in message and "--ids" in _help_of(exc):
                 typer.echo(IDS_HINT, err=True)
+            hint = _command_first_hint(exc)
+            if hint:
+                typer.echo(hint, err=True)
             if wants_json:
                 _json.error = _json.error or message
             return int(getattr(exc, "exit_code", 1))
