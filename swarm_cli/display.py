@@ -20,7 +20,7 @@ from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .states import PASSING_TO, REFUSED_ON_THE_WAY
 from .stats import FALL_LASTING, RATE_SPAN, STORM_LASTING, Fall, RateWatch, Snapshot, Stats
-from .text import clip, literal
+from .text import clip, literal, own_part
 
 SPARKS = "▁▂▃▄▅▆▇█"
 PLAIN_INTERVAL = 2.0  # seconds between plain lines when neither flag nor env says
@@ -810,7 +810,7 @@ def render_summary(report: Report, console: Console) -> None:
         say(
             f"    {literal(item.id)}{where}  {item.status}  {literal(item.code or '')}  "
             # EC2's NotFound names every ID of its call: the ledger holds it whole.
-            f"{clip(item.message or '', 300)}"
+            f"{clip(own_part(item.message or '', item.id), 300)}"
         )
     if len(report.problems) > 20:
         where = (

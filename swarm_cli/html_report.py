@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .files import create_fd
 from .report import PairReport, Problem, Reason, Report, Sample
-from .text import html_text
+from .text import html_text, own_part
 
 MAX_PROBLEM_ROWS = 1000  # the ledger has them all; a page this long is already a lot
 MESSAGE_CHARS = (
@@ -535,10 +535,11 @@ def _problems(report: Report) -> str:
 
 
 def _problem_row(p: Problem) -> str:
+    message = _cut(own_part(p.message or "", p.id))
     cells = (
         f'<td class="id">{_e(p.id)}</td><td>{_e(p.region or "")}</td>'
         f'<td>{_e(p.account or "")}</td><td class="status {_e(p.status)}">{_e(p.status)}</td>'
-        f'<td><code>{_e(p.code or "")}</code></td><td class="msg">{_e(_cut(p.message or ""))}</td>'
+        f'<td><code>{_e(p.code or "")}</code></td><td class="msg">{_e(message)}</td>'
     )
     return f"<tr>{cells}</tr>"
 

@@ -7,7 +7,7 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
 from .report import PairReport, Problem, Report, Sample
-from .text import markdown_code, markdown_text
+from .text import markdown_code, markdown_text, own_part
 
 CHART_POINTS = 60  # x points of the window chart: enough for the sawtooth, little to read
 CHART_PAIRS = 4  # lines in one chart; more would be a tangle
@@ -175,9 +175,8 @@ def _problems(
     ]
     for p in ranked[:limit]:
         place = f" {cell(p.account or '—')} | {cell(p.region)} |" if several else ""
-        out.append(
-            f"| {cell(p.id)} | {cell(p.status)} | {cell(p.code)} |{place} {cell(_cut(p.message))} |"
-        )
+        message = _cut(own_part(p.message or "", p.id))
+        out.append(f"| {cell(p.id)} | {cell(p.status)} | {cell(p.code)} |{place} {cell(message)} |")
     if len(problems) > limit:
         where = "see the ledger" if has_ledger else "the run wrote no ledger"
         out += ["", f"… and {len(problems) - limit} more ({where})."]

@@ -11,6 +11,7 @@ so one item stays one line and nothing is hidden.
 from __future__ import annotations
 
 import html
+import re
 
 from rich.text import Text
 
@@ -90,3 +91,20 @@ def markdown_code(value: object) -> str:
 def plural(noun: str) -> str:
     """``snapshot`` -> ``snapshots``, ``address`` -> ``addresses``."""
     return noun + ("es" if noun.endswith("s") else "s")
+
+
+_ID_LIST = re.compile(r"'([a-z]+-[0-9a-zA-Z]+(?:,\s*[a-z]+-[0-9a-zA-Z]+)+)'")
+
+
+def own_part(message: str, resource_id: str) -> str:
+    """EC2's message with a list of its call's IDs that holds ``resource_id`` cut to that
+    one ("The instance IDs 'i-a' (and 9 more of its call) do not exist"): a row per ID
+    otherwise repeats the whole list."""
+
+    def cut(m: re.Match[str]) -> str:
+        ids = [i.strip() for i in m.group(1).split(",")]
+        if resource_id not in ids:
+            return m.group(0)
+        return f"'{resource_id}' (and {len(ids) - 1} more of its call)"
+
+    return _ID_LIST.sub(cut, message)

@@ -672,3 +672,42 @@ def test_an_outage_named_by_the_endpoint_is_shown_as_text() -> None:
     stats(OutageBegan(1.0, outcome=hostile))
     line = status_line(stats.snapshot(), now=2.0)
     assert "\x1b" not in line and "OUTAGE: only errors from the endpoint (Err\\x1b[2J)" in line
+
+
+def test_a_row_per_missing_id_shows_its_own_id_of_ec2s_list() -> None:
+    """EC2's NotFound names every ID of its call: ten rows repeated the whole list (cut off
+    at 300 characters), burying the line that says what to do."""
+    from swarm_cli.html_report import render_html
+    from swarm_cli.summary_md import markdown_summary
+
+    ids = [f"i-0000000{n}" for n in range(5)]
+    said = f"The instance IDs '{', '.join(ids)}' do not exist"
+    report = Report(
+        run="r",
+        action="terminate",
+        pairs=[
+            PairReport(
+                "us-east-1",
+                total=5,
+                counts={"succeeded": 0, "failed": 0, "missing": 5, "pending": 0},
+                calls=1,
+                window=WindowReport(final=1, peak=1, decreases=0),
+            )
+        ],
+        problems=[Problem(i, "missing", "InvalidInstanceID.NotFound", said) for i in ids],
+        ledger="l.jsonl",
+        elapsed_seconds=1.0,
+    )
+    out = console()
+    render_summary(report, out)
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    for i in ids:
+        assert (
+            f"{i}  missing  InvalidInstanceID.NotFound  The instance IDs '{i}' (and 4 more" in text
+        )
+    assert text.count(ids[1]) == 2  # its own row only: the ID, then its part of the message
+    assert "'i-00000002' (and 4 more of its call)" in markdown_summary(report)
+    page = render_html(report)
+    assert "i-00000003&#x27; (and 4 more of its call)" in page, page[-3000:]
+    # The ledger and --output json keep EC2's words whole.
+    assert report.problems[0].message == said
