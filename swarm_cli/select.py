@@ -36,6 +36,10 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 Filter = dict[str, Any]  # {"Name": "tag:env", "Values": ["ci"]}, as boto3 takes it
 
 
+# What EC2 answers a Describe call given a filter it does not take.
+BAD_FILTER_CODES = frozenset({"InvalidParameterValue", "InvalidFilter"})
+
+
 class SelectError(SwarmError):
     """A selection that cannot be made; one line, fit for the terminal and a CI log.
 
@@ -264,6 +268,10 @@ def select(
             if outcome.kind is not Kind.THROTTLED:
                 exit_code = EXIT_CREDENTIALS if outcome.kind is Kind.FATAL else EXIT_FAILED
                 detail = f": {outcome.message}" if outcome.message else ""
+                if filters and outcome.code in BAD_FILTER_CODES:
+                    # A filter name or value EC2 does not take: the command line's to mend.
+                    exit_code = EXIT_USAGE
+                    detail += f" (check --filter against {listing.api}'s filter names)"
                 raise SelectError(
                     f"{listing.api} failed: {outcome.code}{detail}",
                     code=outcome.code,

@@ -402,3 +402,28 @@ def test_ids_given_as_arguments_are_refused_with_where_they_go() -> None:
         code, out, err = swarm(*command, "vol-0123456789abcdef0")
         assert code == 2 and out == "", err
         assert "IDs are not arguments" in err and "--ids -" in err
+
+
+def test_a_filter_name_ec2_does_not_take_is_bad_usage_with_nothing_sent(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The sandbox answered it with a 500 page (moto's unknown filter), read as an endpoint
+    failure; EC2 answers InvalidParameterValue, and that is the command line's to mend."""
+    made = sandbox.seed(volumes=3)["volumes"]
+    ledger = tmp_path / "l.jsonl"
+    code, _, err = swarm(
+        "ec2",
+        "delete-volume",
+        "--filter",
+        "bogus-name=x",
+        "--yes",
+        "--ledger",
+        str(ledger),
+        "--endpoint-url",
+        sandbox.endpoint,
+    )
+    assert code == 2, err
+    assert "DescribeVolumes failed: InvalidParameterValue: The filter 'bogus-name' is" in err
+    assert "check --filter against DescribeVolumes's filter names" in err
+    assert still_there(sandbox, "delete-volume", made) == set(made)
+    assert not ledger.exists()

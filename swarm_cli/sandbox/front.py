@@ -457,7 +457,20 @@ class Ec2Front:
                 started.append(args)
                 return lambda data: None  # moto (Flask) returns its body, never writes
 
-            answer = list(self._forward(environ, keep, action, params, caller, body))
+            try:
+                answer = list(self._forward(environ, keep, action, params, caller, body))
+            except NotImplementedError as exc:
+                # moto fails on a filter name it does not know; EC2 refuses one it does
+                # not know (and the sandbox cannot apply one moto lacks).
+                named = _MOTO_FILTER.search(str(exc))
+                if named is None:
+                    raise
+                return self._error(
+                    start_response,
+                    "400 Bad Request",
+                    "InvalidParameterValue",
+                    f"The filter '{named.group(1)}' is invalid, or one the sandbox cannot apply",
+                )
             if action == "TerminateInstances" and started and str(started[0][0]).startswith("200"):
                 self._record_terminations(ids)
             if action in RESOURCE_ACTIONS and started and str(started[0][0]).startswith("200"):
@@ -652,6 +665,10 @@ class Ec2Front:
             ],
         )
         return [body]
+
+
+# moto's FilterNotImplementedError: "The filter 'x' for DescribeVolumes has not been ..."
+_MOTO_FILTER = re.compile(r"The filter '([^']*)' for \w+ has not been implemented")
 
 
 # Calls that set tags, and the parameters that carry them (Tag.1.Key, and
