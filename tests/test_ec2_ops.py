@@ -1039,3 +1039,25 @@ def test_a_resume_by_filter_looks_up_what_a_killed_run_may_have_deleted_and_send
     assert got[moved][0] == "pending"
     code, out, _ = swarm("ledger", "failed", str(ledger))
     assert out.split() == [moved]
+
+
+def test_the_sandbox_refuses_to_tag_what_it_does_not_have_as_ec2_does(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """moto tags any ID, there or not: a rehearsal of tags on mistyped IDs said every one
+    succeeded. EC2 refuses the call for the one it does not have, and swarm finds it
+    missing and tags the rest."""
+    (volume,) = sandbox.seed(volumes=1)["volumes"]
+    (instance,) = sandbox.launch(1)
+    ghosts = ["vol-0123456789abcdef0", "i-0123456789abcdef0"]
+    ids = write_ids(tmp_path / "ids.txt", [volume, instance, *ghosts])
+    for op, tag in (("create-tags", "team=a"), ("delete-tags", "team")):
+        ledger = tmp_path / f"{op}.jsonl"
+        code, report, err = ec2(sandbox, op, ids, ledger, "--tag", tag)
+        assert code == 1, err
+        assert report["counts"]["succeeded"] == 2 and report["counts"]["missing"] == 2
+        got = statuses(ledger)
+        assert {i for i, (s, _) in got.items() if s == "missing"} == set(ghosts)
+        assert got["vol-0123456789abcdef0"][1] == "InvalidVolume.NotFound"
+    tags = sandbox.client().describe_tags(Filters=[{"Name": "key", "Values": ["team"]}])["Tags"]
+    assert tags == []

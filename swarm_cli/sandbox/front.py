@@ -22,6 +22,7 @@ from .moto_backend import (
     _image_owner,
     _set_states_in_moto,
     _states_in_moto,
+    _untaggable,
 )
 from .wire import (
     StartResponse,
@@ -415,6 +416,13 @@ class Ec2Front:
                     "InvalidParameterValue",
                     f"Tag {bad_tag} contains characters a tag may not hold",
                 )
+            dry_run = params.get("DryRun", ["false"])[0].lower() == "true"
+            if action in ("CreateTags", "DeleteTags") and not dry_run:
+                account = self._account_of(environ, caller)
+                with self._moto:
+                    absent = _untaggable(account, caller.region, resources)
+                if absent is not None:
+                    return self._error(start_response, "400 Bad Request", *absent)
             if action == "DescribeInstances" and omitted and set(ids) & omitted:
                 kept = [i for i in ids if i not in omitted]
                 if not kept:

@@ -66,6 +66,37 @@ def _image_owner(account: str, region: str, image_id: str) -> str | None:
     return None if image is None else str(image.owner_id)
 
 
+# What EC2 answers a tag call naming a resource it does not have, by the ID's prefix.
+_NOT_FOUND = {
+    "i-": ("InvalidInstanceID.NotFound", "The instance ID '{}' does not exist"),
+    "vol-": ("InvalidVolume.NotFound", "The volume '{}' does not exist."),
+    "snap-": ("InvalidSnapshot.NotFound", "The snapshot '{}' does not exist."),
+    "ami-": ("InvalidAMIID.NotFound", "The image id '[{}]' does not exist"),
+}
+
+
+def _untaggable(account: str, region: str, ids: list[str]) -> tuple[str, str] | None:
+    """(code, message) of the first resource of a tag call that moto does not have, as
+    EC2 refuses the call for it (moto tags any ID, there or not); None if all are there
+    or of a kind not checked."""
+    from moto.ec2.models import ec2_backends
+
+    try:
+        backend = ec2_backends[account][region]
+    except KeyError:
+        return None
+    instances = {i.id for r in backend.reservations.values() for i in r.instances}
+    kinds = {"i-": instances, "vol-": backend.volumes, "snap-": backend.snapshots}
+    kinds["ami-"] = backend.amis
+    for resource in ids:
+        prefix = resource.split("-", 1)[0] + "-"
+        known = kinds.get(prefix)
+        if known is not None and resource not in known:
+            code, message = _NOT_FOUND[prefix]
+            return code, message.format(resource)
+    return None
+
+
 def _address_user(account: str, region: str, allocation_id: str) -> str | None:
     """What an Elastic IP is associated with (an instance or interface), or None."""
     from moto.ec2.models import ec2_backends
