@@ -273,3 +273,26 @@ def test_an_option_given_to_a_group_says_to_name_a_command_first() -> None:
     # An option none of its commands takes: no hint that would mislead.
     code, _, err = swarm("ledger", "--bogus")
     assert code == 2 and "hint:" not in err
+
+
+def test_a_list_of_another_kind_of_id_says_which_and_what_acts_on_them(tmp_path: Path) -> None:
+    instances = tmp_path / "instances.txt"
+    instances.write_text("i-0123456789abcdef0\ni-0123456789abcdef1\n")
+    code, _, err = swarm("ec2", "delete-snapshot", "--ids", str(instances), "--yes")
+    assert code == 2
+    assert err.splitlines()[-1] == (
+        "hint: these are instance IDs (i-…): swarm terminate, stop, start or reboot act on them"
+    )
+    snapshots = tmp_path / "snapshots.txt"
+    snapshots.write_text("snap-0123456789abcdef0\n")
+    code, _, err = swarm("terminate", "--ids", str(snapshots), "--yes")
+    assert code == 2 and "hint: these are snapshot IDs (snap-…): swarm ec2 delete-snapshot" in err
+    # Malformed IDs of the kind asked for, or a mix: no hint that would mislead.
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("i-xyz\nsnap-0123456789abcdef0\n")
+    code, _, err = swarm("terminate", "--ids", str(mixed), "--yes")
+    assert code == 2 and "hint:" not in err
+    bad = tmp_path / "bad.txt"
+    bad.write_text("i-xyz\n")
+    code, _, err = swarm("terminate", "--ids", str(bad), "--yes")
+    assert code == 2 and "hint:" not in err

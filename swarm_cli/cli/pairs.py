@@ -52,6 +52,29 @@ class Instance(Protocol):
     def tags(self) -> Mapping[str, str]: ...
 
 
+# Which commands act on the IDs of each kind, by prefix.
+_KINDS = {
+    "i-": ("instance", "swarm terminate, stop, start or reboot"),
+    "snap-": ("snapshot", "swarm ec2 delete-snapshot"),
+    "vol-": ("volume", "swarm ec2 delete-volume"),
+    "ami-": ("image", "swarm ec2 deregister-image"),
+    "eipalloc-": ("address", "swarm ec2 release-address"),
+}
+
+
+def _other_kind_hint(targets: Targets, rule: IdRule) -> str | None:
+    """When every bad line holds an ID of one other kind (a list of instances given to a
+    snapshot command): one line saying which, and what acts on them."""
+    prefixes = {bad.text.strip().split("-", 1)[0] + "-" for bad in targets.bad}
+    if len(prefixes) != 1:
+        return None
+    (prefix,) = prefixes
+    if not rule.prefix or prefix == rule.prefix or prefix not in _KINDS:
+        return None
+    kind, commands = _KINDS[prefix]
+    return f"hint: these are {kind} IDs ({prefix}…): {commands} act on them"
+
+
 def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:
     try:
         targets = read_ids(ids, sys.stdin if ids == "-" else None, rule=rule or INSTANCES)
@@ -62,6 +85,9 @@ def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:
         details = [f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}" for bad in shown]
         if len(targets.bad) > len(shown):
             details.append(f"  … and {len(targets.bad) - len(shown)} more")
+        hint = _other_kind_hint(targets, rule or INSTANCES)
+        if hint:
+            details.append(hint)
         raise UsageError(f"{targets.bad_count()} in {ids}; nothing was sent:", details=details)
     if targets.duplicates:
         dup = len(targets.duplicates)
