@@ -416,13 +416,6 @@ class Ec2Front:
                     "InvalidParameterValue",
                     f"Tag {bad_tag} contains characters a tag may not hold",
                 )
-            dry_run = params.get("DryRun", ["false"])[0].lower() == "true"
-            if action in ("CreateTags", "DeleteTags") and not dry_run:
-                account = self._account_of(environ, caller)
-                with self._moto:
-                    absent = _untaggable(account, caller.region, resources)
-                if absent is not None:
-                    return self._error(start_response, "400 Bad Request", *absent)
             if action == "DescribeInstances" and omitted and set(ids) & omitted:
                 kept = [i for i in ids if i not in omitted]
                 if not kept:
@@ -457,6 +450,14 @@ class Ec2Front:
                         "RequestLimitExceeded",
                         "Request limit exceeded.",
                     )
+            # After the bucket, as EC2 charges a refused call too.
+            dry_run = params.get("DryRun", ["false"])[0].lower() == "true"
+            if action in ("CreateTags", "DeleteTags") and not dry_run:
+                account = self._account_of(environ, caller)
+                with self._moto:
+                    absent = _untaggable(account, caller.region, resources)
+                if absent is not None:
+                    return self._error(start_response, "400 Bad Request", *absent)
             # moto's answer is kept back until after the hang check, and its
             # status is needed to tell an accepted termination from a refused one.
             started: list[tuple[Any, ...]] = []
