@@ -669,8 +669,10 @@ def test_shard_ledgers_of_any_split_merge_to_the_whole(
     assert merge_files(paths, str(out)) == len(expected)
     assert fold_files([str(out)]) == expected
     merged = list(read_records(str(out)))
-    # The winners, verbatim; then only records that lose to them (evidence a resume reads).
-    assert merged[: len(expected)] == [expected[key] for key in sorted(expected)]
+    # Every record of the shards, once: what a rollback reads under the winners too.
+    marks = {(r.run, r.seq, r.action, r.id) for r in whole}
+    assert len(merged) == len(marks)
+    assert {(r.run, r.seq, r.action, r.id) for r in merged} == marks
     before = out.read_bytes()
     assert merge_files([str(out)], str(out)) == len(expected)  # a merged ledger is a fixpoint
     assert out.read_bytes() == before
@@ -1062,9 +1064,11 @@ def test_a_merge_keeps_the_evidence_of_a_block_cut_short(tmp_path: Path) -> None
     assert again == found
     assert state == fold_files([str(cut), str(later)])
     assert {r.status for r in state.values()} == {"succeeded"}
-    # Merging the merged ledger keeps it, and adds no line.
+    # Every record of both, once; merging the merged ledger keeps it, and adds no line.
+    assert len(merged.read_bytes().splitlines()) == 3 + 6
+    before = merged.read_bytes()
     assert merge_files([str(merged)], str(merged), cut_short=again) == 3
-    assert len(merged.read_bytes().splitlines()) == 6
+    assert merged.read_bytes() == before
     assert again == found * 2
 
 
@@ -1149,7 +1153,7 @@ def test_merging_a_resumed_multi_region_run_reports_no_cut_short_block(tmp_path:
     assert found == [CutShort("r", 4, 9)]
 
 
-def test_a_merge_copies_winning_lines_verbatim_and_sorts_them(tmp_path: Path) -> None:
+def test_a_merge_copies_every_line_verbatim_once(tmp_path: Path) -> None:
     later = dict(_valid(id="i-2", status="succeeded"), shard=7)  # a field a later swarm added
     a = tmp_path / "a.jsonl"
     a.write_bytes(
@@ -1165,10 +1169,17 @@ def test_a_merge_copies_winning_lines_verbatim_and_sorts_them(tmp_path: Path) ->
     out = tmp_path / "out.jsonl"
     damaged: list[Damaged] = []
     assert merge_files([str(a), b], str(out), damaged) == 2
-    assert out.read_bytes().splitlines() == [
-        json.dumps(_valid(id="i-1", action="stop")).encode(),
-        json.dumps(later).encode(),
-    ]
+    # Every record, once, as read (the CRLF aside): a field a later swarm added is kept.
+    assert sorted(out.read_bytes().splitlines()) == sorted(
+        [
+            json.dumps(_valid(id="i-1", action="stop")).encode(),
+            json.dumps(later).encode(),
+            Path(b).read_bytes().rstrip(b"\n"),
+        ]
+    )
+    before = out.read_bytes()
+    assert merge_files([str(out)], str(out)) == 2
+    assert out.read_bytes() == before
     assert damaged == [Damaged(str(a), 3, "not JSON")]
 
 

@@ -359,3 +359,28 @@ def test_an_undo_leaves_alone_what_later_runs_undid_already(tmp_path: Path) -> N
     with pytest.raises(SagaError, match="undone by later runs of the ledger already"):
         undo_plan([str(chain)], "a")
     assert undo_plan([str(chain)], "c").groups == {Pair(None, EAST): ids}
+
+
+def test_a_merged_ledger_of_a_stop_that_waited_undoes_what_the_ledger_itself_does(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The merge kept one record per intent: the wait's success won over the call's
+    WasAlready, and a rollback of the merged ledger started an instance stopped before
+    the run (exit 0). Every record is kept now."""
+    from swarm_cli.ledger.merge import merge_files
+
+    ids = sandbox.launch(3)
+    sandbox.client().stop_instances(InstanceIds=ids[:1])  # stopped by someone else first
+    ledger = tmp_path / "l.jsonl"
+    code, _, err = swarm(
+        *("stop", "--ids", write_ids(tmp_path / "ids.txt", ids), "--wait", "--yes"),
+        *("--endpoint-url", sandbox.endpoint, "--ledger", str(ledger), "--progress", "none"),
+    )
+    assert code == 0, err
+    merged = tmp_path / "merged.jsonl"
+    assert merge_files([str(ledger)], str(merged)) == 3
+    assert undo_plan([str(merged)], None).groups == undo_plan([str(ledger)], None).groups
+    assert undo_plan([str(merged)], None).groups == {Pair(None, "us-east-1"): ids[1:]}
+    code, err = rollback(sandbox, merged)
+    assert code == 0, err
+    assert sandbox.states(ids) == {ids[0]: "stopped", **dict.fromkeys(ids[1:], "running")}

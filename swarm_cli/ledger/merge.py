@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
-import operator
 import os
 import secrets
 import stat
@@ -18,7 +16,7 @@ from .errors import LedgerError, _reason
 from .lock import held_here, hold_ledger
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
-from .record import ALREADY_CODE, WAS_ALREADY_CODE, Record, may_have_acted
+from .record import Record, may_have_acted
 from .writer import _CHUNK_BYTES
 
 # Actions that undo each other's end state: after a run of one, the other's success
@@ -159,17 +157,17 @@ def merge_files(
 ) -> int:
     """Write the merged state of ``paths`` to ``out`` as a ledger; return its record count.
 
-    One line per intent: the line of its winning record as read, so every
-    field (run, seq, ts, and fields a later swarm of this format added) is
-    kept, sorted by (action, instance id). Folding ``out`` gives the state
-    folding ``paths`` gives. ``out`` is replaced atomically (a file beside it,
-    synced, then renamed over it), so it may be one of ``paths``, and a
-    failure leaves it as it was. Runs whose write-ahead is incomplete in
-    ``paths`` go to ``cut_short``, and their intents' ``pending`` records are
-    kept too, after the rest, so that the merged ledger still shows it; so are the
-    latest records of runs that may have acted on an intent not known done (see
-    :func:`_acted`), so that a resume or a rollback from it reads what it reads from
-    ``paths``.
+    Every record of every input, once (the same run and seq read twice is one line: the
+    line as read, so every field, run, seq, ts and fields a later swarm of this format
+    added, is kept), runs in the order they began, each run's records in the order it
+    wrote them. Folding ``out`` gives the state folding ``paths`` gives, and a resume,
+    ``ledger failed`` or a rollback reads from it what it reads from ``paths`` (a
+    rollback reads a run's records under its winner: a call's "changed nothing" under
+    its wait's success). ``out`` is replaced atomically (a file beside it, synced, then
+    renamed over it), so it may be one of ``paths``, and a failure leaves it as it was.
+    Runs whose write-ahead is incomplete in ``paths`` go to ``cut_short`` (their
+    records are kept, so the merged ledger still shows it). Returns the number of
+    intents.
 
     Raises :class:`LedgerError` when an input cannot be read or ``out``
     cannot be written, and :class:`LedgerVersionError` at a record of a newer
@@ -202,125 +200,44 @@ def _merge_into(
     busy: str,
 ) -> int:
     watch = WriteAheadCheck() if watch is None else watch
-    best: dict[tuple[str, str], tuple[Record, bytes]] = {}
-    latest: Latest[bytes] = {}  # each run's latest record of each intent: see _acted
+    intents: set[tuple[str, str]] = set()
+    # Every record, once: a run's records under its winner (a wait's success over the
+    # call's "changed nothing", an undo's under its wait) are what a rollback reads.
+    kept: dict[tuple[str, int, str, str], tuple[Record, bytes]] = {}
+    began: dict[str, str] = {}  # each run's start (or its first record's time)
     for path in paths:
         count = 0
         for record, raw in _read_lines(path, damaged):
             count += 1
             watch(record)
-            # The same record twice with other bytes (fields a later swarm added): always
-            # the same one of them, whatever the order of the inputs.
-            keep_latest(latest, record, raw, tie=operator.gt)
-            key = (record.action, record.id)
-            current = best.get(key)
+            intents.add((record.action, record.id))
+            mark = (record.run, record.seq, record.action, record.id)
+            current = kept.get(mark)
             if (
                 current is None
                 or _beats(record, current[0])
                 # The same record with other unknown fields: either line, but always the same one.
                 or (record == current[0] and raw > current[1])
             ):
-                best[key] = (record, raw)
+                kept[mark] = (record, raw)
         if not count and empty is not None:
             empty.append(path)
     cut = watch.cut_short()
-    lines = [best[key][1].rstrip(b"\r\n") + b"\n" for key in sorted(best)]
-    # Beyond the winners, in one order (run, seq) so that a merge of a merge is the same
-    # file: the intents of runs cut short, and records of runs that may have acted (or
-    # did, under a winner that changed nothing).
-    extra: dict[tuple[str, int], bytes] = {}
-    if cut:
-        extra.update(_cut_blocks(paths, {c.run for c in cut}, best))
-    acted = _acted(latest, best)
-    for record, raw in acted:
-        extra.setdefault((record.run, record.seq), raw)
-    for record, raw in _block_ends(latest, best, acted, {c.run for c in cut}):
-        extra.setdefault((record.run, record.seq), raw)
-    winners = {(record.run, record.seq) for record, _ in best.values()}
-    tail = [extra[mark] for mark in sorted(extra) if mark not in winners]
+    for record, _ in kept.values():  # of the records kept: a merge of it orders them alike
+        when = record.started or record.ts or ""
+        began[record.run] = min(began.get(record.run, when), when)
+    # Runs in the order they began, each run's records in the order it wrote them: one
+    # order, so a merge of a merge is the same file.
+    order = sorted(kept, key=lambda mark: (began[mark[0]], *mark))
+    lines = [kept[mark][1].rstrip(b"\r\n") + b"\n" for mark in order]
     # A run that made ``out`` since the merge began holds it: refused, not replaced. (One
     # held by this merge from its start is held already; holding it again is harmless.)
     appeared = os.path.isfile(out) and not os.path.islink(out) and not held_here(out)
     with hold_ledger(out, busy) if appeared else contextlib.nullcontext():
-        _replace(out, itertools.chain(lines, tail))
+        _replace(out, lines)
     if cut_short is not None:
         cut_short.extend(cut)
-    return len(best)
-
-
-# Successes that say the run's call (or look-up) found the instance done already: the
-# run changed nothing, so what an earlier run may have done still counts (a rollback).
-UNCHANGED_CODES = frozenset({WAS_ALREADY_CODE, ALREADY_CODE, "AlreadyDone"})
-
-
-def _acted(
-    latest: Latest[bytes],
-    best: Mapping[tuple[str, str], tuple[Record, bytes]],
-) -> list[tuple[Record, bytes]]:
-    """The latest records of runs that may have acted on an intent not known done, other
-    than its winner (a kill while the call was in flight, its bare intent, then a later
-    run stopped before sending it again); and, under a winner that changed nothing
-    (:data:`UNCHANGED_CODES`: a resume that found it done, a call that found it so), each
-    other run's latest record that did or may have. Kept in a merged ledger, they lose
-    to the winner when folded, and a resume or a rollback from it reads what it reads
-    from the ledgers merged."""
-    out = []
-    for (action, instance, _), (record, raw) in sorted(latest.items()):
-        winner = best[(action, instance)][0]
-        if (record.run, record.seq) == (winner.run, winner.seq):
-            continue
-        unchanged = winner.status == "succeeded" and winner.code in UNCHANGED_CODES
-        done = record.status == "succeeded" and record.code not in UNCHANGED_CODES
-        if (may_have_acted(record) and (winner.status != "succeeded" or unchanged)) or (
-            unchanged and done
-        ):
-            out.append((record, raw.rstrip(b"\r\n") + b"\n"))
-    return out
-
-
-def _block_ends(
-    latest: Latest[bytes],
-    best: Mapping[tuple[str, str], tuple[Record, bytes]],
-    acted: Sequence[tuple[Record, bytes]],
-    cut: set[str],
-) -> list[tuple[Record, bytes]]:
-    """For each run whose write-ahead was whole but whose blocks the merged records alone
-    would show cut short (the intents at their ends decided by later runs), the run's
-    last record written: its latest record of that intent, so it reads as in the ledgers
-    merged and loses to the winner when folded, and it shows the run's blocks whole."""
-    watch = WriteAheadCheck()
-    for record, _ in itertools.chain(best.values(), acted):
-        watch(record)
-    shown = {c.run for c in watch.cut_short()} - cut
-    last: dict[str, tuple[Record, bytes]] = {}
-    for record, raw in latest.values():
-        if record.run in shown and (record.run not in last or record.seq > last[record.run][0].seq):
-            last[record.run] = (record, raw.rstrip(b"\r\n") + b"\n")
-    return [last[run] for run in sorted(last)]
-
-
-def _cut_blocks(
-    paths: Sequence[str], runs: set[str], best: Mapping[tuple[str, str], tuple[Record, bytes]]
-) -> dict[tuple[str, int], bytes]:
-    """The intents on disk of the ``runs`` cut short, other than those ``best`` keeps.
-
-    Kept in a merged ledger, they lose to the intents' later records when folded,
-    and still show that these runs' blocks are incomplete: a later run that did
-    every intent recorded does not make the ledger look whole.
-    """
-    winners = {(record.run, record.seq) for record, _ in best.values()}
-    kept: dict[tuple[str, int], bytes] = {}
-    for path in paths:
-        for record, raw in _read_lines(path, None):
-            mark = (record.run, record.seq)
-            if (
-                record.run in runs
-                and record.status == "pending"
-                and record.intents is not None
-                and mark not in winners
-            ):
-                kept.setdefault(mark, raw.rstrip(b"\r\n") + b"\n")
-    return kept
+    return len(intents)
 
 
 def _replace(path: str, lines: Iterable[bytes]) -> None:
