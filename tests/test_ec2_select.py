@@ -427,3 +427,13 @@ def test_a_filter_name_ec2_does_not_take_is_bad_usage_with_nothing_sent(
     assert "check --filter against DescribeVolumes's filter names" in err
     assert still_there(sandbox, "delete-volume", made) == set(made)
     assert not ledger.exists()
+
+
+def test_an_instance_filter_name_ec2_does_not_take_is_bad_usage_too(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(2)
+    code, _, err = swarm("list", "--filter", "bogus=1", "--endpoint-url", sandbox.endpoint)
+    assert code == 2, err
+    assert "DescribeInstances failed: InvalidParameterValue: The filter 'bogus' is" in err
+    assert sandbox.states(ids) == dict.fromkeys(ids, "running")

@@ -228,8 +228,8 @@ def _settle_unselected(
     count = sum(map(len, left.values()))
     if count:
         err.print(
-            f"resume: {count} of them are still there, not selected now: not sent, left "
-            f"pending in {literal(ledger)} (swarm ledger failed lists them)",
+            f"resume: {count} of them are not known done and not selected now: not sent, "
+            f"left pending in {literal(ledger)} (swarm ledger failed lists them)",
             markup=False,
         )
     return {p: [i for i in ids if i not in left.get(p, ())] for p, ids in groups.items()}
@@ -380,7 +380,8 @@ def _run_action(
                 markup=False,
             )
     groups = {p: ids for p, ids in groups.items() if ids}
-    total = sum(len(ids) for ids in groups.values())
+    # (Those no longer selected are looked up, never sent: no rail counts them.)
+    total = sum(len(ids) for ids in groups.values()) - sum(map(len, unselected.values()))
     try:
         check_max_count(total, flags.max_count, action=spec.name, resource=spec.resource)
     except RailError as exc:

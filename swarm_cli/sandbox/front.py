@@ -478,7 +478,8 @@ class Ec2Front:
                     start_response,
                     "400 Bad Request",
                     "InvalidParameterValue",
-                    f"The filter '{named.group(1)}' is invalid, or one the sandbox cannot apply",
+                    f"The filter '{named.group(1) or named.group(2)}' is invalid, or one "
+                    "the sandbox cannot apply",
                 )
             if action == "TerminateInstances" and started and str(started[0][0]).startswith("200"):
                 self._record_terminations(ids)
@@ -676,8 +677,12 @@ class Ec2Front:
         return [body]
 
 
-# moto's FilterNotImplementedError: "The filter 'x' for DescribeVolumes has not been ..."
-_MOTO_FILTER = re.compile(r"The filter '([^']*)' for \w+ has not been implemented")
+# moto's unknown filters: "The filter 'x' for DescribeVolumes has not been implemented",
+# and for instances "Filter dicts have not been implemented in Moto for 'x' yet".
+_MOTO_FILTER = re.compile(
+    r"The filter '([^']*)' for \w+ has not been implemented"
+    r"|not been implemented in Moto for '([^']*)'"
+)
 
 
 # Calls that set tags, and the parameters that carry them (Tag.1.Key, and
