@@ -37,13 +37,12 @@ CREDENTIALS_PATIENCE = 5.0
 
 
 @contextlib.contextmanager
-def credentials_wait(
-    err: Console, profile: str | None, after: float | None = None
-) -> Iterator[None]:
-    """Says once, after ``after`` seconds, that the run still waits for its credentials."""
+def credentials_wait(err: Console, profile: str | None) -> Iterator[None]:
+    """Says once, after CREDENTIALS_PATIENCE seconds, that the run still waits for its
+    credentials; a stop while it waits ends the process botocore started for them."""
     where = f"profile {profile}" if profile else "the default credential chain"
     timer = threading.Timer(
-        CREDENTIALS_PATIENCE if after is None else after,
+        CREDENTIALS_PATIENCE,
         lambda: warn(
             err,
             f"still waiting for credentials from {where} (a credential_process, SSO login "

@@ -155,7 +155,7 @@ def merge_files(
     empty: list[str] | None = None,
     watch: WriteAheadCheck | None = None,
 ) -> int:
-    """Write the merged state of ``paths`` to ``out`` as a ledger; return its record count.
+    """Write the records of ``paths`` to ``out`` as one ledger; return its intents' count.
 
     Every record of every input, once (the same run and seq read twice is one line: the
     line as read, so every field, run, seq, ts and fields a later swarm of this format
