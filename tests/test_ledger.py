@@ -1381,3 +1381,18 @@ def test_a_merge_keeps_a_runs_success_under_a_later_one_that_changed_nothing(
     before = merged.read_bytes()
     merge_files([str(merged)], str(merged))
     assert merged.read_bytes() == before
+
+
+def test_a_merge_never_replaces_a_ledger_whose_records_the_inputs_lack(tmp_path: Path) -> None:
+    """`ledger merge shard1 -o shard2` (a typo) replaced shard 2's records with shard 1's."""
+    a = _write_ledger(tmp_path / "a.jsonl", [Record(TIMES[0], "x", 1, "stop", "i-1", "pending")])
+    b = _write_ledger(tmp_path / "b.jsonl", [Record(TIMES[1], "y", 1, "stop", "i-2", "pending")])
+    before = Path(b).read_bytes()
+    with pytest.raises(LedgerError, match="holding 1 record"):
+        merge_files([a], b)
+    assert Path(b).read_bytes() == before
+    out = tmp_path / "all.jsonl"
+    assert merge_files([a, b], str(out)) == 2
+    assert merge_files([a, b], str(out)) == 2  # again: every record of it is in the inputs
+    with pytest.raises(LedgerError):
+        merge_files([a], str(out))

@@ -222,6 +222,15 @@ def _merge_into(
                 kept[mark] = (record, raw)
         if not count and empty is not None:
             empty.append(path)
+    if out not in paths and os.path.isfile(out) and not os.path.islink(out):
+        # A ledger ``out`` already is (another shard's, a typo) is replaced only when the
+        # inputs hold every record of it: nothing of it is lost.
+        lost = sum(1 for r in read_records(out) if (r.run, r.seq, r.action, r.id) not in kept)
+        if lost:
+            raise LedgerError(
+                f"{out} is a ledger holding {lost} record(s) the inputs do not: the merge "
+                "would replace them; name it as an input too, or choose another --out"
+            )
     cut = watch.cut_short()
     for record, _ in kept.values():  # of the records kept: a merge of it orders them alike
         when = record.started or record.ts or ""
