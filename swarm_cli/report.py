@@ -78,11 +78,12 @@ class Recorded:
         for resource_id in resource_ids:
             self._where.pop(resource_id, None)
 
-    def holds(self, resource_id: str, pair: Pair) -> bool:
+    def holds(self, resource_id: str, pair: Pair, *, named: bool = False) -> bool:
         """Whether an intent of ``resource_id`` was recorded in ``pair`` (an unnamed region
-        or account, as older ledgers leave them, matches any)."""
+        or account, as older ledgers leave them, matches any; with ``named``, an unnamed
+        region matches none)."""
         return any(
-            (region is None or region == pair.region)
+            (region == pair.region if named else region is None or region == pair.region)
             and (account is None or pair.account is None or account == pair.account)
             for region, account in self._where.get(resource_id, ())
         )

@@ -1064,3 +1064,18 @@ def test_the_sandbox_refuses_to_tag_what_it_does_not_have_as_ec2_does(
         assert got["vol-0123456789abcdef0"][1] == "InvalidVolume.NotFound"
     tags = sandbox.client().describe_tags(Filters=[{"Name": "key", "Values": ["team"]}])["Tags"]
     assert tags == []
+
+
+def test_a_resume_by_filter_leaves_an_intent_of_an_unnamed_region_alone() -> None:
+    """An older ledger names no region: looked up in the selection's region, such an
+    intent of another region would be taken as gone, and recorded done."""
+    from swarm_cli.cli.act import _unselected
+    from swarm_cli.report import Pair, Recorded
+
+    recorded = Recorded()
+    recorded.add("vol-00000001", None, None)
+    recorded.add("vol-00000002", "us-east-1", None)
+    here = Pair(None, "us-east-1")
+    assert recorded.holds("vol-00000001", here)  # a resume of IDs still finds it
+    got = _unselected({here: []}, {"vol-00000001", "vol-00000002"}, set(), recorded)
+    assert got == {here: ["vol-00000002"]}

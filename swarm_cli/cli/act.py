@@ -207,7 +207,9 @@ def _unselected(
     (``listed``) leaves out, by the selection's pair the ledger holds each in."""
     out: dict[Pair, list[str]] = {}
     for i in sorted(maybe - listed):
-        pair = next((p for p in groups if recorded.holds(i, p)), None)
+        # Only where the ledger names the region: one looked up in the wrong one would
+        # be taken as gone.
+        pair = next((p for p in groups if recorded.holds(i, p, named=True)), None)
         if pair is not None:
             out.setdefault(pair, []).append(i)
     return out
