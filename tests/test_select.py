@@ -246,10 +246,12 @@ def test_other_errors_raise_with_the_code() -> None:
 def test_a_filter_moto_lacks_is_an_error_not_an_empty_selection(sandbox: Sandbox) -> None:
     sandbox.launch(1, region=REGION)
     client = make_client(REGION, endpoint_url=sandbox.endpoint)
-    # moto answers a filter it does not implement with an HTML 500 (EC2 knows "platform").
+    # moto fails on a filter it does not implement (EC2 knows "platform"): the sandbox
+    # answers as EC2 does for one it does not know, and says it may be its own lack.
     with pytest.raises(SelectError) as caught:
         select(client, parse_filters(["platform=windows"]), now=now())
-    assert caught.value.code == "HttpError"
+    assert caught.value.code == "InvalidParameterValue"
+    assert "the sandbox cannot apply" in caught.value.message
 
 
 def test_page_size_bounds() -> None:
