@@ -403,10 +403,12 @@ def ledger_merge(
         Path, typer.Option("--out", "-o", metavar="FILE", help="Where to write the merged ledger.")
     ],
 ) -> int:
-    """Merge ledgers (e.g. one per shard) into one: for each intent, its winning record.
+    """Merge ledgers (e.g. one per shard) into one, keeping every record of them once.
 
     Merging is order-free: any order, any grouping, and merging twice give the same
-    ledger. The output is replaced atomically, so it may be one of the inputs. A run
+    ledger, from which ledger failed, --resume and a rollback read what they read from
+    the inputs. The output is replaced atomically, so it may be one of the inputs; an
+    output that is a ledger holding records the inputs lack is refused (exit 2). A run
     stopped while recording its intents keeps those it recorded, so that the merged
     ledger still says its list was not all recorded. Exit 1 when damaged lines may
     have held intents the merged ledger then lacks, or an input holds no records.
