@@ -666,6 +666,7 @@ def test_shard_ledgers_of_any_split_merge_to_the_whole(
     assert merge(*(fold(part).values() for part in shards)) == expected
     assert fold_files(paths) == expected
     out = shard_dir / "merged.jsonl"
+    out.unlink(missing_ok=True)  # another example's (the folder outlives one)
     assert merge_files(paths, str(out)) == len(expected)
     assert fold_files([str(out)]) == expected
     merged = list(read_records(str(out)))
@@ -1149,7 +1150,9 @@ def test_merging_a_resumed_multi_region_run_reports_no_cut_short_block(tmp_path:
     fold_files([str(out)], cut_short=found)
     assert found == []
     # A cut-short input is reported by the merge, which still sees every record.
-    assert merge_files([str(killed), str(resume)], str(out), cut_short=found) == 5
+    assert (
+        merge_files([str(killed), str(resume)], str(tmp_path / "again.jsonl"), cut_short=found) == 5
+    )
     assert found == [CutShort("r", 4, 9)]
 
 
