@@ -399,6 +399,18 @@ def test_a_fifth_of_calls_throttled_at_random_neither_stalls_nor_loses_the_run(
     assert report["calls"] == 100 + throttled
 
 
+def profile_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, helper: Path) -> None:
+    """An AWS config whose profile ``name`` gets its credentials from the Python script
+    ``helper`` (a credential_process), and no credentials in the environment."""
+    config = tmp_path / "config"
+    config.write_text(
+        f"[profile {name}]\ncredential_process = {sys.executable} {helper}\nregion = us-east-1\n"
+    )
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+
+
 def credential_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int) -> None:
     """A profile whose credentials come from a process that works ``good`` times, then fails.
 
@@ -418,13 +430,7 @@ def credential_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: in
         "print(json.dumps({'Version': 1, 'AccessKeyId': 'testing', 'SecretAccessKey': 'testing',"
         " 'Expiration': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}))\n"
     )
-    config = tmp_path / "config"
-    config.write_text(
-        f"[profile ci]\ncredential_process = {sys.executable} {helper}\nregion = us-east-1\n"
-    )
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
-    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    profile_of(tmp_path, monkeypatch, "ci", helper)
 
 
 def test_credentials_that_fail_to_refresh_mid_run_stop_with_four_and_say_why(
@@ -488,13 +494,7 @@ def test_a_start_that_waits_on_its_credentials_says_so(
         "    time.sleep(0.1)\n"
         "sys.exit('nobody said it waits')\n"
     )
-    config = tmp_path / "config"
-    config.write_text(
-        f"[profile slow]\ncredential_process = {sys.executable} {helper}\nregion = us-east-1\n"
-    )
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
-    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    profile_of(tmp_path, monkeypatch, "slow", helper)
     monkeypatch.setattr(reach, "CREDENTIALS_PATIENCE", 0.0)
     warn = reach.warn
 
@@ -531,11 +531,7 @@ def test_a_run_stopped_while_its_credential_process_hangs_leaves_no_process_behi
         f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
         "time.sleep(600)\n"
     )
-    config = tmp_path / "config"
-    config.write_text(f"[profile hang]\ncredential_process = {sys.executable} {helper}\n")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
-    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    profile_of(tmp_path, monkeypatch, "hang", helper)
     ids = sandbox.launch(2)
     ledger = tmp_path / "l.jsonl"
     proc = start(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--profile", "hang")
