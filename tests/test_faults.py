@@ -411,6 +411,17 @@ def profile_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, helpe
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
 
 
+def terminate_as(
+    box: Sandbox, tmp_path: Path, ids: list[str], profile: str
+) -> tuple[int, str, str]:
+    """``swarm terminate`` of ``ids`` with ``--profile``, in-process."""
+    return swarm(
+        *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes"),
+        *("--ledger", str(tmp_path / "l.jsonl"), "--endpoint-url", box.endpoint),
+        *("--profile", profile),
+    )
+
+
 def credential_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int) -> None:
     """A profile whose credentials come from a process that works ``good`` times, then fails.
 
@@ -456,18 +467,7 @@ def test_credentials_that_fail_before_the_run_exit_four_with_nothing_sent(
 ) -> None:
     credential_process(tmp_path, monkeypatch, good=0)
     ids = sandbox.launch(2)
-    code, _, err = swarm(
-        "terminate",
-        "--ids",
-        write_ids(tmp_path / "ids.txt", ids),
-        "--ledger",
-        str(tmp_path / "l.jsonl"),
-        "--endpoint-url",
-        sandbox.endpoint,
-        "--profile",
-        "ci",
-        "--yes",
-    )
+    code, _, err = terminate_as(sandbox, tmp_path, ids, "ci")
     assert code == 4 and "SSO session has expired" in err
     assert len(err.strip().splitlines()) == 1
     assert sandbox.counters.accepted == 0
@@ -504,18 +504,7 @@ def test_a_start_that_waits_on_its_credentials_says_so(
 
     monkeypatch.setattr(reach, "warn", warn_then_mark)
     ids = sandbox.launch(2)
-    code, _, err = swarm(
-        "terminate",
-        "--ids",
-        write_ids(tmp_path / "ids.txt", ids),
-        "--ledger",
-        str(tmp_path / "l.jsonl"),
-        "--endpoint-url",
-        sandbox.endpoint,
-        "--profile",
-        "slow",
-        "--yes",
-    )
+    code, _, err = terminate_as(sandbox, tmp_path, ids, "slow")
     assert code == 0, err
     assert "still waiting for credentials from profile slow" in said.read_text()
     assert "nothing has been sent" in err
