@@ -426,6 +426,9 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
     if others:
         builder.bad(header_line, header_text, others)
         return
+    # A bare "id" beside the named ID column: a row number, unless it holds IDs too.
+    spare = lowered.index("id") if lowered.count("id") == 1 else None
+    spare = None if spare == columns["id"] else spare
     # Bad records are reported with their own line numbers and text, a quoted
     # field running over several lines included.
     consumed: list[tuple[int, str]] = []
@@ -481,7 +484,14 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
             continue
         region = cells[columns["region"]] if "region" in columns else ""
         account = cells[columns["account"]] if "account" in columns else ""
-        _check(builder, number, text, cells[columns["id"]], region or None, account or None)
+        chosen = cells[columns["id"]]
+        if spare is not None:
+            named = header[columns["id"]]
+            clash = _two_ids(builder.rule, header[spare], cells[spare], named, chosen)
+            if clash:
+                builder.bad(number, text, clash)
+                continue
+        _check(builder, number, text, chosen, region or None, account or None)
 
 
 def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str) -> None:
@@ -513,6 +523,11 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
         instance = _field(data, keys.get("id"), reasons)
         region = _field(data, keys.get("region"), reasons)
         account = _field(data, keys.get("account"), reasons)
+        spare = next((key for key in data if key.strip().lower() == "id"), None)
+        if spare is not None and instance is not None and spare != keys.get("id"):
+            clash = _two_ids(builder.rule, spare, data[spare], keys["id"], instance)
+            if clash:
+                reasons.append(clash)
         if reasons:
             builder.bad(number, text, "; ".join(reasons))
         elif instance is None:
@@ -599,6 +614,19 @@ def _other_id_columns(
     return (
         f"{chosen} beside {', '.join(others)}: which resources to act on is a guess; name "
         f"their {what} resource_id"
+    )
+
+
+def _two_ids(rule: IdRule, spare: str, value: object, named: str, chosen: str) -> str | None:
+    """Why a row whose bare "id" holds another ID than its named ID column cannot be
+    read: which of the two to act on is a guess (a row number there is no matter)."""
+    if not isinstance(value, str) or value.strip() == chosen.strip():
+        return None
+    if not rule.pattern.fullmatch(value.strip()):
+        return None
+    return (
+        f"{spare} holds {quote(value.strip(), width=40)} and {named} {quote(chosen, width=40)}:"
+        f" which to act on is a guess; keep one of them"
     )
 
 

@@ -497,3 +497,24 @@ def test_a_utf16_list_and_a_semicolon_csv_are_refused_with_what_to_do(tmp_path: 
     with pytest.raises(TargetsError) as caught:
         read_targets(str(latin))
     assert "UTF-16" not in str(caught.value)
+
+
+def test_an_id_column_beside_the_instance_column_is_a_row_number_unless_it_holds_ids() -> None:
+    """A bare id beside InstanceId is taken for a row number; one holding another
+    instance ID makes which to act on a guess, and that row is refused (in a table or a
+    JSON line), where a number, or the same ID, is no matter."""
+    one, two = "i-0123456789abcdef0", "i-0123456789abcdef1"
+    for text in (
+        f"id,InstanceId\n{one},{two}\n",
+        f"InstanceId,id\n{two},{one}\n",
+        f'{{"id": "{one}", "InstanceId": "{two}"}}\n',
+    ):
+        got = parse_targets(text.splitlines(keepends=True))
+        assert not got.items, text
+        assert len(got.bad) == 1 and "which to act on is a guess" in got.bad[0].reason, text
+    for text in (
+        f"id,InstanceId\n1,{two}\n{one},{one}\n",
+        f'{{"id": 7, "InstanceId": "{two}"}}\n{{"id": "{one}", "instance_id": "{one}"}}\n',
+    ):
+        got = parse_targets(text.splitlines(keepends=True))
+        assert [t.id for t in got.items] == [two, one] and not got.bad, (text, got.bad)
