@@ -296,3 +296,22 @@ def test_a_list_of_another_kind_of_id_says_which_and_what_acts_on_them(tmp_path:
     bad.write_text("i-xyz\n")
     code, _, err = swarm("terminate", "--ids", str(bad), "--yes")
     assert code == 2 and "hint:" not in err
+
+
+def test_a_list_or_a_ledger_given_twice_is_refused_before_anything_is_read(
+    tmp_path: Path,
+) -> None:
+    """click keeps the last of a repeated option: the first list's IDs would be dropped
+    without a word."""
+    five, one = tmp_path / "five.txt", tmp_path / "one.txt"
+    five.write_text("".join(f"i-0123456789abcdef{k}\n" for k in range(5)))
+    one.write_text("i-0123456789abcdef9\n")
+    code, _, err = swarm("plan", "terminate", "--ids", str(five), f"--ids={one}")
+    assert code == 2 and "--ids is given 2 times" in err and "cat a.txt b.txt" in err
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    code, _, err = swarm("stop", "--ids", str(one), "--ledger", str(a), f"--ledger={b}", "--yes")
+    assert code == 2 and "--ledger is given 2 times; one ledger only" in err
+    assert not (a.exists() or b.exists())
+    # Once each is no matter.
+    code, out, err = swarm("terminate", "--ids", str(one), "--exclude-ids", str(five), "--help")
+    assert code == 0 and "given" not in err and "--exclude-ids" in out

@@ -187,7 +187,12 @@ class SwarmGroup(TyperGroup):
         global _json
         _json = _JsonOutput()
         kwargs["standalone_mode"] = False
-        code = self._run(wants_json, *args, **kwargs)
+        twice = _given_twice(argv)
+        if twice is not None:
+            typer.echo(f"error: {twice}", err=True)
+            _json.error, code = twice, EXIT_USAGE
+        else:
+            code = self._run(wants_json, *args, **kwargs)
         if wants_json and not _json.written:
             # 1 here is a command that ended on an error before any run: no intent failed.
             meaning = "failed: see error" if code == EXIT_FAILED else exit_meaning(code)
@@ -228,3 +233,23 @@ class SwarmGroup(TyperGroup):
             _json.error = f"{type(exc).__name__}: {exc}"
             return 1
         return returned if isinstance(returned, int) else 0
+
+
+# Options of one value whose repeat would drop what the first named: click keeps the last.
+_ONCE = ("--ids", "--exclude-ids", "--ledger")
+
+
+def _given_twice(argv: list[str]) -> str | None:
+    """Why a command line that names a list or a ledger twice is refused: the first
+    (five IDs, an earlier ledger) would be dropped without a word."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    for option in _ONCE:
+        given = [w for w in words if w == option or w.startswith(option + "=")]
+        if len(given) > 1:
+            what = "ledger" if option == "--ledger" else "list"
+            return (
+                f"{option} is given {len(given)} times; one {what} only (the last would "
+                "win and the others be dropped)"
+                + ("; put the IDs in one file: cat a.txt b.txt > all.txt" if what == "list" else "")
+            )
+    return None
