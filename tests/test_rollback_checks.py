@@ -384,3 +384,21 @@ def test_a_merged_ledger_of_a_stop_that_waited_undoes_what_the_ledger_itself_doe
     code, err = rollback(sandbox, merged)
     assert code == 0, err
     assert sandbox.states(ids) == {ids[0]: "stopped", **dict.fromkeys(ids[1:], "running")}
+
+
+def test_a_rollback_writes_its_step_summary_as_a_run_does(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = sandbox.launch(2)
+    sandbox.client().stop_instances(InstanceIds=ids)
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [(i, "succeeded") for i in ids])
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, _, err = swarm(
+        "rollback", str(ledger), "--endpoint-url", sandbox.endpoint, "--yes", "--progress", "none"
+    )
+    assert code == 0, err
+    text = summary.read_text()
+    assert "start" in text and "2 of 2" in text, text
+    assert set(sandbox.states(ids).values()) == {"running"}

@@ -1348,6 +1348,7 @@ def rollback(
         regions = {pair.region for pair in groups}
         where = replace(flags, region=regions.pop() if len(regions) == 1 else None)
         report.retry_args = retry_args(plan.action, where)
+        step_summary(report, err)
         return finish(report, output, out, err)
 
 
