@@ -36,13 +36,14 @@ def start(
     ledger: Path,
     *extra: str,
     preexec: Callable[[], None] | None = None,
+    action: str = "terminate",
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
             "swarm_cli",
-            "terminate",
+            action,
             "--ids",
             ids_file,
             "--yes",
@@ -713,3 +714,37 @@ def test_a_second_run_on_a_ledger_in_use_sends_nothing(sandbox: Sandbox, tmp_pat
         running.close()
     code, report = terminate_json(sandbox, listed, ledger, action="reboot")
     assert code == 0, report
+
+
+def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """stop --wait, SIGTERM while the stops go out: the stopped ones were never seen
+    stopped. Recorded succeeded, the gate passed them, and the retry it prints (of what
+    is left) never waited for them, though they were still stopping or started again
+    since. They are recorded as a wait stopped midway records them: not known there."""
+    ids = sandbox.launch(6)
+    ledger = tmp_path / "l.jsonl"
+    listed = write_ids(tmp_path / "ids.txt", ids)
+    proc = start(
+        sandbox, listed, ledger, "--wait", "--max-window", "1", "--batch-size", "1", action="stop"
+    )
+    wait_until(lambda: sandbox.calls_by("StopInstances") >= 3, proc)
+    sandbox.hang(True)  # the fourth stop is held: the run is mid-way through its calls
+    try:
+        wait_until(lambda: sandbox.counters.hung >= 1, proc)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        sandbox.hang(False)
+    assert proc.returncode == 143, err
+    assert json.loads(out)["signal"] == "SIGTERM"
+    assert "--rollback and --wait skipped" in err
+    stopped = {r.id for r in read_records(str(ledger)) if r.status == "succeeded"}
+    assert len(stopped) >= 3
+    state = fold(read_records(str(ledger)))
+    for i in stopped:
+        last = state[("stop", i)]
+        assert (last.status, last.code) == ("pending", "NotChecked"), last
+        assert "stopped by SIGTERM before its --wait" in (last.message or "")
+    assert failed_list(ledger) == set(ids), "every instance is left to the retry"

@@ -18,7 +18,9 @@ from ..actions import ACTIONS, ActionSpec
 from ..actions.operations import RESOURCE_OPERATIONS, Operation
 from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED, EXIT_SIGNALLED, UsageError
 from ..ledger import (
+    MAYBE_DONE,
     LedgerError,
+    utc_now,
 )
 from ..outcome import Outcome
 from ..report import Pair, Report, parse_ts
@@ -48,6 +50,8 @@ def follow_up(
     if report.interrupted or report.ledger_error:
         if flags.rollback or flags.wait:
             err.print("--rollback and --wait skipped: the run was stopped short", markup=False)
+        if flags.wait and not report.ledger_error:
+            _not_waited_for(spec, flags, job, report, err)
         return
     if flags.rollback and report.budget_spent is not None:
         from ..describe import ReadInterrupted
@@ -162,6 +166,34 @@ def follow_up(
         report.signal = report.signal or waited.signal  # the command was stopped
         if waited.exit_code and (not report.exit_code or waited.signal):
             report.exit_code = waited.exit_code
+
+
+def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: Console) -> None:
+    """A --wait run stopped before its wait: what it did is recorded not known there
+    (``pending``, NotChecked), as a wait stopped midway records it, so that `swarm ledger
+    failed` lists it and a --resume --wait looks it up (its success alone would pass
+    the gate with instances still stopping, or started again since)."""
+    from ..wait import NOT_CHECKED_CODE, append_records
+
+    operation = RESOURCE_OPERATIONS.get(spec.name)
+    waits = spec.target_state if operation is None else operation.observe is not None
+    ledger = job.options.ledger
+    if flags.dry_run or not waits or not ledger or not report.done:
+        return
+    why = f"the run was stopped by {report.signal or 'a signal'} before its --wait"
+    message = f"--wait could not check it ({why}); {MAYBE_DONE}"
+    records = [
+        (i, "pending", NOT_CHECKED_CODE, message, None, pair)
+        for pair, ids in report.done.items()
+        for i in ids
+    ]
+    try:
+        # Started after the run: they outrank its successes, as a wait's records do.
+        append_records(ledger, report.run, spec.name, records, utc_now(), report.ledger_seq)
+    except LedgerError as exc:
+        error(err, f"--wait: {exc}")
+        report.ledger_error = str(exc)
+        report.exit_code = EXIT_LEDGER
 
 
 def settle(
