@@ -748,3 +748,8 @@ def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
         assert (last.status, last.code) == ("pending", "NotChecked"), last
         assert "stopped by SIGTERM before its --wait" in (last.message or "")
     assert failed_list(ledger) == set(ids), "every instance is left to the retry"
+    # The undo still finds what the run stopped: looked up, not taken as never done.
+    code, _, err = swarm("rollback", str(ledger), "--yes", "--endpoint-url", sandbox.endpoint)
+    assert code == 0, err
+    states = sandbox.states(ids)
+    assert {states[i] for i in stopped} == {"running"}, states
