@@ -7,6 +7,7 @@ failures are told from what a retry can fix.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shlex
@@ -109,6 +110,14 @@ def test_a_csv_of_what_is_left_names_the_resources_own_id_column(tmp_path: Path)
     code, out, err = swarm("ledger", "failed", "--format", "csv", str(ledger))
     assert code == 0, err
     assert out.splitlines() == ["volume_id,region,account", f"{vol},eu-west-1,"]
+    # A field of a tampered ledger that holds a comma keeps its column, quoted.
+    tampered = {**fields, "region": "us-east-1,eu-west-1", "account": '=HYPERLINK("x")'}
+    ledger.write_text(
+        json.dumps({**tampered, "action": "delete-volume", "id": vol, "status": "pending"}) + "\n"
+    )
+    code, out, err = swarm("ledger", "failed", "--format", "csv", str(ledger))
+    rows = list(csv.reader(out.splitlines()))
+    assert rows[1] == [vol, "us-east-1,eu-west-1", '=HYPERLINK("x")'], out
 
 
 def test_the_gate_leaves_out_what_the_runs_were_told_to_exclude(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -185,12 +187,17 @@ def ledger_failed(
     if form is ListFormat.csv or (
         form is ListFormat.auto and (len(places) > 1 or any(a for a, _ in places))
     ):
-        # Ledger fields are anyone's text once the file is: shown literally, one a line.
-        text = "".join(
-            f"{literal(i)},{literal(region or '')},{literal(account or '')}\n"
-            for i, region, account in rows
+        # Ledger fields are anyone's text once the file is: shown literally, one a line,
+        # and quoted where one holds a comma or a quote (a column would shift).
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(
+            [(_id_column(action), "region", "account")]
+            + [
+                (literal(i), literal(region or ""), literal(account or ""))
+                for i, region, account in rows
+            ]
         )
-        typer.echo(f"{_id_column(action)},region,account\n" + text, nl=False)
+        typer.echo(buffer.getvalue(), nl=False)
     else:
         typer.echo("".join(f"{literal(i)}\n" for i, _, _ in rows), nl=False)
         if len(places) > 1:
