@@ -221,8 +221,7 @@ def confirmation_text(
     if shown:
         lines.append("  for example:")
         lines.extend(
-            f"    {_printable(instance_id, 40)}  {_printable(name) if name else '(no Name tag)'}"
-            for instance_id, name in shown
+            f"    {_printable(instance_id, 40)}  {_name_shown(name)}" for instance_id, name in shown
         )
         if count > len(shown):
             lines.append(f"    … and {count - len(shown)} more")
@@ -278,3 +277,10 @@ def ask(
     out.flush()
     line = stdin.readline()
     return line.strip().lower() in _YES
+
+
+def _name_shown(name: str | None) -> str:
+    """A Name tag as the confirmation shows it: absent, empty and blank told apart."""
+    if name is None:
+        return "(no Name tag)"
+    return _printable(name) if name.strip() else f"(Name tag {name!r})"

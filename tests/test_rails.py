@@ -201,6 +201,9 @@ def test_confirmation_text_names_everything() -> None:
     assert sample[SAMPLE_SIZE][0] not in text
     assert "(no Name tag)" in text
     assert f"and {1200 - SAMPLE_SIZE} more" in text
+    # An empty or blank Name is a tag all the same, and shown as one.
+    blank = confirmation_text("stop", 2, {"x": 2}, None, None, None, [("i-1", ""), ("i-2", "  ")])
+    assert "(Name tag '')" in blank and "(Name tag '  ')" in blank and "no Name" not in blank
 
 
 def test_confirmation_text_names_apart_the_accounts_it_could_not_reach() -> None:
