@@ -753,3 +753,37 @@ def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
     assert code == 0, err
     states = sandbox.states(ids)
     assert {states[i] for i in stopped} == {"running"}, states
+
+
+def test_a_reboot_wait_stopped_before_its_wait_keeps_its_reboots_done(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A reboot leaves no state a resume could look up: recorded not known done, the
+    instances it rebooted would be rebooted again by the retry."""
+    ids = sandbox.launch(6)
+    ledger = tmp_path / "l.jsonl"
+    listed = write_ids(tmp_path / "ids.txt", ids)
+    proc = start(
+        sandbox,
+        listed,
+        ledger,
+        "--wait",
+        "--max-window",
+        "1",
+        "--batch-size",
+        "1",
+        action="reboot",
+    )
+    wait_until(lambda: sandbox.calls_by("RebootInstances") >= 3, proc)
+    sandbox.hang(True)
+    try:
+        wait_until(lambda: sandbox.counters.hung >= 1, proc)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        sandbox.hang(False)
+    assert proc.returncode == 143, err
+    state = fold(read_records(str(ledger)))
+    rebooted = {i for (_, i), r in state.items() if r.status == "succeeded"}
+    assert len(rebooted) >= 3
+    assert failed_list(ledger) == set(ids) - rebooted

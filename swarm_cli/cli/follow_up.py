@@ -173,10 +173,13 @@ def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, er
     (``pending``, NotChecked), as a wait stopped midway records it, so that `swarm ledger
     failed` lists it and a --resume --wait looks it up (its success alone would pass
     the gate with instances still stopping, or started again since)."""
+    from ..resume import observable
     from ..wait import NOT_CHECKED_CODE, append_records
 
     operation = RESOURCE_OPERATIONS.get(spec.name)
-    waits = spec.target_state if operation is None else operation.observe is not None
+    # Only where a resume can look it up: a reboot leaves no state that says it was done,
+    # and one not known done would be sent again.
+    waits = observable(spec.name) if operation is None else operation.observe is not None
     ledger = job.options.ledger
     if flags.dry_run or not waits or not ledger or not report.done:
         return
