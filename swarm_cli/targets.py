@@ -382,7 +382,10 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         ("region", REGION_COLUMNS),
         ("account", ACCOUNT_COLUMNS),
     ):
-        name = next((name for name in names if name in lowered), None)
+        # A bare "id" names the column only where no other name does (beside one, it is
+        # a row number or another column; see below).
+        name = next((n for n in names if n in lowered and n != "id"), None)
+        name = name or next((n for n in names if n in lowered), None)
         if name is None:
             continue
         # Two names of one column (instance_id and InstanceId, account and account_id):
@@ -427,8 +430,7 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         builder.bad(header_line, header_text, others)
         return
     # A bare "id" beside the named ID column: a row number, unless it holds IDs too.
-    spare = lowered.index("id") if lowered.count("id") == 1 else None
-    spare = None if spare == columns["id"] else spare
+    spares = [k for k, name in enumerate(lowered) if name == "id" and k != columns["id"]]
     # Bad records are reported with their own line numbers and text, a quoted
     # field running over several lines included.
     consumed: list[tuple[int, str]] = []
@@ -484,13 +486,16 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
             continue
         region = cells[columns["region"]] if "region" in columns else ""
         account = cells[columns["account"]] if "account" in columns else ""
-        chosen = cells[columns["id"]]
-        if spare is not None:
-            named = header[columns["id"]]
-            clash = _two_ids(builder.rule, header[spare], cells[spare], named, chosen)
-            if clash:
-                builder.bad(number, text, clash)
-                continue
+        chosen, named = cells[columns["id"]], header[columns["id"]]
+        clash = next(
+            filter(
+                None, (_two_ids(builder.rule, header[k], cells[k], named, chosen) for k in spares)
+            ),
+            None,
+        )
+        if clash:
+            builder.bad(number, text, clash)
+            continue
         _check(builder, number, text, chosen, region or None, account or None)
 
 
@@ -523,11 +528,12 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
         instance = _field(data, keys.get("id"), reasons)
         region = _field(data, keys.get("region"), reasons)
         account = _field(data, keys.get("account"), reasons)
-        spare = next((key for key in data if key.strip().lower() == "id"), None)
-        if spare is not None and instance is not None and spare != keys.get("id"):
-            clash = _two_ids(builder.rule, spare, data[spare], keys["id"], instance)
-            if clash:
-                reasons.append(clash)
+        for spare in (key for key in data if key.strip().lower() == "id"):
+            if instance is not None and spare != keys.get("id"):
+                clash = _two_ids(builder.rule, spare, data[spare], keys["id"], instance)
+                if clash:
+                    reasons.append(clash)
+                    break
         if reasons:
             builder.bad(number, text, "; ".join(reasons))
         elif instance is None:
@@ -569,7 +575,8 @@ def _json_fields(data: dict[str, object], rule: IdRule, reasons: list[str]) -> d
         present = [name for name in names if name in given]
         if not present:
             continue
-        first = present[0]
+        # A bare "id" names the field only where no other name does, as in a table.
+        first = next((name for name in present if name != "id"), present[0])
         # A bare "id" beside a named ID field is another field, as in a table.
         aliases = [
             name

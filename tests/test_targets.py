@@ -453,11 +453,17 @@ def test_a_tag_list_with_an_instance_column_beside_another_resources_is_refused(
         (f'{{"InstanceId": "{inst}", "VolumeId": null}}\n', inst),
         (f'{{" InstanceId ": "{inst}"}}\n', inst),
         (f"resource_id,InstanceId\n{vol},{inst}\n", vol),
-        (f"id,instance_id\n{vol},{inst}\n", vol),
+        # A bare id beside a named column is a row number, as in an instance list.
+        (f"id,instance_id\n1,{inst}\n", inst),
+        (f"id\n{vol}\n", vol),
         (f'{{"InstanceId": "{inst}", "Region": "eu-west-1"}}\n', inst),
     ):
         got = parse_targets(text.splitlines(keepends=True), rule=rule)
         assert [t.id for t in got.items] == [want] and not got.bad, (text, got.bad)
+    # ... and one that holds another ID makes which to act on a guess, whatever the order.
+    for text in (f"id,instance_id\n{vol},{inst}\n", f"InstanceId,id\n{inst},{vol}\n"):
+        got = parse_targets(text.splitlines(keepends=True), rule=rule)
+        assert not got.items and "which to act on is a guess" in got.bad[0].reason, text
 
 
 def test_a_quoted_csv_field_over_two_lines_is_not_glued_into_one_id() -> None:
@@ -512,6 +518,13 @@ def test_an_id_column_beside_the_instance_column_is_a_row_number_unless_it_holds
         got = parse_targets(text.splitlines(keepends=True))
         assert not got.items, text
         assert len(got.bad) == 1 and "which to act on is a guess" in got.bad[0].reason, text
+    # A second bare id, or a second key of that name in another case, is checked too.
+    for text in (
+        f"id,InstanceId,id\n1,{two},{one}\n",
+        f'{{"InstanceId": "{two}", "id": 7, "ID": "{one}"}}\n',
+    ):
+        got = parse_targets(text.splitlines(keepends=True))
+        assert not got.items and "which to act on is a guess" in got.bad[0].reason, text
     for text in (
         f"id,InstanceId\n1,{two}\n{one},{one}\n",
         f'{{"id": 7, "InstanceId": "{two}"}}\n{{"id": "{one}", "instance_id": "{one}"}}\n',
