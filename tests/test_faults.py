@@ -740,6 +740,7 @@ def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
     assert proc.returncode == 143, err
     assert json.loads(out)["signal"] == "SIGTERM"
     assert "--rollback and --wait skipped" in err
+    assert "are recorded not seen there (NotChecked)" in err
     stopped = {r.id for r in read_records(str(ledger)) if r.status == "succeeded"}
     assert len(stopped) >= 3
     state = fold(read_records(str(ledger)))

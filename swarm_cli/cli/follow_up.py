@@ -197,6 +197,12 @@ def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, er
         error(err, f"--wait: {exc}")
         report.ledger_error = str(exc)
         report.exit_code = EXIT_LEDGER
+        return
+    err.print(
+        f"--wait: the {len(records)} it {spec.verb} are recorded not seen there (NotChecked): "
+        "`swarm ledger failed` lists them, and a --resume --wait looks them up",
+        markup=False,
+    )
 
 
 def settle(
