@@ -723,7 +723,7 @@ def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
     stopped. Recorded succeeded, the gate passed them, and the retry it prints (of what
     is left) never waited for them, though they were still stopping or started again
     since. They are recorded as a wait stopped midway records them: not known there."""
-    ids = sandbox.launch(6)
+    ids = sandbox.launch(40)  # one at a time: the run is still sending when the hold comes
     ledger = tmp_path / "l.jsonl"
     listed = write_ids(tmp_path / "ids.txt", ids)
     proc = start(
@@ -761,7 +761,7 @@ def test_a_reboot_wait_stopped_before_its_wait_keeps_its_reboots_done(
 ) -> None:
     """A reboot leaves no state a resume could look up: recorded not known done, the
     instances it rebooted would be rebooted again by the retry."""
-    ids = sandbox.launch(6)
+    ids = sandbox.launch(40)  # one at a time: the run is still sending when the hold comes
     ledger = tmp_path / "l.jsonl"
     listed = write_ids(tmp_path / "ids.txt", ids)
     proc = start(
