@@ -716,21 +716,18 @@ def test_a_second_run_on_a_ledger_in_use_sends_nothing(sandbox: Sandbox, tmp_pat
     assert code == 0, report
 
 
-def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
-    """stop --wait, SIGTERM while the stops go out: the stopped ones were never seen
-    stopped. Recorded succeeded, the gate passed them, and the retry it prints (of what
-    is left) never waited for them, though they were still stopping or started again
-    since. They are recorded as a wait stopped midway records them: not known there."""
+def _signalled_before_its_wait(
+    sandbox: Sandbox, tmp_path: Path, action: str, api: str
+) -> tuple[list[str], Path, str, str]:
+    """``action --wait`` one call at a time, SIGTERM while its calls go out (the fourth
+    held): its IDs, its ledger, its stdout and stderr."""
     ids = sandbox.launch(40)  # one at a time: the run is still sending when the hold comes
     ledger = tmp_path / "l.jsonl"
     listed = write_ids(tmp_path / "ids.txt", ids)
-    proc = start(
-        sandbox, listed, ledger, "--wait", "--max-window", "1", "--batch-size", "1", action="stop"
-    )
-    wait_until(lambda: sandbox.calls_by("StopInstances") >= 3, proc)
-    sandbox.hang(True)  # the fourth stop is held: the run is mid-way through its calls
+    wait = ("--wait", "--max-window", "1", "--batch-size", "1")
+    proc = start(sandbox, listed, ledger, *wait, action=action)
+    wait_until(lambda: sandbox.calls_by(api) >= 3, proc)
+    sandbox.hang(True)
     try:
         wait_until(lambda: sandbox.counters.hung >= 1, proc)
         proc.send_signal(signal.SIGTERM)
@@ -738,6 +735,17 @@ def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
     finally:
         sandbox.hang(False)
     assert proc.returncode == 143, err
+    return ids, ledger, out, err
+
+
+def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """stop --wait, SIGTERM while the stops go out: the stopped ones were never seen
+    stopped. Recorded succeeded, the gate passed them, and the retry it prints (of what
+    is left) never waited for them, though they were still stopping or started again
+    since. They are recorded as a wait stopped midway records them: not known there."""
+    ids, ledger, out, err = _signalled_before_its_wait(sandbox, tmp_path, "stop", "StopInstances")
     assert json.loads(out)["signal"] == "SIGTERM"
     assert "--rollback and --wait skipped" in err
     assert "are recorded not seen there (NotChecked)" in err
@@ -761,29 +769,7 @@ def test_a_reboot_wait_stopped_before_its_wait_keeps_its_reboots_done(
 ) -> None:
     """A reboot leaves no state a resume could look up: recorded not known done, the
     instances it rebooted would be rebooted again by the retry."""
-    ids = sandbox.launch(40)  # one at a time: the run is still sending when the hold comes
-    ledger = tmp_path / "l.jsonl"
-    listed = write_ids(tmp_path / "ids.txt", ids)
-    proc = start(
-        sandbox,
-        listed,
-        ledger,
-        "--wait",
-        "--max-window",
-        "1",
-        "--batch-size",
-        "1",
-        action="reboot",
-    )
-    wait_until(lambda: sandbox.calls_by("RebootInstances") >= 3, proc)
-    sandbox.hang(True)
-    try:
-        wait_until(lambda: sandbox.counters.hung >= 1, proc)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        sandbox.hang(False)
-    assert proc.returncode == 143, err
+    ids, ledger, _, _ = _signalled_before_its_wait(sandbox, tmp_path, "reboot", "RebootInstances")
     state = fold(read_records(str(ledger)))
     rebooted = {i for (_, i), r in state.items() if r.status == "succeeded"}
     assert len(rebooted) >= 3
