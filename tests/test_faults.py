@@ -746,11 +746,13 @@ def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
     is left) never waited for them, though they were still stopping or started again
     since. They are recorded as a wait stopped midway records them: not known there."""
     ids, ledger, out, err = _signalled_before_its_wait(sandbox, tmp_path, "stop", "StopInstances")
-    assert json.loads(out)["signal"] == "SIGTERM"
+    report = json.loads(out)
+    assert report["signal"] == "SIGTERM"
     assert "--rollback and --wait skipped" in err
     assert "are recorded not seen there (NotChecked)" in err
     stopped = {r.id for r in read_records(str(ledger)) if r.status == "succeeded"}
     assert len(stopped) >= 3
+    assert report["wait"]["not_checked"] == len(stopped) and report["wait"]["reached"] == 0
     state = fold(read_records(str(ledger)))
     for i in stopped:
         last = state[("stop", i)]

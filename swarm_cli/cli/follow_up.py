@@ -203,6 +203,14 @@ def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, er
         "`swarm ledger failed` lists them, and a --resume --wait looks them up",
         markup=False,
     )
+    # The summary and the reports count them as a wait stopped midway would.
+    report.extra["wait"] = {
+        "target": spec.target_state if operation is None else operation.verb,
+        "timeout_seconds": flags.wait_timeout,
+        "reached": 0,
+        "not_checked": len(records),
+        "not_checked_why": why,
+    }
 
 
 def settle(
