@@ -776,3 +776,18 @@ def test_a_reboot_wait_stopped_before_its_wait_keeps_its_reboots_done(
     rebooted = {i for (_, i), r in state.items() if r.status == "succeeded"}
     assert len(rebooted) >= 3
     assert failed_list(ledger) == set(ids) - rebooted
+
+
+def test_a_terminate_wait_stopped_before_its_wait_keeps_its_terminations_done(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A terminate accepted stays done: nothing of it is recorded or counted unchecked."""
+    ids, ledger, out, err = _signalled_before_its_wait(
+        sandbox, tmp_path, "terminate", "TerminateInstances"
+    )
+    assert "NotChecked" not in ledger.read_text() and "wait" not in json.loads(out)
+    assert "recorded not seen there" not in err
+    state = fold(read_records(str(ledger)))
+    terminated = {i for (_, i), r in state.items() if r.status == "succeeded"}
+    assert len(terminated) >= 3
+    assert failed_list(ledger) == set(ids) - terminated

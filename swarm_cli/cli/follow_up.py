@@ -18,6 +18,7 @@ from ..actions import ACTIONS, ActionSpec
 from ..actions.operations import RESOURCE_OPERATIONS, Operation
 from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED, EXIT_SIGNALLED, UsageError
 from ..ledger import (
+    FINAL_SUCCESS,
     MAYBE_DONE,
     LedgerError,
     utc_now,
@@ -181,7 +182,9 @@ def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, er
     # and one not known done would be sent again.
     waits = observable(spec.name) if operation is None else operation.observe is not None
     ledger = job.options.ledger
-    if flags.dry_run or not waits or not ledger or not report.done:
+    # A final action's success (terminate's, a deletion's) outranks a wait's records: it
+    # stays done, and the reports must not count it unchecked.
+    if flags.dry_run or not waits or spec.name in FINAL_SUCCESS or not ledger or not report.done:
         return
     why = f"the run was stopped by {report.signal or 'a signal'} before its --wait"
     message = f"--wait could not check it ({why}); {MAYBE_DONE}"
