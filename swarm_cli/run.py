@@ -145,6 +145,8 @@ class Job:
     settled: Mapping[Pair, Mapping[str, Outcome]] = field(default_factory=dict)
     # A tag run's tags (operation_call.tags_text), on its write-ahead records.
     tags: str | None = None
+    # The state a --wait after the run waits for, on its records (see ledger.unchecked).
+    waits: str | None = None
 
     @classmethod
     def single(
@@ -475,6 +477,7 @@ def run(
                     job.action.name,
                     None,
                     tags=job.tags,
+                    waits=job.waits,
                     on_error=lambda err: stop_all(
                         Outcome(Kind.UNREACHABLE, "LedgerUnwritable", f"the ledger failed: {err}")
                     ),

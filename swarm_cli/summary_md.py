@@ -88,7 +88,9 @@ def _title(report: Report) -> str:
     parts = [f"{c['succeeded']} of {report.total} {verb}"]
     parts += [f"{c[status]} {status}" for status in ORDER if c[status]]
     dry = " (dry run)" if report.dry_run else ""
-    return f"## swarm {report.action}{dry}: {', '.join(parts)} in {report.elapsed_seconds:.1f}s"
+    undoes = report.extra.get("undoes")
+    what = f"rollback of run {undoes} ({report.action})" if undoes else report.action
+    return f"## swarm {what}{dry}: {', '.join(parts)} in {report.elapsed_seconds:.1f}s"
 
 
 def _notes(report: Report) -> list[str]:

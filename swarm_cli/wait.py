@@ -20,7 +20,14 @@ from rich.console import Console
 from .actions import ACTIONS, DESCRIBE_LIMITS, ActionSpec
 from .ec2 import MISSING_CODES, BatchCall, answered_by, classify_exception
 from .engine import Clock
-from .ledger import MAYBE_DONE, REACHED_CODE, LedgerError, LedgerWriter, utc_now
+from .ledger import (
+    MAYBE_DONE,
+    NOT_CHECKED_CODE,
+    REACHED_CODE,
+    LedgerError,
+    LedgerWriter,
+    utc_now,
+)
 from .outcome import Kind, Outcome
 from .report import Pair, Problem, Report
 from .run import Job
@@ -38,7 +45,6 @@ MAX_WAIT_BATCH = 200
 TIMEOUT_CODE = "WaitTimeout"
 WRONG_STATE_CODE = "WrongState"
 NOT_LISTED_CODE = "NotListed"
-NOT_CHECKED_CODE = "NotChecked"
 # Once shutting down, an instance can only end up terminated.
 _TERMINAL = frozenset({"shutting-down", "terminated"})
 

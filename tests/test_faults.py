@@ -766,6 +766,34 @@ def test_a_wait_run_stopped_before_its_wait_leaves_what_it_did_not_known_there(
     assert {states[i] for i in stopped} == {"running"}, states
 
 
+def test_a_wait_run_killed_while_it_waits_leaves_what_it_did_not_known_done(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """stop --wait, kill -9 after its calls (nothing is written after a kill): the
+    stops' successes alone passed the gate with the instances still stopping. The run's
+    records say it was to wait, so they are listed until a run sees them stopped."""
+    ids = sandbox.launch(4)
+    ledger = tmp_path / "l.jsonl"
+    listed = write_ids(tmp_path / "ids.txt", ids)
+    # The wait never sees the state: DescribeInstances throttled for good.
+    sandbox.fail_action("DescribeInstances", 503, "RequestLimitExceeded", "slow down")
+    proc = start(sandbox, listed, ledger, "--wait", action="stop")
+    wait_until(lambda: sandbox.counters.accepted_by_action.get("StopInstances") == 4, proc)
+    done = lambda: sum(r.status == "succeeded" for r in read_records(str(ledger))) == 4  # noqa: E731
+    wait_until(done, proc)  # every stop recorded: from here on, the run waits
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert failed_list(ledger) == set(ids), "what no wait saw stopped is left to check"
+    code, out, _ = swarm("ledger", "summary", str(ledger))
+    assert code == 0 and "stop: 4 pending" in out, out
+    # The retry waits for them: seen stopped, they pass the gate.
+    sandbox.fail_action("DescribeInstances", None)
+    code, report = terminate_json(sandbox, listed, ledger, "--resume", "--wait", action="stop")
+    assert code == 0, report
+    assert failed_list(ledger) == set()
+    assert set(sandbox.states(ids).values()) == {"stopped"}
+
+
 def test_a_reboot_wait_stopped_before_its_wait_keeps_its_reboots_done(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

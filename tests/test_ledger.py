@@ -84,6 +84,7 @@ def test_writer_appends_flushed_records_with_every_field(tmp_path: Path) -> None
         "reached": None,
         "started": writer.started,
         "tags": None,
+        "waits": None,
     }
     assert line["ts"].endswith("Z") and writer.started <= line["ts"]
     assert writer.close() == []
@@ -156,6 +157,7 @@ _TEXT = st.none() | st.text(max_size=12)
         _TEXT,  # reached
         _TEXT,  # started
         _TEXT,  # tags
+        _TEXT,  # waits
         st.just(FORMAT_VERSION) | st.integers(min_value=0, max_value=3),
     )
 )
@@ -169,7 +171,7 @@ def test_lines_are_json_dumps_of_the_record_text_for_text(values: tuple[Any, ...
 def test_outcome_lines_fall_back_to_json_for_values_of_other_types() -> None:
     values: tuple[Any, ...] = (
         "t", "r", 1, "stop", "i-1", "failed", None, None, 7, None, True, 2, None,
-        None, None, None, None, "s", None, 1,
+        None, None, None, None, "s", None, None, 1,
     )  # fmt: skip
     assert _outcome_line(values) == json_line(values) == _dumps(values)
     assert '"code":7' in _outcome_line(values) and '"http_status":true' in _outcome_line(values)
@@ -1279,6 +1281,48 @@ def test_a_later_opposite_run_undoes_a_success_only_where_it_may_have_acted(
     statuses = [stopped[i].status for i in ids]
     assert statuses == ["succeeded", "succeeded", "pending", "pending", "pending", "succeeded"]
     assert {stopped[i].code for i in ids[2:5]} == {"UndoneSince"}
+
+
+def test_a_success_that_its_run_was_to_wait_for_and_never_did_is_not_known_done(
+    tmp_path: Path,
+) -> None:
+    """stop --wait killed after its calls, before its wait recorded anything: a success
+    alone would pass the gate with the instances still stopping (or started since). One
+    the wait saw, one found there already and a terminate's stay done; merged, the same."""
+    from swarm_cli.ledger import MAYBE_DONE, undone
+
+    path = tmp_path / "l.jsonl"
+    ids = ["i-00000001", "i-00000002", "i-00000003", "i-00000004"]
+    run = LedgerWriter(str(path), "run-a", "stop", "us-east-1", waits="stopped")
+    run.write_ahead(ids)
+    run.write(ids[0], "succeeded", attempts=1)
+    run.write(ids[1], "succeeded", attempts=1)
+    run.write(ids[1], "succeeded", code=REACHED_CODE, reached="2026-01-01T00:00:05Z")
+    run.write(ids[2], "succeeded", code="AlreadyInState")
+    run.write(ids[3], "failed", code="IncorrectInstanceState", http_status=400)
+    run.close()
+    gone = LedgerWriter(str(path), "run-b", "terminate", "us-east-1", waits="terminated")
+    gone.write_ahead(ids[:1])
+    gone.write(ids[0], "succeeded", attempts=1)
+    gone.close()
+    assert all(r.waits == "stopped" for r in read_records(str(path)) if r.run == "run-a")
+    merged = tmp_path / "m.jsonl"
+    merge_files([str(path)], str(merged))
+    for ledger in (path, merged):
+        state = undone(fold(read_records(str(ledger))))
+        first = state[("stop", ids[0])]
+        assert (first.status, first.code) == ("pending", "NotChecked"), first
+        assert first.message is not None and first.message.endswith(MAYBE_DONE)
+        assert "its run was to --wait for it (stopped)" in first.message
+        assert [state[("stop", i)].status for i in ids[1:]] == ["succeeded", "succeeded", "failed"]
+        assert state[("terminate", ids[0])].status == "succeeded"
+        assert succeeded_ids(str(ledger), "stop") == set(ids[1:3])
+    # A later run that saw it there decides.
+    again = LedgerWriter(str(path), "run-c", "stop", "us-east-1")
+    again.write_ahead(ids[:1])
+    again.write(ids[0], "succeeded", code="AlreadyInState")
+    again.close()
+    assert undone(fold(read_records(str(path))))[("stop", ids[0])].status == "succeeded"
 
 
 def test_a_merge_keeps_what_a_rollback_reads_when_later_runs_decided_some_intents(

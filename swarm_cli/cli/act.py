@@ -52,7 +52,15 @@ from ..text import literal, plural
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
 from .exits import emit_json, exit_meaning, warn
-from .follow_up import follow_up, reconcile_undo, run_plan, save_report, settle, step_summary
+from .follow_up import (
+    checked_by_wait,
+    follow_up,
+    reconcile_undo,
+    run_plan,
+    save_report,
+    settle,
+    step_summary,
+)
 from .guards import (
     check_outputs,
     confirm,
@@ -456,7 +464,10 @@ def _run_action(
     to_send = {p: ids for p, ids in to_send.items() if ids}
     if not flags.yes and to_send:
         confirm(spec, to_send, endpoint, flags, reach, found, err)
-    job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled, tags)
+    # A --wait after a stop or a start: on the run's records, so that a kill before the
+    # wait ended leaves what it acted on not known done (a terminate's success is final).
+    waited = spec.target_state if waits and checked_by_wait(spec.name) else None
+    job = Job(spec, groups, replace(options, endpoint=endpoint), title, settled, tags, waited)
     stage.sending = True
 
     def action(pair: Pair) -> Callable[[Sequence[str]], Mapping[str, Any]]:
@@ -1340,7 +1351,8 @@ def rollback(
         title = f"rollback of {plan.run}"
         settle(plan, groups, reach, options, err, wait_timeout)
         stage.sending = True
-        report = run_plan(plan.action, groups, options, reach, err, title, settled)
+        report = run_plan(plan.action, groups, options, reach, err, title, settled, wait=wait)
+        report.extra["undoes"] = plan.run  # what the step summary is headed by
         job = Job(plan.action, groups, options)
         follow_up(plan.action, flags, job, report, reach, err)
         # The retry goes where the undo went, behind the same rails: the ledger's one region

@@ -20,6 +20,7 @@ from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED, EXIT_SIGNALLED, Usa
 from ..ledger import (
     FINAL_SUCCESS,
     MAYBE_DONE,
+    NOT_CHECKED_CODE,
     LedgerError,
     utc_now,
 )
@@ -104,7 +105,9 @@ def follow_up(
                         markup=False,
                     )
                     return
-                undo = run_plan(plan.action, groups, options, reach, err, "rollback")
+                undo = run_plan(
+                    plan.action, groups, options, reach, err, "rollback", wait=flags.wait
+                )
                 # The undo's own after-run (what it found on its way; with --wait, its
                 # instances waited for until they are back), as `swarm rollback` has.
                 undoing = Job(plan.action, groups, options)
@@ -169,22 +172,27 @@ def follow_up(
             report.exit_code = waited.exit_code
 
 
+def checked_by_wait(name: str) -> bool:
+    """Whether what an action did is known done only once a --wait saw it: a resume can
+    look it up (a reboot leaves no state that says it was done), and its success is not
+    final (a terminate's and a deletion's are)."""
+    from ..resume import observable
+
+    return observable(name) and name not in FINAL_SUCCESS
+
+
 def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: Console) -> None:
     """A --wait run stopped before its wait: what it did is recorded not known there
     (``pending``, NotChecked), as a wait stopped midway records it, so that `swarm ledger
     failed` lists it and a --resume --wait looks it up (its success alone would pass
     the gate with instances still stopping, or started again since)."""
-    from ..resume import observable
-    from ..wait import NOT_CHECKED_CODE, append_records
+    from ..wait import append_records
 
-    operation = RESOURCE_OPERATIONS.get(spec.name)
-    # Only where a resume can look it up: a reboot leaves no state that says it was done,
-    # and one not known done would be sent again.
-    waits = observable(spec.name) if operation is None else operation.observe is not None
     ledger = job.options.ledger
-    # A final action's success (terminate's, a deletion's) outranks a wait's records: it
-    # stays done, and the reports must not count it unchecked.
-    if flags.dry_run or not waits or spec.name in FINAL_SUCCESS or not ledger or not report.done:
+    # Only where a resume can look it up (a reboot leaves no state that says it was done,
+    # and one not known done would be sent again), and not a final success (terminate's,
+    # a deletion's: it outranks a wait's records, and the reports must not count it).
+    if flags.dry_run or not checked_by_wait(spec.name) or not ledger or not report.done:
         return
     why = f"the run was stopped by {report.signal or 'a signal'} before its --wait"
     message = f"--wait could not check it ({why}); {MAYBE_DONE}"
@@ -208,7 +216,7 @@ def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, er
     )
     # The summary and the reports count them as a wait stopped midway would.
     report.extra["wait"] = {
-        "target": spec.target_state if operation is None else operation.verb,
+        "target": spec.target_state,
         "timeout_seconds": flags.wait_timeout,
         "reached": 0,
         "not_checked": len(records),
@@ -330,13 +338,18 @@ def run_plan(
     err: Console,
     title: str,
     settled: Mapping[Pair, Mapping[str, Outcome]] | None = None,
+    *,
+    wait: bool = False,
 ) -> Report:
+    """Runs ``spec`` on ``groups`` (an undo); with ``wait``, a --wait is to follow it."""
     from ..ec2 import InstanceCall, classify_exception
 
     def action(pair: Pair) -> InstanceCall:
         return InstanceCall(reach.client(pair), spec, dry_run=options.dry_run)
 
-    job = Job(spec, {p: list(ids) for p, ids in groups.items()}, options, title, settled or {})
+    waits = spec.target_state if wait and checked_by_wait(spec.name) else None
+    ids = {p: list(i) for p, i in groups.items()}
+    job = Job(spec, ids, options, title, settled or {}, waits=waits)
     report = run_job(job, action, err, classify=classify_exception)
     unverified = unverified_count(settled or {})
     if unverified:

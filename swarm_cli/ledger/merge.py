@@ -16,7 +16,15 @@ from .errors import LedgerError, _reason
 from .lock import held_here, hold_ledger
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
-from .record import Record, may_have_acted
+from .record import (
+    ALREADY_CODE,
+    FINAL_SUCCESS,
+    MAYBE_DONE,
+    NOT_CHECKED_CODE,
+    REACHED_CODE,
+    Record,
+    may_have_acted,
+)
 from .writer import _CHUNK_BYTES
 
 # Actions that undo each other's end state: after a run of one, the other's success
@@ -73,7 +81,8 @@ def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Rec
     (a start after a stop, a stop after a start; done, or in flight or unanswered: not
     one refused or never sent) leaves unknown turned ``pending``: the instance may have
     left that state since. Resume then looks it up and ``ledger failed`` lists it,
-    instead of trusting the older success."""
+    instead of trusting the older success. Then each success left that its run's --wait
+    never checked turned ``pending`` too (see :func:`unchecked`)."""
     out = dict(state)
     for (action, instance), record in state.items():
         if record.status != "succeeded":
@@ -93,6 +102,33 @@ def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Rec
                     message=f"{other} since (run {later.run}, {later.status})",
                 )
                 break
+    return unchecked(out)
+
+
+def unchecked(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Record]:
+    """``state`` with each success of a run that was to --wait for it (its records name
+    the state, ``waits``) and that no record of the wait follows turned ``pending``
+    (NotChecked): the run was killed after its call and before its wait said anything,
+    and the instance may still be on its way (or have left that state since). A wait
+    that ended wrote its own record of every instance it was for. A final success
+    (terminate's) stays done, as does one found already there without a call."""
+    out = dict(state)
+    for key, record in state.items():
+        if (
+            record.status == "succeeded"
+            and record.waits is not None
+            and record.code not in (REACHED_CODE, ALREADY_CODE)
+            and record.action not in FINAL_SUCCESS
+        ):
+            out[key] = replace(
+                record,
+                status="pending",
+                code=NOT_CHECKED_CODE,
+                message=(
+                    f"its run was to --wait for it ({record.waits}) and no record of the wait "
+                    f"follows (the run was killed before its wait ended); {MAYBE_DONE}"
+                ),
+            )
     return out
 
 

@@ -54,6 +54,8 @@ PERMANENT_CODES: frozenset[str] = frozenset(
 # A success whose answer says the instance was in the target state before the call
 # (EC2's PreviousState): the call changed nothing, and a rollback has nothing to undo.
 WAS_ALREADY_CODE = "WasAlready"
+# A record of --wait that says it could not check whether the instance got there.
+NOT_CHECKED_CODE = "NotChecked"
 # A success recorded without a call: --resume found the instance in the action's end
 # state already (see swarm_cli.resume).
 ALREADY_CODE = "AlreadyInState"
@@ -116,6 +118,10 @@ class Record:
     # On every record of a tag run (create-tags, delete-tags): the tags it sets or
     # removes (tags_text), so that a run with other tags never reads as its own.
     tags: str | None = None
+    # On every record of a run that was to --wait (stop --wait, start --wait): the state
+    # it waits for. A success of such a run that no record of its wait follows (the run
+    # was killed before its wait ended) is not known done: see ``unchecked``.
+    waits: str | None = None
     v: int = FORMAT_VERSION
 
     def order(self) -> tuple[bool, str, str, int, str, int]:
@@ -225,6 +231,7 @@ _SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
     "reached": ((str, _NONE), False),
     "started": ((str, _NONE), False),
     "tags": ((str, _NONE), False),
+    "waits": ((str, _NONE), False),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", _NONE: "null"}
 

@@ -62,7 +62,7 @@ def _outcome_line(values: _Values) -> str:
     outcome has (the write-ahead ones are null), the generic encoding for anything else."""
     ts, run, seq, action, instance_id, status, region, account = values[:8]
     code, message, http_status, attempts, request_id = values[8:13]
-    intents, block, run_intents, reached, started, tags, version = values[13:]
+    intents, block, run_intents, reached, started, tags, waits, version = values[13:]
     if (
         type(seq) is not int
         or type(attempts) is not int
@@ -84,7 +84,8 @@ def _outcome_line(values: _Values) -> str:
             f'"request_id":{"null" if request_id is None else e(request_id)},'
             f'"run":{e(run)},"run_intents":null,"seq":{seq},'
             f'"started":{"null" if started is None else e(started)},"status":{e(status)},'
-            f'"tags":null,"ts":{e(ts)},"v":{FORMAT_VERSION}}}'
+            f'"tags":null,"ts":{e(ts)},"v":{FORMAT_VERSION},'
+            f'"waits":{"null" if waits is None else e(waits)}}}'
         )
     except TypeError:  # a field that is not a string where one is expected
         return json_line(values)
@@ -127,6 +128,7 @@ class LedgerWriter:
         started: str | None = None,
         seq_after: int = 0,
         tags: str | None = None,
+        waits: str | None = None,
     ) -> None:
         if fsync_interval < 0:
             raise ValueError("fsync_interval must not be negative")
@@ -137,6 +139,8 @@ class LedgerWriter:
         self.account = account
         # On every record of a tag run: its tags (so a merged ledger keeps them too).
         self.tags = tags
+        # On every record of a run that was to --wait: the state it waits for.
+        self.waits = waits
         # On every record: when the run started (now, unless this writer adds to a
         # run begun earlier, as --wait's reached records do).
         self.started = started or utc_now()
@@ -249,6 +253,7 @@ class LedgerWriter:
                     run_intents=run_intents,
                     started=self.started,
                     tags=self.tags,
+                    waits=self.waits,
                 )
             if not ids:
                 return
@@ -318,6 +323,7 @@ class LedgerWriter:
                 reached,
                 self.started,
                 self.tags,
+                self.waits,
                 FORMAT_VERSION,
             )
             # Queued under the lock, so outcomes reach the file in sequence order.
