@@ -315,3 +315,6 @@ def test_a_list_or_a_ledger_given_twice_is_refused_before_anything_is_read(
     # Once each is no matter.
     code, out, err = swarm("terminate", "--ids", str(one), "--exclude-ids", str(five), "--help")
     assert code == 0 and "given" not in err and "--exclude-ids" in out
+    # Nor is a word that is another option's value (a tag key that reads "--ids").
+    code, out, err = swarm("terminate", "--ids", str(one), "--protect-tag", "--ids", "--help")
+    assert code == 0 and "given" not in err and "--protect-tag" in out

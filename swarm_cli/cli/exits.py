@@ -187,7 +187,7 @@ class SwarmGroup(TyperGroup):
         global _json
         _json = _JsonOutput()
         kwargs["standalone_mode"] = False
-        twice = _given_twice(argv)
+        twice = _given_twice(argv, self)
         if twice is not None:
             typer.echo(f"error: {twice}", err=True)
             _json.error, code = twice, EXIT_USAGE
@@ -239,10 +239,11 @@ class SwarmGroup(TyperGroup):
 _ONCE = ("--ids", "--exclude-ids", "--ledger")
 
 
-def _given_twice(argv: list[str]) -> str | None:
+def _given_twice(argv: list[str], group: Any = None) -> str | None:
     """Why a command line that names a list or a ledger twice is refused: the first
-    (five IDs, an earlier ledger) would be dropped without a word."""
-    words = argv[: argv.index("--")] if "--" in argv else argv
+    (five IDs, an earlier ledger) would be dropped without a word. A word that is the
+    value of an option (``--protect-tag --ids``, a tag key) is no option of its own."""
+    words = _option_words(argv, group)
     for option in _ONCE:
         given = [w for w in words if w == option or w.startswith(option + "=")]
         if len(given) > 1:
@@ -253,3 +254,37 @@ def _given_twice(argv: list[str]) -> str | None:
                 + ("; put the IDs in one file: cat a.txt b.txt > all.txt" if what == "list" else "")
             )
     return None
+
+
+def _option_words(argv: list[str], group: Any) -> list[str]:
+    """The words of ``argv`` before ``--`` that are not the value of the option before
+    them, as the (click) commands of ``group`` read them."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    if group is None:
+        return words
+    ctx = group.context_class(group)
+    command, takes_value = group, _valued(group, ctx)
+    out: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        out.append(word)
+        if word.startswith("-"):
+            skip = "=" not in word and word in takes_value
+        elif hasattr(command, "get_command"):
+            sub = command.get_command(ctx, word)
+            if sub is not None:
+                command, takes_value = sub, _valued(sub, ctx)
+    return out
+
+
+def _valued(command: Any, ctx: Any) -> set[str]:
+    """The spellings of ``command``'s options that take a value (not a flag's)."""
+    return {
+        name
+        for param in command.get_params(ctx)
+        if param.param_type_name == "option" and not param.is_flag and not param.count
+        for name in param.opts
+    }
