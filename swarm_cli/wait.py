@@ -354,7 +354,7 @@ def append_records(
     ledger_path: str,
     run_id: str,
     action: str,
-    records: Sequence[tuple[str, str, str, str, str | None, Pair]],
+    records: Sequence[tuple[str, str, str | None, str, str | None, Pair]],
     started: str | None,
     seq_after: int,
 ) -> int:

@@ -105,6 +105,30 @@ def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: 
     assert {r.action for r in waits} == {"start"} and len(waits) == undone["counts"]["succeeded"]
 
 
+def test_a_wait_run_rolled_back_keeps_what_it_never_changed_done(tmp_path: Path) -> None:
+    """stop --wait --rollback: the undo leaves the instances that were stopped already,
+    and the wait does not come. Their successes read done, not a wait cut short."""
+    with Sandbox(OPEN) as box:
+        before = box.launch(3)
+        box.client().stop_instances(InstanceIds=before)
+        movable, protected = box.launch(6), box.launch(2, stop_protected=2)
+        ledger = tmp_path / "l.jsonl"
+        code, report = act(
+            box,
+            "stop",
+            write_ids(tmp_path / "ids.txt", [*before, *movable, *protected]),
+            ledger,
+            *("--batch-size", "1", "--max-window", "1", "--max-errors", "0"),
+            *("--rollback", "--wait"),
+        )
+        assert states(box, movable) == {"running"} and states(box, before) == {"stopped"}
+    assert code == 1 and report["rollback"]["counts"]["succeeded"] == 6, report
+    code, out, err = swarm("ledger", "failed", str(ledger), "--action", "stop")
+    assert code == 0, err
+    assert set(out.split()) == {*movable, *protected}, "undone or refused: left; the rest done"
+    assert "NotChecked" not in err
+
+
 def test_a_rollback_leaves_alone_what_the_run_never_changed(tmp_path: Path) -> None:
     """Every instance was stopped before the run. Two IDs that do not exist spend the
     budget, each refusing the batch it travels in (EC2 checks a call before it acts):

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from swarm_cli.ledger import LedgerWriter, fold, read_records
 from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
 
 # Slow enough that a run of a few hundred instances lasts a few seconds.
+OPEN_BUCKETS = BucketSpec(100_000, 100_000)
 THROTTLED = SandboxConfig(BucketSpec(5, 40), BucketSpec(100_000, 100_000), latency=0.02)
 
 
@@ -792,6 +794,34 @@ def test_a_wait_run_killed_while_it_waits_leaves_what_it_did_not_known_done(
     assert code == 0, report
     assert failed_list(ledger) == set()
     assert set(sandbox.states(ids).values()) == {"stopped"}
+
+
+def _all_recorded(ledger: Path, ids: Sequence[str], code: str | None) -> bool:
+    """Whether every one of ``ids`` has a success with ``code`` in ``ledger``."""
+    if not ledger.exists():
+        return False
+    done = {r.id for r in read_records(str(ledger)) if r.status == "succeeded" and r.code == code}
+    return done >= set(ids)
+
+
+def test_a_resume_that_waits_killed_while_it_waits_leaves_what_it_found_on_the_way(
+    tmp_path: Path,
+) -> None:
+    """A stop --wait killed, then its --resume --wait killed in its wait: the resume found
+    them stopping and recorded them done without a call (AlreadyInState). Still stopping,
+    they are left to check until a wait sees them stopped."""
+    slow = SandboxConfig(OPEN_BUCKETS, OPEN_BUCKETS, transition_seconds=60.0)
+    with Sandbox(slow) as box:
+        ids = box.launch(4)
+        ledger = tmp_path / "l.jsonl"
+        listed = write_ids(tmp_path / "ids.txt", ids)
+        for extra, code in (((), None), (("--resume",), "AlreadyInState")):
+            proc = start(box, listed, ledger, "--wait", *extra, action="stop")
+            wait_until(partial(_all_recorded, ledger, ids, code), proc)
+            proc.kill()
+            proc.communicate(timeout=30)
+            assert failed_list(ledger) == set(ids)
+        assert set(box.states(ids).values()) == {"stopping"}
 
 
 def test_a_reboot_wait_stopped_before_its_wait_keeps_its_reboots_done(

@@ -42,6 +42,7 @@ from swarm_cli.ledger import (
     succeeded_ids,
     utc_now,
 )
+from swarm_cli.ledger import record as record_module
 from swarm_cli.ledger.record import json_line
 from swarm_cli.ledger.writer import _outcome_line
 
@@ -1284,22 +1285,26 @@ def test_a_later_opposite_run_undoes_a_success_only_where_it_may_have_acted(
 
 
 def test_a_success_that_its_run_was_to_wait_for_and_never_did_is_not_known_done(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """stop --wait killed after its calls, before its wait recorded anything: a success
     alone would pass the gate with the instances still stopping (or started since). One
-    the wait saw, one found there already and a terminate's stay done; merged, the same."""
+    the wait saw and a terminate's stay done; one a resume found on its way there is not
+    done until its wait sees it; merged, the same."""
     from swarm_cli.ledger import MAYBE_DONE, undone
 
     path = tmp_path / "l.jsonl"
-    ids = ["i-00000001", "i-00000002", "i-00000003", "i-00000004"]
+    ids = ["i-00000001", "i-00000002", "i-00000003", "i-00000004", "i-00000005"]
     run = LedgerWriter(str(path), "run-a", "stop", "us-east-1", waits="stopped")
     run.write_ahead(ids)
     run.write(ids[0], "succeeded", attempts=1)
     run.write(ids[1], "succeeded", attempts=1)
     run.write(ids[1], "succeeded", code=REACHED_CODE, reached="2026-01-01T00:00:05Z")
-    run.write(ids[2], "succeeded", code="AlreadyInState")
-    run.write(ids[3], "failed", code="IncorrectInstanceState", http_status=400)
+    # A resume that waits found one stopped, another still stopping: its wait sees to both.
+    run.write(ids[2], "succeeded", code="AlreadyInState", message="stopped per Describe…")
+    run.write(ids[2], "succeeded", code=REACHED_CODE, reached="2026-01-01T00:00:05Z")
+    run.write(ids[3], "succeeded", code="AlreadyInState", message="stopping per Describe…")
+    run.write(ids[4], "failed", code="IncorrectInstanceState", http_status=400)
     run.close()
     gone = LedgerWriter(str(path), "run-b", "terminate", "us-east-1", waits="terminated")
     gone.write_ahead(ids[:1])
@@ -1314,7 +1319,8 @@ def test_a_success_that_its_run_was_to_wait_for_and_never_did_is_not_known_done(
         assert (first.status, first.code) == ("pending", "NotChecked"), first
         assert first.message is not None and first.message.endswith(MAYBE_DONE)
         assert "its run was to --wait for it (stopped)" in first.message
-        assert [state[("stop", i)].status for i in ids[1:]] == ["succeeded", "succeeded", "failed"]
+        statuses = [state[("stop", i)].status for i in ids[1:]]
+        assert statuses == ["succeeded", "succeeded", "pending", "failed"]
         assert state[("terminate", ids[0])].status == "succeeded"
         assert succeeded_ids(str(ledger), "stop") == set(ids[1:3])
     # A later run that saw it there decides.
@@ -1323,6 +1329,13 @@ def test_a_success_that_its_run_was_to_wait_for_and_never_did_is_not_known_done(
     again.write(ids[0], "succeeded", code="AlreadyInState")
     again.close()
     assert undone(fold(read_records(str(path))))[("stop", ids[0])].status == "succeeded"
+    # Format 2 for the records that say so, 1 for the rest: a swarm that reads format 1
+    # would take the field for nothing and such a success for done, so it refuses them.
+    versions = {(r.run, r.v) for r in read_records(str(path))}
+    assert versions == {("run-a", 2), ("run-b", 2), ("run-c", 1)}
+    monkeypatch.setattr(record_module, "FORMAT_VERSION", 1)
+    with pytest.raises(LedgerVersionError, match="upgrade swarm"):
+        list(read_records(str(path)))
 
 
 def test_a_merge_keeps_what_a_rollback_reads_when_later_runs_decided_some_intents(

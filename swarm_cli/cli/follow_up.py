@@ -136,6 +136,7 @@ def follow_up(
     if flags.wait and "rollback" in report.extra:
         # What the run did was undone: nothing of it is to reach the run's state (the
         # undo's own wait, for its state, is in the rollback's report).
+        _rolled_back(spec, flags, job, report, err)
         return
     if flags.wait and not flags.dry_run and report.done:
         from ..wait import WaitReport, record_reached, wait_for
@@ -179,6 +180,32 @@ def checked_by_wait(name: str) -> bool:
     from ..resume import observable
 
     return observable(name) and name not in FINAL_SUCCESS
+
+
+def _rolled_back(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: Console) -> None:
+    """A --wait run undone by its --rollback: its wait is not to come, and its records
+    say it was to (``waits``). Its successes are recorded again without it, in the run,
+    so that one the undo left (nothing to undo, or the undo refused) does not read as a
+    wait cut short; one undone reads so by the undo's own records, which are later."""
+    from ..wait import append_records
+
+    ledger = job.options.ledger
+    if flags.dry_run or not checked_by_wait(spec.name) or not ledger or not report.done:
+        return
+    message = "the run was rolled back: its --wait did not run"
+    records = [
+        (i, "succeeded", None, message, None, pair)
+        for pair, ids in report.done.items()
+        for i in ids
+    ]
+    try:
+        append_records(
+            ledger, report.run, spec.name, records, report.ledger_started, report.ledger_seq
+        )
+    except LedgerError as exc:
+        error(err, f"--wait: {exc}")
+        report.ledger_error = str(exc)
+        report.exit_code = EXIT_LEDGER
 
 
 def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: Console) -> None:

@@ -17,7 +17,6 @@ from .lock import held_here, hold_ledger
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
 from .record import (
-    ALREADY_CODE,
     FINAL_SUCCESS,
     MAYBE_DONE,
     NOT_CHECKED_CODE,
@@ -108,16 +107,17 @@ def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Rec
 def unchecked(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Record]:
     """``state`` with each success of a run that was to --wait for it (its records name
     the state, ``waits``) and that no record of the wait follows turned ``pending``
-    (NotChecked): the run was killed after its call and before its wait said anything,
-    and the instance may still be on its way (or have left that state since). A wait
-    that ended wrote its own record of every instance it was for. A final success
-    (terminate's) stays done, as does one found already there without a call."""
+    (NotChecked): the run was killed (or its ledger failed) after the call and before its
+    wait said anything, and the instance may still be on its way (or have left that
+    state since). A wait that ended wrote its own record of every instance it was for,
+    those a resume found on their way there or there already too. A final success
+    (terminate's) stays done."""
     out = dict(state)
     for key, record in state.items():
         if (
             record.status == "succeeded"
             and record.waits is not None
-            and record.code not in (REACHED_CODE, ALREADY_CODE)
+            and record.code != REACHED_CODE
             and record.action not in FINAL_SUCCESS
         ):
             out[key] = replace(
@@ -126,7 +126,8 @@ def unchecked(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], 
                 code=NOT_CHECKED_CODE,
                 message=(
                     f"its run was to --wait for it ({record.waits}) and no record of the wait "
-                    f"follows (the run was killed before its wait ended); {MAYBE_DONE}"
+                    f"follows (the run was killed, or its ledger failed, before the wait "
+                    f"ended); {MAYBE_DONE}"
                 ),
             )
     return out

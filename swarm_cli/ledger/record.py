@@ -11,7 +11,12 @@ from typing import Any
 
 from .errors import LedgerVersionError
 
-FORMAT_VERSION = 1
+# The newest format this swarm reads. Records are written in format 1, but for those that
+# carry ``waits`` (format 2): a swarm of format 1 would ignore the field, and read a
+# success that no wait checked as done; it refuses such a ledger instead.
+FORMAT_VERSION = 2
+PLAIN_VERSION = 1
+WAITS_VERSION = 2
 STATUSES = ("pending", "missing", "failed", "succeeded")
 STATUS_RANK = {status: rank for rank, status in enumerate(STATUSES)}
 # The code of the extra ``succeeded`` record written when ``--wait`` saw the
@@ -122,7 +127,7 @@ class Record:
     # it waits for. A success of such a run that no record of its wait follows (the run
     # was killed before its wait ended) is not known done: see ``unchecked``.
     waits: str | None = None
-    v: int = FORMAT_VERSION
+    v: int = PLAIN_VERSION
 
     def order(self) -> tuple[bool, str, str, int, str, int]:
         """Merge order: the larger record wins (a last-writer-wins register per intent).

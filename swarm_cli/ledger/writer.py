@@ -17,7 +17,14 @@ from typing import Any, Final, TypeVar
 from .errors import LedgerError, LedgerWriteError, _reason
 from .lock import LedgerInUse, held, try_lock
 from .paths import _sync_folder
-from .record import FORMAT_VERSION, STATUS_RANK, Record, json_line, utc_now
+from .record import (
+    PLAIN_VERSION,
+    STATUS_RANK,
+    WAITS_VERSION,
+    Record,
+    json_line,
+    utc_now,
+)
 
 
 class WriterValue(enum.Enum):
@@ -68,7 +75,8 @@ def _outcome_line(values: _Values) -> str:
         or type(attempts) is not int
         or not (http_status is None or type(http_status) is int)
         or not (intents is None and block is None and run_intents is None and tags is None)
-        or version != FORMAT_VERSION
+        or type(version) is not int
+        or version not in (PLAIN_VERSION, WAITS_VERSION)
     ):
         return json_line(values)
     e = encode_basestring_ascii  # json.dumps of a str; written out below, no call per field
@@ -84,7 +92,7 @@ def _outcome_line(values: _Values) -> str:
             f'"request_id":{"null" if request_id is None else e(request_id)},'
             f'"run":{e(run)},"run_intents":null,"seq":{seq},'
             f'"started":{"null" if started is None else e(started)},"status":{e(status)},'
-            f'"tags":null,"ts":{e(ts)},"v":{FORMAT_VERSION},'
+            f'"tags":null,"ts":{e(ts)},"v":{version},'
             f'"waits":{"null" if waits is None else e(waits)}}}'
         )
     except TypeError:  # a field that is not a string where one is expected
@@ -141,6 +149,7 @@ class LedgerWriter:
         self.tags = tags
         # On every record of a run that was to --wait: the state it waits for.
         self.waits = waits
+        self._version = PLAIN_VERSION if waits is None else WAITS_VERSION
         # On every record: when the run started (now, unless this writer adds to a
         # run begun earlier, as --wait's reached records do).
         self.started = started or utc_now()
@@ -254,6 +263,7 @@ class LedgerWriter:
                     started=self.started,
                     tags=self.tags,
                     waits=self.waits,
+                    v=self._version,
                 )
             if not ids:
                 return
@@ -324,7 +334,7 @@ class LedgerWriter:
                 self.started,
                 self.tags,
                 self.waits,
-                FORMAT_VERSION,
+                self._version,
             )
             # Queued under the lock, so outcomes reach the file in sequence order.
             self._queue.put(values)
