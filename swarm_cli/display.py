@@ -813,11 +813,13 @@ def render_summary(report: Report, console: Console) -> None:
             f"{clip(own_part(item.message or '', item.id), 300)}"
         )
     if len(report.problems) > 20:
-        where = (
-            f" (see the ledger {literal(report.ledger)})"
-            if report.ledger
-            else " (--output json lists all)"
-        )
+        if report.ledger_error:
+            # The ledger failed: what it could not hold is printed above as its lines.
+            where = " (--output json lists all; the ledger could not hold every one)"
+        elif report.ledger:
+            where = f" (see the ledger {literal(report.ledger)})"
+        else:
+            where = " (--output json lists all)"
         say(f"    … and {len(report.problems) - 20} more{where}")
     # (Not with --missing-ok: a run again of a deletion done already finds none, rightly.)
     if report.total and c["missing"] == report.total and "--missing-ok" not in report.retry_args:

@@ -518,11 +518,12 @@ def _problems(report: Report) -> str:
     rows = "".join(_problem_row(p) for p in problems[:MAX_PROBLEM_ROWS])
     more = ""
     if len(problems) > MAX_PROBLEM_ROWS:
-        where = (
-            f"see the ledger <code>{_e(report.ledger)}</code>"
-            if report.ledger
-            else "the run wrote no ledger: --output json lists all"
-        )
+        if report.ledger_error:
+            where = "the ledger could not hold them all: --output json lists all"
+        elif report.ledger:
+            where = f"see the ledger <code>{_e(report.ledger)}</code>"
+        else:
+            where = "the run wrote no ledger: --output json lists all"
         more = f'<p class="more">… and {len(problems) - MAX_PROBLEM_ROWS} more, {where}.</p>'
 
     columns = ("id", "region", "account", "status", "code", "message")

@@ -165,7 +165,7 @@ def _pairs_table(report: Report) -> list[str]:
 
 
 def _problems(
-    problems: Sequence[Problem], limit: int, several: bool, has_ledger: bool
+    problems: Sequence[Problem], limit: int, several: bool, has_ledger: bool, failed: bool
 ) -> list[str]:
     ranked = sorted(problems, key=lambda p: ORDER.index(p.status) if p.status in ORDER else 9)
     where = " account | region |" if several else ""
@@ -181,6 +181,8 @@ def _problems(
         out.append(f"| {cell(p.id)} | {cell(p.status)} | {cell(p.code)} |{place} {cell(message)} |")
     if len(problems) > limit:
         where = "see the ledger" if has_ledger else "the run wrote no ledger"
+        if has_ledger and failed:
+            where = "the ledger could not hold them all: see the run's log"
         out += ["", f"… and {len(problems) - limit} more ({where})."]
     return out
 
@@ -197,7 +199,11 @@ def markdown_summary(report: Report, *, max_failed: int = 50) -> str:
     if report.problems:
         out += [
             *_problems(
-                report.problems, max_failed, len(report.pairs) > 1, report.ledger is not None
+                report.problems,
+                max_failed,
+                len(report.pairs) > 1,
+                report.ledger is not None,
+                bool(report.ledger_error),
             ),
             "",
         ]

@@ -457,6 +457,27 @@ def test_summary_names_each_problems_account_and_region_across_accounts() -> Non
     assert "i-00000002  222222222222/eu-west-1  pending  CallTimeout" in text
 
 
+def test_problems_past_twenty_are_sent_where_they_all_are() -> None:
+    counts = {"succeeded": 0, "failed": 0, "missing": 0, "pending": 25}
+    problems = [Problem(f"i-{n:08d}", "pending", "Interrupted", "stopped") for n in range(25)]
+    report = Report(
+        run="r",
+        action="terminate",
+        pairs=[PairReport("eu-west-1", total=25, counts=counts)],
+        problems=problems,
+        ledger="l.jsonl",
+        elapsed_seconds=1.0,
+    )
+    said = []
+    for ledger_error in (None, "No space left on device"):
+        out = console()
+        render_summary(replace(report, ledger_error=ledger_error), out)
+        said.append(out.file.getvalue())  # type: ignore[attr-defined]
+    assert "… and 5 more (see the ledger l.jsonl)" in said[0]
+    # The ledger that failed does not hold them: not sent there.
+    assert "… and 5 more (--output json lists all; the ledger could not hold every one)" in said[1]
+
+
 def test_summary_names_failures_and_the_retry_command(tmp_path: Path) -> None:
     report = Report(
         run="r",

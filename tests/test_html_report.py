@@ -244,6 +244,10 @@ def test_problem_table_stops_at_the_cap_and_points_to_the_ledger() -> None:
     assert len(table.select("tbody")[0].select("tr")) == MAX_PROBLEM_ROWS
     (more,) = root.select("p", "more")
     assert "7 more, see the ledger /var/lib/swarm/terminate.jsonl" in more.all_text()
+    # A ledger that failed does not hold them all: not sent there.
+    failed = make_report(problems=problems(MAX_PROBLEM_ROWS + 7), ledger_error="disk full")
+    (more,) = parse(render_html(failed)).select("p", "more")
+    assert "7 more, the ledger could not hold them all" in more.all_text()
 
 
 def test_a_message_naming_a_thousand_ids_is_cut_in_the_page() -> None:

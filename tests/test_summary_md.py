@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
@@ -89,6 +90,10 @@ def test_problems_beyond_the_limit_are_counted() -> None:
     text = markdown_summary(recorded_report(), max_failed=1)
     assert "| i-0001 | failed |" in text and "i-0002" not in text
     assert "… and 2 more (see the ledger)." in text
+    # A ledger that failed holds not all of them: the run's log printed those it could not.
+    failed = replace(recorded_report(), ledger_error="No space left on device")
+    text = markdown_summary(failed, max_failed=1)
+    assert "… and 2 more (the ledger could not hold them all: see the run's log)." in text
 
 
 def test_cell_escapes_what_would_break_a_table() -> None:
