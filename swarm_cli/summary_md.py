@@ -89,7 +89,8 @@ def _title(report: Report) -> str:
     parts += [f"{c[status]} {status}" for status in ORDER if c[status]]
     dry = " (dry run)" if report.dry_run else ""
     undoes = report.extra.get("undoes")
-    what = f"rollback of run {undoes} ({report.action})" if undoes else report.action
+    runs = "runs" if undoes and ", " in undoes else "run"
+    what = f"rollback of {runs} {undoes} ({report.action})" if undoes else report.action
     return f"## swarm {what}{dry}: {', '.join(parts)} in {report.elapsed_seconds:.1f}s"
 
 

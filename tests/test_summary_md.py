@@ -237,3 +237,10 @@ def test_the_wait_and_the_rollback_after_the_run_are_said_in_words() -> None:
         "**Not rolled back:** rollback stopped by SIGTERM before anything was undone: "
         "swarm rollback l\\|x --run r ⚠️"
     ) in text
+
+
+def test_a_rollback_is_headed_by_the_runs_it_undoes() -> None:
+    one = replace(recorded_report(), action="start", extra={"undoes": "r1"})
+    assert markdown_summary(one).startswith("## swarm rollback of run r1 (start): 7 of 10")
+    two = replace(one, extra={"undoes": "r1, r2"})
+    assert markdown_summary(two).startswith("## swarm rollback of runs r1, r2 (start): ")
