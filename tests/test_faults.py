@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from test_cli import swarm, terminate_json, write_ids
 
-from swarm_cli.ledger import LedgerWriter, fold, read_records
+from swarm_cli.ledger import LedgerError, LedgerWriter, fold, read_records
 from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
 
 # Slow enough that a run of a few hundred instances lasts a few seconds.
@@ -798,9 +798,11 @@ def test_a_wait_run_killed_while_it_waits_leaves_what_it_did_not_known_done(
 
 def _all_recorded(ledger: Path, ids: Sequence[str], code: str | None) -> bool:
     """Whether every one of ``ids`` has a success with ``code`` in ``ledger``."""
-    if not ledger.exists():
+    try:
+        records = list(read_records(str(ledger)))
+    except LedgerError:  # not there yet (the run makes it, then checks it)
         return False
-    done = {r.id for r in read_records(str(ledger)) if r.status == "succeeded" and r.code == code}
+    done = {r.id for r in records if r.status == "succeeded" and r.code == code}
     return done >= set(ids)
 
 
