@@ -318,3 +318,6 @@ def test_a_list_or_a_ledger_given_twice_is_refused_before_anything_is_read(
     # Nor is a word that is another option's value (a tag key that reads "--ids").
     code, out, err = swarm("terminate", "--ids", str(one), "--protect-tag", "--ids", "--help")
     assert code == 0 and "given" not in err and "--protect-tag" in out
+    # A value that reads "--" ends nothing: the lists after it still count.
+    code, _, err = swarm("stop", "--protect-tag", "--", "--ids", str(one), f"--ids={five}")
+    assert code == 2 and "--ids is given 2 times" in err

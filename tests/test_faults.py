@@ -826,6 +826,34 @@ def test_a_resume_that_waits_killed_while_it_waits_leaves_what_it_found_on_the_w
         assert set(box.states(ids).values()) == {"stopping"}
 
 
+def test_a_resume_by_selection_looks_up_what_a_killed_wait_run_left_unchecked(
+    tmp_path: Path,
+) -> None:
+    """stop --filter --wait killed while it waits, then resumed by the same selection once
+    the instances are stopped: the selection (running ones) holds none of them, so only
+    the ledger says to look them up; seen stopped, they pass the gate."""
+    with Sandbox(SandboxConfig(OPEN_BUCKETS, OPEN_BUCKETS, transition_seconds=2.0)) as box:
+        ids = box.launch(4)
+        box.client().create_tags(Resources=ids, Tags=[{"Key": "team", "Value": "ci"}])
+        ledger = tmp_path / "l.jsonl"
+        base = [sys.executable, "-m", "swarm_cli", "stop", "--filter", "tag:team=ci", "--yes"]
+        base += ["--ledger", str(ledger), "--endpoint-url", box.endpoint, "--wait"]
+        proc = subprocess.Popen(
+            [*base, "--progress", "none"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        wait_until(partial(_all_recorded, ledger, ids, None), proc)
+        proc.kill()
+        proc.communicate(timeout=30)
+        assert failed_list(ledger) == set(ids)
+        deadline = time.monotonic() + 30
+        while set(box.states(ids).values()) != {"stopped"}:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        done = subprocess.run([*base, "--resume"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert failed_list(ledger) == set()
+
+
 def test_a_reboot_wait_stopped_before_its_wait_keeps_its_reboots_done(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

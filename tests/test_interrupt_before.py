@@ -276,3 +276,37 @@ def test_sigterm_while_refusals_are_looked_up_stops_the_command_as_143(
     after.follow_up(spec, flags, Job(spec, {pair: []}, RunOptions()), report, None, Console())  # type: ignore[arg-type]
     assert report.signal == "SIGTERM" and report.exit_code == 143
     assert "wait" not in report.extra
+
+
+def test_a_rolled_back_wait_run_reads_done_only_what_a_whole_undo_left(tmp_path: Path) -> None:
+    """stop --wait --rollback: the wait does not come. When the undo ran to its end, what
+    it left (nothing to undo, or refused) is recorded again without the wait, done as it
+    was; when a signal stopped the undo, nothing is, and those stay not known done."""
+    from rich.console import Console
+
+    from swarm_cli.actions import ACTIONS
+    from swarm_cli.cli import follow_up as after
+    from swarm_cli.cli.options import Flags, Output
+    from swarm_cli.ledger import LedgerWriter, fold, read_records, undone
+    from swarm_cli.report import Pair, Report
+    from swarm_cli.run import Job, RunOptions
+
+    spec, pair = ACTIONS["stop"], Pair(None, "us-east-1")
+    i = "i-0123456789abcdef0"
+    for signal_name, left in ((None, "succeeded"), ("SIGTERM", "pending")):
+        ledger = tmp_path / f"{signal_name}.jsonl"
+        run = LedgerWriter(str(ledger), "r1", "stop", "us-east-1", waits="stopped")
+        run.write_ahead([i])
+        run.write(i, "succeeded", code="WasAlready")
+        run.close()
+        flags = Flags(
+            ids=None, region="us-east-1", profile=None, endpoint_url=None,
+            ledger=str(ledger), resume=False, yes=True, dry_run=False, sandbox=False,
+            params={}, options=RunOptions(), output=Output.text, wait=True,
+        )  # fmt: skip
+        report = Report("r1", "stop", done={pair: [i]}, signal=signal_name)
+        report.ledger_started, report.ledger_seq = run.started, run.last_seq
+        job = Job(spec, {pair: [i]}, RunOptions(ledger=str(ledger)))
+        after._rolled_back(spec, flags, job, report, Console())
+        state = undone(fold(read_records(str(ledger))))[("stop", i)]
+        assert state.status == left, state

@@ -259,17 +259,18 @@ def _given_twice(argv: list[str], group: Any = None) -> str | None:
 def _option_words(argv: list[str], group: Any) -> list[str]:
     """The words of ``argv`` before ``--`` that are not the value of the option before
     them, as the (click) commands of ``group`` read them."""
-    words = argv[: argv.index("--")] if "--" in argv else argv
     if group is None:
-        return words
+        return argv[: argv.index("--")] if "--" in argv else argv
     ctx = group.context_class(group)
     command, takes_value = group, _valued(group, ctx)
     out: list[str] = []
     skip = False
-    for word in words:
-        if skip:
+    for word in argv:
+        if skip:  # the value of the option before it, whatever it reads (even --)
             skip = False
             continue
+        if word == "--":
+            break
         out.append(word)
         if word.startswith("-"):
             skip = "=" not in word and word in takes_value

@@ -192,6 +192,8 @@ def _rolled_back(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: 
     ledger = job.options.ledger
     if flags.dry_run or not checked_by_wait(spec.name) or not ledger or not report.done:
         return
+    if report.signal:
+        return  # the undo was stopped short: what it did not reach stays not known done
     message = "the run was rolled back: its --wait did not run"
     records = [
         (i, "succeeded", None, message, None, pair)

@@ -20,6 +20,7 @@ from ..errors import (
     error_for,
 )
 from ..ledger import (
+    NOT_CHECKED_CODE,
     Damaged,
     LedgerError,
     describe_damage,
@@ -418,7 +419,14 @@ def succeeded(
                 if recorded is not None:
                     # EC2 took the call there: not listed now, it is gone, whenever.
                     recorded.add(r.id, r.region, r.account, accepted=True)
-    for r, _ in latest.values():
+    # What a run that was to wait did and no wait saw (see ledger.unchecked): its own
+    # latest record reads succeeded, the fold not known done. Looked up, as sent.
+    noted = [
+        r
+        for (act, _), r in state.items()
+        if act == action and r.code == NOT_CHECKED_CODE and r.waits is not None
+    ]
+    for r in [*(r for r, _ in latest.values()), *noted]:
         if r.id not in done and may_have_acted(r):
             if recorded is not None:
                 # A call of it may have left until the run's last record (a bare intent's
