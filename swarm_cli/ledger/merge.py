@@ -107,11 +107,11 @@ def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Rec
 def unchecked(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Record]:
     """``state`` with each success of a run that was to --wait for it (its records name
     the state, ``waits``) and that no record of the wait follows turned ``pending``
-    (NotChecked): the run was killed (or its ledger failed) after the call and before its
-    wait said anything, and the instance may still be on its way (or have left that
-    state since). A wait that ended wrote its own record of every instance it was for,
-    those a resume found on their way there or there already too. A final success
-    (terminate's) stays done."""
+    (NotChecked): the run ended (a kill, a ledger that failed, its --rollback's undo
+    stopped short) after the call and before its wait said anything, and the instance
+    may still be on its way (or have left that state since). A wait that ended wrote its
+    own record of every instance it was for, those a resume found on their way there or
+    there already too. A final success (terminate's) stays done."""
     out = dict(state)
     for key, record in state.items():
         if (
@@ -126,8 +126,8 @@ def unchecked(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], 
                 code=NOT_CHECKED_CODE,
                 message=(
                     f"its run was to --wait for it ({record.waits}) and no record of the wait "
-                    f"follows (the run was killed, or its ledger failed, before the wait "
-                    f"ended); {MAYBE_DONE}"
+                    f"follows (the run ended before the wait did: a kill, a ledger that "
+                    f"failed, an undo stopped short); {MAYBE_DONE}"
                 ),
             )
     return out
