@@ -131,3 +131,12 @@ def test_rollback_speaks_of_its_own_options() -> None:
     assert (
         code == 2 and "--ledger" not in said and "the undo is appended to the run's ledger" in said
     )
+
+
+@pytest.mark.parametrize("path", [(), ("stop",), ("ledger", "failed")])
+def test_dash_h_is_help_where_a_usage_error_points_to_it(path: tuple[str, ...]) -> None:
+    """A usage error says "Try '... -h' for help": -h answers, on every command."""
+    code, _, err = swarm(*path, "--bogus")
+    assert code == 2 and "-h' for help" in err
+    code, out, err = swarm(*path, "-h")
+    assert code == 0 and out.startswith("Usage: "), err

@@ -261,8 +261,10 @@ def _option_words(argv: list[str], group: Any) -> list[str]:
     them, as the (click) commands of ``group`` read them."""
     if group is None:
         return argv[: argv.index("--")] if "--" in argv else argv
+    # A bare context, only to look subcommands up: nothing is parsed or cached with it
+    # (the help option, which a context of other settings would cache without -h).
     ctx = group.context_class(group)
-    command, takes_value = group, _valued(group, ctx)
+    command, takes_value = group, _valued(group)
     out: list[str] = []
     skip = False
     for word in argv:
@@ -277,15 +279,15 @@ def _option_words(argv: list[str], group: Any) -> list[str]:
         elif hasattr(command, "get_command"):
             sub = command.get_command(ctx, word)
             if sub is not None:
-                command, takes_value = sub, _valued(sub, ctx)
+                command, takes_value = sub, _valued(sub)
     return out
 
 
-def _valued(command: Any, ctx: Any) -> set[str]:
+def _valued(command: Any) -> set[str]:
     """The spellings of ``command``'s options that take a value (not a flag's)."""
     return {
         name
-        for param in command.get_params(ctx)
+        for param in command.params
         if param.param_type_name == "option" and not param.is_flag and not param.count
         for name in param.opts
     }
