@@ -16,6 +16,7 @@ import typer
 from ..actions import ACTIONS
 from ..errors import EXIT_FAILED, UsageError
 from ..ledger import (
+    NOT_CHECKED_CODE,
     STATUSES,
     CutShort,
     Damaged,
@@ -225,6 +226,16 @@ def ledger_failed(
             + ", ".join(f"{n} {code}" for code, n in sorted(codes.items()))
             + "): a retry fails again unless that changes"
             + ("; left out (--retryable)" if retryable else "; --retryable leaves them out"),
+            err=True,
+        )
+    unwaited = [r for r in left if r.code == NOT_CHECKED_CODE and r.waits is not None]
+    unwaited = [r for r in unwaited if ids is None or r.id in listed]
+    if unwaited:
+        # Their run's lines say it was to wait; nothing after them says it did (a kill).
+        typer.echo(
+            f"note: {len(unwaited)} of them their run accepted and was to --wait for "
+            f"({unwaited[0].waits}), and no record of its wait follows (killed?): "
+            f"swarm {action} --resume --wait looks them up and waits for them",
             err=True,
         )
     if not with_missing:

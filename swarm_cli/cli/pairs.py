@@ -426,6 +426,13 @@ def succeeded(
         for (act, _), r in state.items()
         if act == action and r.code == NOT_CHECKED_CODE and r.waits is not None
     ]
+    if noted and unconfirmed is None:
+        err.print(
+            f"resume: {len(noted)} of them a run was to --wait for and no wait saw arrive "
+            f"({noted[0].waits}); without --wait, one found on its way there is taken as "
+            "done: add --wait to see them there",
+            markup=False,
+        )
     for r in [*(r for r, _ in latest.values()), *noted]:
         if r.id not in done and may_have_acted(r):
             if recorded is not None:
