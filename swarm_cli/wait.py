@@ -242,7 +242,9 @@ def run_wait(
         o,
         ledger=None,
         max_errors=None,
-        batch_size=min(o.batch_size, MAX_WAIT_BATCH),
+        # The run's own size where it was given; else as many as one answer holds well
+        # (the action's first size says how fast its bucket refills: a start's is 1).
+        batch_size=min(o.batch_size, MAX_WAIT_BATCH) if not o.auto_batch else MAX_WAIT_BATCH,
         auto_batch=False,
         trace=None,
     )

@@ -105,6 +105,27 @@ def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: 
     assert {r.action for r in waits} == {"start"} and len(waits) == undone["counts"]["succeeded"]
 
 
+@pytest.mark.parametrize("action", ["stop", "start"])
+def test_a_wait_asks_for_many_instances_in_one_call(tmp_path: Path, action: str) -> None:
+    """DescribeInstances spends no instance token: the wait's calls carry up to 200 IDs,
+    whatever size the action's calls start at (a start's is 1, its bucket is small)."""
+    with Sandbox(replace(SLOW, transition_seconds=3.0)) as box:
+        ids = box.launch(50)
+        if action == "start":
+            box.client().stop_instances(InstanceIds=ids)
+            deadline = time.monotonic() + 30
+            while states(box, ids) != {"stopped"}:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        ledger = tmp_path / "l.jsonl"
+        asked = box.calls_by("DescribeInstances")
+        code, report = act(box, action, write_ids(tmp_path / "ids.txt", ids), ledger, "--wait")
+        polls = box.calls_by("DescribeInstances") - asked
+    assert code == 0 and report["wait"]["reached"] == 50, report
+    # A poll every 2 s over a 3 s transition, a call each (not one per instance).
+    assert polls <= 10, polls
+
+
 def test_a_wait_run_rolled_back_keeps_what_it_never_changed_done(tmp_path: Path) -> None:
     """stop --wait --rollback: the undo leaves the instances that were stopped already,
     and the wait does not come. Their successes read done, not a wait cut short."""
