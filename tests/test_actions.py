@@ -119,9 +119,19 @@ def test_a_wait_asks_for_many_instances_in_one_call(tmp_path: Path, action: str)
                 time.sleep(0.1)
         ledger = tmp_path / "l.jsonl"
         asked = box.calls_by("DescribeInstances")
-        code, report = act(box, action, write_ids(tmp_path / "ids.txt", ids), ledger, "--wait")
+        code, out, err = swarm(
+            *(action, "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes", "--wait"),
+            *("--endpoint-url", box.endpoint, "--ledger", str(ledger), "-o", "json"),
+            *("--progress", "plain"),
+        )
         polls = box.calls_by("DescribeInstances") - asked
+    report = json.loads(out)
     assert code == 0 and report["wait"]["reached"] == 50, report
+    # What the calls did is said before the wait (which a kill may cut short).
+    target = "stopped" if action == "stop" else "running"
+    said = f"{action}: 50 of 50 accepted in "
+    assert said in err and f"; --wait: until they are {target} (at most 600s)" in err, err
+    assert err.index(said) < err.index(f"wait for {target}: "), err
     # A poll every 2 s over a 3 s transition, a call each (not one per instance).
     assert polls <= 10, polls
 
