@@ -234,7 +234,7 @@ def ledger_failed(
         # Their run's lines say it was to wait; nothing after them says it did (a kill).
         typer.echo(
             f"note: {len(unwaited)} of them their run accepted and was to --wait for "
-            f"({unwaited[0].waits}), and no record of its wait follows (killed?): "
+            f"({literal(unwaited[0].waits or '')}), and no record of its wait follows (killed?): "
             f"swarm {action} --resume --wait looks them up and waits for them",
             err=True,
         )

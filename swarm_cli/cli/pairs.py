@@ -429,8 +429,8 @@ def succeeded(
     if noted and unconfirmed is None:
         err.print(
             f"resume: {len(noted)} of them a run was to --wait for and no wait saw arrive "
-            f"({noted[0].waits}); without --wait, one found on its way there is taken as "
-            "done: add --wait to see them there",
+            f"({literal(noted[0].waits or '')}); without --wait, one found on its way there "
+            "is taken as done: add --wait to see them there",
             markup=False,
         )
     for r in [*(r for r, _ in latest.values()), *noted]:
