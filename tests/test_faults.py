@@ -788,6 +788,9 @@ def test_a_wait_run_killed_while_it_waits_leaves_what_it_did_not_known_done(
     assert failed_list(ledger) == set(ids), "what no wait saw stopped is left to check"
     code, out, _ = swarm("ledger", "summary", str(ledger))
     assert code == 0 and "stop: 4 pending" in out, out
+    assert "(4 of the pending accepted, and their run's --wait never said they got" in out
+    code, out, _ = swarm("ledger", "summary", str(ledger), "-o", "json")
+    assert code == 0 and json.loads(out)["unwaited"] == {"stop": 4}, out
     # The retry waits for them: seen stopped, they pass the gate.
     sandbox.fail_action("DescribeInstances", None)
     code, report = terminate_json(sandbox, listed, ledger, "--resume", "--wait", action="stop")

@@ -340,13 +340,17 @@ def ledger_summary(
     counts: dict[str, dict[str, int]] = {}
     # Successes a later run of the opposite action (a start after a stop) left unknown.
     undone: dict[str, int] = {}
+    # Successes of a run that was to --wait and no record of its wait follows (a kill).
+    unwaited: dict[str, int] = {}
     for (act, _), record in state.items():
         per = counts.setdefault(act, dict.fromkeys(STATUSES, 0))
         per[record.status] += 1
         if record.code == UNDONE_CODE:
             undone[act] = undone.get(act, 0) + 1
+        elif record.code == NOT_CHECKED_CODE and record.waits is not None:
+            unwaited[act] = unwaited.get(act, 0) + 1
     if output is Output.json:
-        emit_json({"actions": counts, "undone": undone})
+        emit_json({"actions": counts, "undone": undone, "unwaited": unwaited})
         return
     for act, per in counts.items():
         line = f"{literal(act)}: " + " · ".join(f"{n} {s}" for s, n in per.items())
@@ -354,6 +358,11 @@ def ledger_summary(
             line += (
                 f" ({undone[act]} of the pending done once, then a later run of "
                 f"{' or '.join(sorted(UNDOES.get(act, ())))} may have undone it)"
+            )
+        if unwaited.get(act):
+            line += (
+                f" ({unwaited[act]} of the pending accepted, and their run's --wait never "
+                "said they got there)"
             )
         typer.echo(line)
 
