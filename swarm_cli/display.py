@@ -915,8 +915,8 @@ def render_summary(report: Report, console: Console) -> None:
             if waited.get("timed_out") or waited.get("not_checked"):
                 # Accepted, but not seen there: a resume looks them up, and waits again.
                 say(
-                    f"  not seen {waited.get('target')}: swarm ledger failed --action "
-                    f"{report.action} {again}"
+                    f"  not seen {waited.get('target')}: swarm ledger failed --retryable "
+                    f"--action {report.action} {again}"
                     + ("" if "--wait" in report.retry_args else " --wait")
                 )
             passing = REFUSED_ON_THE_WAY.get(report.action)
