@@ -42,6 +42,9 @@ WAIT_SPEC = ActionSpec(
 # DescribeInstances has no instance bucket, so large batches cost nothing extra; 200
 # keeps one answer (a few KB per instance) small enough to parse quickly.
 MAX_WAIT_BATCH = 200
+# Errors of an instance's Describe calls before the wait gives it up (not checked): with
+# full jitter, about half a minute of them (the engine's backoff doubles to 10 s).
+WAIT_ATTEMPTS = 10
 TIMEOUT_CODE = "WaitTimeout"
 WRONG_STATE_CODE = "WrongState"
 NOT_LISTED_CODE = "NotListed"
@@ -247,6 +250,9 @@ def run_wait(
         batch_size=min(o.batch_size, MAX_WAIT_BATCH) if not o.auto_batch else MAX_WAIT_BATCH,
         auto_batch=False,
         trace=None,
+        # A Describe that fails a while (a few seconds of 5xx) is asked again: one call
+        # carries every instance, and each failed call charges each of them an attempt.
+        max_attempts=max(o.max_attempts, WAIT_ATTEMPTS),
     )
     groups = {pair: list(ids) for pair, ids in done.items() if ids}
     wait_job = Job(spec, groups, options, title=f"wait for {target}")
