@@ -129,7 +129,7 @@ def test_a_wait_asks_for_many_instances_in_one_call(tmp_path: Path, action: str)
     assert code == 0 and report["wait"]["reached"] == 50, report
     # What the calls did is said before the wait (which a kill may cut short).
     target = "stopped" if action == "stop" else "running"
-    said = f"{action}: 50 of 50 accepted in "
+    said = f"{action}: 50 of 50 succeeded in "
     assert said in err and f"; --wait: until they are {target} (at most 600s)" in err, err
     assert err.index(said) < err.index(f"wait for {target}: "), err
     # A poll every 2 s over a 3 s transition, a call each (not one per instance).

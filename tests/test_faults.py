@@ -854,7 +854,7 @@ def test_a_resume_by_selection_looks_up_what_a_killed_wait_run_left_unchecked(
         assert code == 0, err
         assert set(out.split()) == set(ids)
         note = "4 of them their run accepted and was to --wait for (stopped), and no record"
-        assert note in err and "swarm stop --resume --wait" in err
+        assert note in err and f"swarm stop --ids LIST --ledger {ledger} --resume --wait" in err
         deadline = time.monotonic() + 30
         while set(box.states(ids).values()) != {"stopped"}:
             assert time.monotonic() < deadline

@@ -142,12 +142,12 @@ def follow_up(
         from ..wait import WaitReport, record_reached, wait_for
 
         waited: WaitReport
-        if not flags.quiet and job.options.progress != "none":
+        done = sum(len(ids) for ids in report.done.values())
+        if done and not flags.quiet and job.options.progress != "none":
             # What the calls did, before a wait that may be long (or cut short by a kill).
-            done = sum(len(ids) for ids in report.done.values())
             target = spec.target_state if operation is None else operation.verb
             err.print(
-                f"{spec.name}: {done} of {report.total} accepted in "
+                f"{spec.name}: {done} of {report.total} succeeded in "
                 f"{report.elapsed_seconds:.1f}s; --wait: until they are {target} (at most "
                 f"{flags.wait_timeout:g}s)",
                 markup=False,

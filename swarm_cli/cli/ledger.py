@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shlex
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -232,10 +233,13 @@ def ledger_failed(
     unwaited = [r for r in unwaited if ids is None or r.id in listed]
     if unwaited:
         # Their run's lines say it was to wait; nothing after them says it did (a kill).
+        where = shlex.quote(str(paths[0])) if len(paths) == 1 else "LEDGER"
         typer.echo(
             f"note: {len(unwaited)} of them their run accepted and was to --wait for "
             f"({literal(unwaited[0].waits or '')}), and no record of its wait follows (killed?): "
-            f"swarm {action} --resume --wait looks them up and waits for them",
+            f"a resume that waits looks them up and waits for them: swarm {action} --ids "
+            f"LIST --ledger {literal(where)} --resume --wait (LIST: the IDs above; with the "
+            "run's --region or --endpoint-url)",
             err=True,
         )
     if not with_missing:
