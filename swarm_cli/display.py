@@ -99,7 +99,11 @@ def _snap(stats: Stats | Snapshot) -> Snapshot:
 
 
 def window_text(stats: Stats | Snapshot) -> str:
-    """The window as a person reads it: a paced window is under one call in flight."""
+    """The window as a person reads it: a paced window is under one call in flight. A
+    pace under a hundredth of a second reads as calls a second ("one call per 0.00s"
+    says nothing)."""
+    if stats.pace and stats.pace < 0.01:
+        return f"{stats.cwnd:.0f} {ALLOWED}, {1 / stats.pace:,.0f} calls a second"
     if stats.pace:
         return f"{stats.cwnd:.0f} {ALLOWED}, one call per {stats.pace:.2f}s"
     return f"{stats.cwnd:.0f} {ALLOWED}"

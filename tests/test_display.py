@@ -21,6 +21,7 @@ from swarm_cli.display import (
     status_line,
     total_line,
     window_chart,
+    window_text,
 )
 from swarm_cli.events import EVENT_TYPES, EventType
 from swarm_cli.events import Event as AnyEvent
@@ -89,6 +90,14 @@ def test_status_line_shows_a_paced_window() -> None:
         "2/3 done · 1 allowed in flight, one call per 0.25s · 0 in flight · calls 1"
         " · throttled 1 · failed 1 · 3.0s"
     )
+
+
+def test_a_fast_pace_reads_as_calls_a_second() -> None:
+    # A pace of 2 ms printed to two decimals read "one call per 0.00s".
+    fast = replace(fed_stats().snapshot(), cwnd=500, pace=0.002)
+    assert window_text(fast) == "500 allowed in flight, 500 calls a second"
+    assert window_text(replace(fast, pace=0.0)) == "500 allowed in flight"
+    assert window_text(replace(fast, pace=0.01)) == "500 allowed in flight, one call per 0.01s"
 
 
 def test_status_line_tells_missing_from_failed() -> None:
