@@ -433,6 +433,30 @@ def test_a_resume_that_waits_sees_to_what_no_wait_saw_arrive(tmp_path: Path) -> 
     assert {r.id for r in resumed if r.code == "AlreadyInState"} == set(ids[2:])
 
 
+def test_a_resume_that_waits_sees_to_what_a_repeat_found_on_its_way(tmp_path: Path) -> None:
+    # A stop without --wait, then its repeat while they were stopping: EC2 answered the
+    # repeat "previous state stopping", recorded WasAlready. Someone started two again
+    # since. `--resume --wait` said "10 already stopped", nothing to do, exit 0.
+    with Sandbox(SLOW) as box:
+        ids = box.launch(10)
+        ledger = tmp_path / "l.jsonl"
+        listed = write_ids(tmp_path / "ids.txt", ids)
+        assert act(box, "stop", listed, ledger)[0] == 0
+        assert act(box, "stop", listed, ledger)[0] == 0
+        assert {r.code for r in fold(read_records(str(ledger))).values()} == {"WasAlready"}
+        deadline = time.monotonic() + 30
+        while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
+            time.sleep(0.1)
+        box.client().start_instances(InstanceIds=ids[:2])
+        while states(box, ids[:2]) != {"running"} and time.monotonic() < deadline:
+            time.sleep(0.1)
+        code, report = act(box, "stop", listed, ledger, "--resume", "--wait")
+        assert states(box, ids) == {"stopped"}
+    assert code == 0, report
+    assert report["wait"]["reached"] == 10
+    assert {r.code for r in fold(read_records(str(ledger))).values()} == {"Reached"}
+
+
 def accounts_file(tmp_path: Path, *extra: str) -> Path:
     path = tmp_path / "accounts.yml"
     lines = ["accounts:"]

@@ -21,6 +21,7 @@ from ..errors import (
 )
 from ..ledger import (
     NOT_CHECKED_CODE,
+    REACHED_CODE,
     Damaged,
     LedgerError,
     describe_damage,
@@ -374,9 +375,10 @@ def succeeded(
     on without an answer saying so (see :func:`may_have_acted`): in flight at a kill, or
     never answered. A repeat of their call may find them gone, and that is done.
 
-    With ``unconfirmed`` (a resume that waits), an ID whose call EC2 accepted but that no
-    wait saw reach the action's state (a run without --wait, or killed while waiting) is
-    not done: it goes into ``unconfirmed`` (and ``recorded``), to be looked up again.
+    With ``unconfirmed`` (a resume that waits), an ID held done that no wait saw reach the
+    action's state (its call accepted by a run without --wait or killed while waiting, or
+    found on its way there: a repeat's WasAlready, a resume's AlreadyInState) is not
+    done: it goes into ``unconfirmed`` (and ``recorded``), to be looked up again.
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -412,8 +414,10 @@ def succeeded(
             last_word[r.run] = r.ts
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
     if unconfirmed is not None:
+        # Whatever its code: one found on its way there and taken as done (a resume
+        # without --wait, a repeat whose answer said it was stopping) was not seen there.
         for (act, _), r in state.items():
-            if act == action and r.status == "succeeded" and r.code is None:
+            if act == action and r.status == "succeeded" and r.code != REACHED_CODE:
                 done.discard(r.id)
                 unconfirmed.add(r.id)
                 if recorded is not None:
