@@ -6,9 +6,12 @@ rendered here, so that computing a plan needs no terminal library.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .actions import Bucket
+from .errors import EXIT_LEDGER, error_for
 from .plan import PROTECTION_ATTRIBUTES, Estimate, Plan, Prediction, Row
 from .text import literal, text
 
@@ -273,8 +277,20 @@ def write_plan_ids(plan: Plan, path: str) -> int:
     """Write :func:`plan_ids_text` to ``path``; return how many IDs it holds."""
     from .files import create_text
 
-    with create_text(path) as handle:  # never through a symbolic link
-        handle.write(plan_ids_text(plan))
+    handle = create_text(path)  # never through a symbolic link
+    regular = stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+    try:
+        with handle:
+            handle.write(plan_ids_text(plan))
+    except OSError as exc:
+        # A file cut short would read as a shorter plan: none at all is left (a device
+        # named as the file, /dev/full say, is left alone).
+        if regular:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise error_for(
+            EXIT_LEDGER, f"--plan-out {literal(path)}: {exc.strerror or exc}; no plan file written"
+        ) from exc
     return sum(len(ids) for ids in plan.acting_ids().values())
 
 

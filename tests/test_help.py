@@ -84,7 +84,9 @@ def test_the_exit_codes_in_help_are_the_readmes_and_plan_has_its_own() -> None:
     assert "starts at 1" not in out and "goes alone" in out  # the controller as it is
     _, plan, _ = swarm("plan", "terminate", "--help")
     assert "in the ledger as pending" not in plan and "Writes no ledger" in _paragraph(plan, "")
-    assert " 74 " not in _paragraph(plan, "Exit codes:")
+    # A plan writes no ledger: its 74 is its file's (or standard output's), never a ledger's.
+    assert "74 the plan (--plan-out" in _paragraph(plan, "Exit codes:")
+    assert "ledger" not in _paragraph(plan, "Exit codes:")
     # A plan sends nothing: the options of a run's sending are not offered.
     for run_only in (
         "--report",

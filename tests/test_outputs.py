@@ -12,7 +12,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import resource
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ import pytest
 from test_cli import swarm, write_ids
 
 from swarm_cli.html_report import write_html
-from swarm_cli.ledger import LedgerError, LedgerWriter
+from swarm_cli.ledger import LedgerError, LedgerWriter, fold, read_records
 from swarm_cli.report import Report
 from swarm_cli.sandbox import Sandbox
 from swarm_cli.trace import Trace
@@ -195,3 +198,44 @@ def test_a_trace_the_disk_refuses_is_said_to_be_cut_short(sandbox: Sandbox, tmp_
     code, _, err = stop(sandbox, tmp_path, "--trace", "/dev/full")
     assert code == 0, err  # an aid: the run stands
     assert "/dev/full is cut short: No space left on device" in " ".join(err.split())
+
+
+def _cli(box: Sandbox, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"}
+    env.update(AWS_REGION="us-east-1", AWS_ENDPOINT_URL=box.endpoint)
+    command = [sys.executable, "-m", "swarm_cli", *args]
+    return subprocess.run(command, env=env, text=True, stderr=subprocess.PIPE, **kwargs)
+
+
+def test_standard_output_on_a_full_disk_is_one_line_and_exit_74(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # The run terminated all it was given, then printed its summary onto a full disk: a
+    # traceback and exit 1 ("some intents failed"), which none had.
+    ids = write_ids(tmp_path / "ids.txt", sandbox.launch(3))
+    ledger = str(tmp_path / "l.jsonl")
+    with open("/dev/full", "w") as full:
+        done = _cli(sandbox, "terminate", "--ids", ids, "--ledger", ledger, "--yes",
+                    "--progress", "none", "--output", "json", stdout=full)  # fmt: skip
+        listed = _cli(sandbox, "list", "--state", "terminated", stdout=full)
+    assert done.returncode == 74 and listed.returncode == 74, done.stderr + listed.stderr
+    for ran in (done, listed):
+        assert "Traceback" not in ran.stderr
+        assert "error: could not write the output: No space left on device" in ran.stderr
+    assert {r.status for r in fold(read_records(ledger)).values()} == {"succeeded"}
+
+
+def test_a_plan_file_the_disk_refuses_is_not_left_cut_short(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = write_ids(tmp_path / "ids.txt", sandbox.launch(3))
+    plan_out = tmp_path / "would.txt"
+
+    def small_files() -> None:  # a file-size limit: writes past 8 bytes fail (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8, 8))
+
+    planned = _cli(sandbox, "plan", "terminate", "--ids", ids, "--plan-out", str(plan_out),
+                   stdout=subprocess.DEVNULL, preexec_fn=small_files)  # fmt: skip
+    assert planned.returncode == 74, planned.stderr
+    assert f"--plan-out {plan_out}: File too large; no plan file written" in planned.stderr
+    assert not plan_out.exists()

@@ -133,13 +133,14 @@ EXIT_CODES = (
     "Exit codes: 0 all done · 1 some failed, missing or pending (see the ledger), or the run "
     "ended on an unexpected error · 2 bad usage or input (nothing sent) · 3 refused by a "
     "rail (--expect-account, --max-count, --protect-tag unable to read tags) or not "
-    "confirmed · 4 credentials or permission · 74 the ledger could not be written · 130 "
-    "interrupted (Ctrl-C) · 128+N stopped by signal N (143 SIGTERM, 129 SIGHUP)."
+    "confirmed · 4 credentials or permission · 74 the ledger (or the output) could not be "
+    "written · 130 interrupted (Ctrl-C) · 128+N stopped by signal N (143 SIGTERM, 129 SIGHUP)."
 )
 PLAN_EXIT_CODES = (
     "Exit codes: 0 every one would be acted on, or is already done · 1 some would fail or "
     "could not be read · 2 bad usage or input · 3 refused by a rail · 4 credentials or "
-    "permission · 130 interrupted (Ctrl-C)."
+    "permission · 74 the plan (--plan-out, or the output) could not be written · 130 "
+    "interrupted (Ctrl-C)."
 )
 
 

@@ -9,6 +9,7 @@ object whatever happens.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -39,7 +40,7 @@ EXIT_MEANINGS = {
     2: "bad usage or input; nothing was sent",
     3: "refused by a rail or at the confirmation",
     4: "credentials or permission",
-    74: "the ledger could not be written",
+    74: "the ledger (or an output) could not be written",
     130: "interrupted (SIGINT)",
 }
 
@@ -107,7 +108,19 @@ def as_swarm_error(exc: BaseException) -> SwarmError | None:
         return error_for(EXIT_LEDGER, f"{exc}; nothing was done")
     if isinstance(exc, LedgerError):  # a ledger that cannot be opened, read or created
         return error_for(EXIT_USAGE, str(exc))
+    if isinstance(exc, OSError) and exc.errno in _FULL:
+        # Standard output on a full disk (or a device that takes nothing): what the command
+        # did is done, only not all said; a run's ledger holds it all.
+        return error_for(
+            EXIT_LEDGER,
+            f"could not write the output: {exc.strerror or exc}; what was printed is cut "
+            "short (a run's ledger holds what it did: swarm ledger summary LEDGER)",
+        )
     return None
+
+
+# A write that found no room: a full disk, a quota, a file-size limit, a device error.
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
 def report(exc: SwarmError) -> int:
