@@ -37,6 +37,7 @@ AUTO_EVERY = 1.0  # seconds between changes of size
 MIN_ANSWERS = 4  # answers to calls of a size before it changes, once throttled
 TOO_BIG_SHARE = 0.5  # more of those throttled: the size is too big
 GROW_SHARE = 0.2  # this share or more throttled: the size does not grow
+NONE_THROUGH = 8  # calls of the smallest size throttled, none through: it goes below
 
 
 class CallLimits(Protocol):
@@ -114,6 +115,17 @@ class AutoBatch:
             return self.size
         share = self._throttles / self._answers
         if share > TOO_BIG_SHARE:
+            if self.size == self.least and self.least > 1:
+                if self._answers < NONE_THROUGH:
+                    return self.size
+                if self._throttles < self._answers:  # some got through: judged afresh
+                    self._answers = self._throttles = 0
+                    self._next = now + AUTO_EVERY
+                    return self.size
+                # Not one of many calls of the smallest size got through: it needs more
+                # instance tokens than the bucket holds (an account's lowered limit) and
+                # would be throttled for ever. Smaller calls are what is left.
+                self.least = max(1, self.least // 2)
             self.most = max(self.least, self.size // 2)
             return self._resize(self.size // 2, now)
         target = math.floor(window.delivery(now) * self.seconds)

@@ -77,6 +77,26 @@ def test_halves_when_most_calls_of_its_size_are_throttled_and_stays_under_it() -
     assert feed(w, batch, 400, 2.5, 10.0) == [20]  # 40 proved too big: not tried again
 
 
+def test_goes_below_where_it_started_when_no_call_of_that_size_gets_through() -> None:
+    # An account's instance bucket of 4: a call of 8 needs more tokens than it ever holds.
+    # Every call throttled, for ever, the size held at its floor.
+    w, batch = throttled(), AutoBatch(8)
+    sizes = feed(w, batch, 0, 0.0, 5.0, throttle_every=1)
+    assert sizes[0] == 8 and sizes[-1] < 8 and batch.least < 8
+    # Where one in four gets through (the call bucket is what is scarce: smaller calls
+    # would get fewer IDs through), it stays at its floor.
+    w, batch = throttled(), AutoBatch(8)
+    for k in range(200):
+        now = 0.05 * k
+        ticket = w.on_send(now)
+        if k % 4:
+            w.on_throttle(ticket, now)
+        else:
+            w.on_success(ticket, 0.04, now, 1, size=8)
+        batch.on_answer(now, k % 4 != 0)
+        assert batch.update(w, now) == 8
+
+
 def test_does_not_grow_while_many_calls_are_throttled() -> None:
     # A third of the calls throttled: what gets through would ask for 100 per call.
     assert feed(throttled(), AutoBatch(10), 200, 0.0, 5.0, throttle_every=3) == [10]

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from swarm_cli.control import Controller, ControllerProfile
+from swarm_cli.control.controller import MOST_GAP
 from swarm_cli.control.estimator import DeliveryEstimator
 from swarm_cli.control.noise import AFTER, NoiseFloor
 from swarm_cli.control.pacing import Pacer, cap_for
@@ -707,3 +708,20 @@ def test_throttles_too_frequent_for_a_round_trip_span_still_end_the_wait_for_one
     first = waiting[0][0]
     assert all(w for at, w in waiting if at < first + 2.5)  # a guess for a while
     assert not any(w for at, w in waiting if at > first + 3.5)
+
+
+def test_while_every_call_throttles_the_gap_between_calls_stops_growing() -> None:
+    """Ten minutes of others holding the whole bucket: the pace sank with the time since
+    the last success (a call every 53 s at 55 s), so the first call after such a stretch
+    came minutes after it ended. A throttled call takes no token."""
+    c = Controller(ControllerProfile())
+    now, sent = 0.0, []
+    while now < 600.0:
+        now = max(now, c.send_at())
+        ticket = c.on_send(now)
+        sent.append(now)
+        now += 0.05
+        c.on_throttle(ticket, now)
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert max(gaps) <= MOST_GAP + 0.1
+    assert min(gaps[-10:]) >= 1.0  # it did slow down: far less than a call a second

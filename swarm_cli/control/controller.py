@@ -47,6 +47,10 @@ SLOW_GAP = 4.0  # gaps this many round trips long are a slow refill's
 READY_ROUNDS = 3.0  # round trips since the bucket ran dry that cover one whatever the span
 STALE_BACKOFF = 0.5  # under this share of the rate a probe last found the limit at, probe often
 SLOWED = 2.0  # answers this many times slower than the fastest: the endpoint may be behind
+# The longest gap between calls: while every call throttles (others hold the bucket), the
+# pace sinks with the time since the last success; a stretch of minutes must not leave
+# the first call after it minutes late. A throttled call takes no token.
+MOST_GAP = 20.0
 
 
 @dataclass(frozen=True)
@@ -525,7 +529,7 @@ class Controller:
     def _set_rate(self, rate: float) -> None:
         if self.headroom and self.found:
             rate = min(rate, (1.0 - self.headroom) * self.found)
-        self.rate = max(rate, 1e-3)
+        self.rate = max(rate, self._size / MOST_GAP)
         self.pacer.retime(self.rate)
         p = self.profile
         cap = cap_for(self.rate, self._rtt(), self._size, p.cap_gain, p.cap_slack)
