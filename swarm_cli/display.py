@@ -175,10 +175,23 @@ def storm_text(s: Snapshot, now: float) -> str | None:
     )
 
 
-def fall_text(fall: Fall, now_rate: float | None = None) -> str:
+def fall_text(fall: Fall, now_rate: float | None = None, why: str = FELL_WORDS) -> str:
     """A pair's rate that fell far below its best, as a person reads it."""
     low = fall.low if now_rate is None else now_rate
-    return f"rate fell to {low:.1f}/s from {fall.best:.1f}/s: {FELL_WORDS}"
+    return f"rate fell to {low:.1f}/s from {fall.best:.1f}/s: {why}"
+
+
+def unanswered_text(outages: int, timeouts: int) -> str | None:
+    """A pair's stretches with no answer from the endpoint, in words (None: there were
+    none). A fall of the rate over them is theirs, not the throttles'."""
+    parts = []
+    if outages:
+        parts.append(f"{outages} outage" + ("s" if outages > 1 else ""))
+    if timeouts:
+        parts.append(f"{timeouts} call" + ("s" if timeouts > 1 else "") + " timed out")
+    if not parts:
+        return None
+    return f"the endpoint did not answer for a while ({', '.join(parts)})"
 
 
 def _cell_bits(dots: tuple[int, int, int, int]) -> list[int]:
@@ -804,7 +817,10 @@ def render_summary(report: Report, console: Console) -> None:
                 style="yellow",
             )
         elif fall is not None:
-            say(f"{where}{fall_text(fall)} (for {duration(fall.lasted)})", style="yellow")
+            why = unanswered_text(row.outages, row.timeouts) or FELL_WORDS
+            say(f"{where}{fall_text(fall, why=why)} (for {duration(fall.lasted)})", style="yellow")
+        elif (unanswered := unanswered_text(row.outages, row.timeouts)) is not None:
+            say(f"{where}{unanswered}", style="yellow")
     for status in ("failed", "missing", "pending"):
         if c[status]:
             say(f"  {status}: {c[status]}", style="red")

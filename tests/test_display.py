@@ -631,6 +631,23 @@ def test_the_live_view_and_the_summary_say_when_the_rate_fell() -> None:
     assert re.search(r"slowing down \(for \d+s\)", text)
 
 
+def test_a_fall_over_an_endpoint_that_did_not_answer_is_said_to_be_that() -> None:
+    # The endpoint hung for 30 s: the summary said "rate fell ...: throttles that do not
+    # answer to slowing down", and nothing of the outage.
+    row = run_at([(10.0, 40.0), (12.0, 2.0)]).report(PairReport("us-east-1", total=2000))
+    report = Report(run="r", action="stop", pairs=[replace(row, outages=1, timeouts=3)])
+    out = console()
+    render_summary(report, out)
+    text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
+    assert re.search(r"rate fell to [12]\.\d/s from 40\.\d/s: the endpoint did not answer", text)
+    assert "(1 outage, 3 calls timed out)" in text and "slowing down" not in text
+    # No fall, yet an outage: said all the same.
+    steady = run_at([(22.0, 40.0)]).report(PairReport("us-east-1", total=2000))
+    out = console()
+    render_summary(Report(run="r", action="stop", pairs=[replace(steady, outages=2)]), out)
+    assert "the endpoint did not answer for a while (2 outages)" in out.file.getvalue()  # type: ignore[attr-defined]
+
+
 def test_a_run_whose_every_answer_is_a_throttle_says_so_live_in_logs_and_at_the_end() -> None:
     stats = run_at([(2.0, 10.0)], total=40)
     throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", None)
