@@ -817,8 +817,10 @@ def render_summary(report: Report, console: Console) -> None:
                 style="yellow",
             )
         elif fall is not None:
-            why = unanswered_text(row.outages, row.timeouts) or FELL_WORDS
-            say(f"{where}{fall_text(fall, why=why)} (for {duration(fall.lasted)})", style="yellow")
+            cause = unanswered_text(row.outages, row.timeouts) or FELL_WORDS
+            say(
+                f"{where}{fall_text(fall, why=cause)} (for {duration(fall.lasted)})", style="yellow"
+            )
         elif (unanswered := unanswered_text(row.outages, row.timeouts)) is not None:
             say(f"{where}{unanswered}", style="yellow")
     for status in ("failed", "missing", "pending"):
