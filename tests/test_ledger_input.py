@@ -80,6 +80,18 @@ def test_an_empty_ledger_is_no_records_and_ledger_failed_says_so(tmp_path: Path)
     assert code == 1 and "holds no records" in err, err
 
 
+def test_a_ledger_of_an_action_swarm_does_not_know_names_no_command_and_passes_no_gate(
+    tmp_path: Path,
+) -> None:
+    # Its lines parse; `ledger failed` listed them and named `swarm frobnicate ...`.
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(record("i-00000001", "pending").replace('"stop"', '"frobnicate"'))
+    code, out, err = swarm("ledger", "failed", str(ledger))
+    assert code == 2 and out == ""
+    assert "records are of frobnicate, which this swarm does not know" in err
+    assert "swarm frobnicate" not in err
+
+
 def test_a_last_line_without_its_end_is_a_cut_record_only_if_it_begins_like_one(
     tmp_path: Path,
 ) -> None:

@@ -142,6 +142,12 @@ def ledger_failed(
         if len(actions) > 1:
             raise UsageError(f"the ledger holds {', '.join(actions)}: pass --action to say which")
         action = actions[0] if actions else "terminate"
+        if not _known(action):
+            # Its lines parse, its action is none of swarm's: no command to name, no gate.
+            raise UsageError(
+                f"the ledger's records are of {literal(action)}, which this swarm does not "
+                "know (written by another tool, or by a newer swarm)"
+            )
     else:
         action = _recorded_name(action)
         if actions and action not in actions and ids is None:
@@ -293,6 +299,13 @@ def _id_column(action: str) -> str:
 
     op = RESOURCE_OPERATIONS.get(action)
     return op.id_rule.columns[0] if op is not None else "instance_id"
+
+
+def _known(action: str) -> bool:
+    """Whether ``action`` is a name swarm records (an action or a resource operation)."""
+    from ..actions.operations import RESOURCE_OPERATIONS
+
+    return action in ACTIONS or action in RESOURCE_OPERATIONS
 
 
 def _recorded_name(action: str) -> str:
