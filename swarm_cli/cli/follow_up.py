@@ -337,7 +337,8 @@ def on_their_way(spec: ActionSpec, job: Job, report: Report, reach: Reach, err: 
     if not moving:
         return
     message = (
-        f"{passing} when sent (IncorrectInstanceState): EC2 {spec.name}s it once it is {target}"
+        f"{passing} when sent (IncorrectInstanceState): EC2 refused it; it can be "
+        f"{spec.verb} once it is {target} (a retry then)"
     )
     if job.options.ledger:
         records = [
