@@ -223,6 +223,12 @@ def test_standard_output_on_a_full_disk_is_one_line_and_exit_74(
         assert "Traceback" not in ran.stderr
         assert "error: could not write the output: No space left on device" in ran.stderr
     assert {r.status for r in fold(read_records(ledger)).values()} == {"succeeded"}
+    # A refusal whose one JSON object found no room: still the refusal's exit code.
+    with open("/dev/full", "w") as full:
+        refused = _cli(sandbox, "stop", "--ids", ids, "--yes", "--max-count", "1",
+                       "--output", "json", stdout=full)  # fmt: skip
+    assert refused.returncode == 3, refused.stderr
+    assert "Traceback" not in refused.stderr and "could not write the output" in refused.stderr
 
 
 def test_a_plan_file_the_disk_refuses_is_not_left_cut_short(

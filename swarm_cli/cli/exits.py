@@ -114,7 +114,7 @@ def as_swarm_error(exc: BaseException) -> SwarmError | None:
         return error_for(
             EXIT_LEDGER,
             f"could not write the output: {exc.strerror or exc}; what was printed is cut "
-            "short (a run's ledger holds what it did: swarm ledger summary LEDGER)",
+            "short (what a run did is in its ledger all the same)",
         )
     return None
 
@@ -209,7 +209,15 @@ class SwarmGroup(TyperGroup):
         if wants_json and not _json.written:
             # 1 here is a command that ended on an error before any run: no intent failed.
             meaning = "failed: see error" if code == EXIT_FAILED else exit_meaning(code)
-            emit_json({"exit_code": code, "meaning": meaning, "error": _json.error})
+            try:
+                emit_json({"exit_code": code, "meaning": meaning, "error": _json.error})
+            except OSError as exc:
+                full = as_swarm_error(exc)
+                if full is None:
+                    raise
+                said = report(full)
+                # The command's own end stands where it had one (a rail's refusal, say).
+                code = said if code == 0 else code
         sys.exit(code)
 
     def _run(self, wants_json: bool, *args: Any, **kwargs: Any) -> int:
