@@ -405,6 +405,16 @@ def test_a_refusal_while_stopping_is_no_failure_for_good_even_once_stopped(
     }
 
 
+def _stopped_then_two_started(box: Sandbox, ids: list[str]) -> None:
+    """Once ``ids`` are stopped, someone starts the first two again (and they run)."""
+    deadline = time.monotonic() + 30
+    while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    box.client().start_instances(InstanceIds=ids[:2])
+    while states(box, ids[:2]) != {"running"} and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def test_a_resume_that_waits_sees_to_what_no_wait_saw_arrive(tmp_path: Path) -> None:
     # A run without --wait (or killed while waiting) left its stops accepted, not seen
     # stopped; meanwhile someone started two again. `--resume --wait` said "nothing to
@@ -414,12 +424,7 @@ def test_a_resume_that_waits_sees_to_what_no_wait_saw_arrive(tmp_path: Path) -> 
         ledger = tmp_path / "l.jsonl"
         listed = write_ids(tmp_path / "ids.txt", ids)
         assert act(box, "stop", listed, ledger)[0] == 0
-        deadline = time.monotonic() + 30
-        while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
-            time.sleep(0.1)
-        box.client().start_instances(InstanceIds=ids[:2])
-        while states(box, ids[:2]) != {"running"} and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _stopped_then_two_started(box, ids)
         before = box.calls_by("StopInstances")
         code, report = act(box, "stop", listed, ledger, "--resume", "--wait")
         assert states(box, ids) == {"stopped"}
@@ -444,12 +449,7 @@ def test_a_resume_that_waits_sees_to_what_a_repeat_found_on_its_way(tmp_path: Pa
         assert act(box, "stop", listed, ledger)[0] == 0
         assert act(box, "stop", listed, ledger)[0] == 0
         assert {r.code for r in fold(read_records(str(ledger))).values()} == {"WasAlready"}
-        deadline = time.monotonic() + 30
-        while states(box, ids) != {"stopped"} and time.monotonic() < deadline:
-            time.sleep(0.1)
-        box.client().start_instances(InstanceIds=ids[:2])
-        while states(box, ids[:2]) != {"running"} and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _stopped_then_two_started(box, ids)
         code, report = act(box, "stop", listed, ledger, "--resume", "--wait")
         assert states(box, ids) == {"stopped"}
     assert code == 0, report
