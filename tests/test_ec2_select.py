@@ -437,3 +437,38 @@ def test_an_instance_filter_name_ec2_does_not_take_is_bad_usage_too(
     assert code == 2, err
     assert "DescribeInstances failed: InvalidParameterValue: The filter 'bogus' is" in err
     assert sandbox.states(ids) == dict.fromkeys(ids, "running")
+
+
+def test_a_resume_without_the_protect_tag_holds_back_what_the_first_run_protected(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(snapshots=6)["snapshots"]
+    sandbox.client().create_tags(Resources=made[:2], Tags=KEEP)
+    ids = write_ids(tmp_path / "ids.txt", made)
+    ledger = tmp_path / "l.jsonl"
+    code, _report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--protect-tag", "keep")
+    assert code == 1, err
+    assert still_there(sandbox, "delete-snapshot", made) == set(made[:2])
+
+    # The rail left out of the resume: what it protected stays, failed as it was; the dry
+    # run says so first.
+    code, plan, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--resume", "--dry-run")
+    assert code == 1, err
+    rows = {r["id"]: r["prediction"] for r in plan["rows"]}
+    assert [rows[i] for i in made[:2]] == ["protected"] * 2
+    code, report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--resume")
+    assert code == 1, err
+    assert still_there(sandbox, "delete-snapshot", made) == set(made[:2])
+    assert set(sandbox.done_by("DeleteSnapshot")) == set(made[2:])
+    assert {p["code"] for p in report["problems"]} == {"Protected"}
+    assert {statuses(ledger)[i] for i in made[:2]} == {("failed", "Protected")}
+    assert "2 snapshot(s) an earlier run's --protect-tag held back" in err
+
+    # Given again, the rail checks them again: untagged since, they are deleted.
+    sandbox.client().delete_tags(Resources=[made[0]], Tags=[{"Key": "keep"}])
+    code, _report, err = ec2(
+        sandbox, "delete-snapshot", ids, ledger, "--resume", "--protect-tag", "keep"
+    )
+    assert code == 1, err
+    assert still_there(sandbox, "delete-snapshot", made) == {made[1]}
+    assert statuses(ledger)[made[0]][0] == "succeeded"

@@ -106,3 +106,32 @@ def test_a_plan_predicts_protect_tag_as_the_run_records_it(
     }
     code, report = terminate_json(sandbox, ids_file, tmp_path / "l.jsonl", "--protect-tag", "keep")
     assert {p["id"]: p["code"] for p in report["problems"]} == dict.fromkeys(ids[:2], "Protected")
+
+
+def test_a_resume_without_the_protect_tag_sends_none_whose_tags_were_unread(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(4)
+    sandbox.client().create_tags(Resources=ids[:2], Tags=[{"Key": "keep", "Value": "yes"}])
+    sandbox.fail_action("DescribeInstances", *DENIED)
+    ledger = tmp_path / "l.jsonl"
+    listed = write_ids(tmp_path / "ids.txt", ids)
+    code, _ = terminate_json(sandbox, listed, ledger, "--protect-tag", "keep")
+    assert code == EXIT_REFUSED
+    sandbox.fail_action("DescribeInstances", None)
+
+    # Without the rail the resume would have terminated the two tagged ones: it holds all
+    # four back, refused as before, and says how to check them.
+    code, report = terminate_json(sandbox, listed, ledger, "--resume")
+    assert code == EXIT_REFUSED
+    assert report["rail_unverified"] == 4
+    assert set(sandbox.states(ids).values()) == {"running"}
+    assert sandbox.counters.instances_accepted == 0
+    assert {p["code"] for p in report["problems"]} == {"RailUnverified"}
+    assert "give --protect-tag again" in report["problems"][0]["message"]
+
+    code, report = terminate_json(sandbox, listed, ledger, "--resume", "--protect-tag", "keep")
+    assert code == 1
+    states = sandbox.states(ids)
+    assert [states[i] for i in ids[:2]] == ["running"] * 2
+    assert {states[i] for i in ids[2:]} <= {"shutting-down", "terminated"}

@@ -41,6 +41,7 @@ from ..ledger import (
 )
 from ..outcome import Kind, Outcome
 from ..rails import (
+    PROTECTED_CODE,
     RailError,
     check_max_count,
     protect_tags,
@@ -246,6 +247,39 @@ def _settle_unselected(
     return {p: [i for i in ids if i not in left.get(p, ())] for p, ids in groups.items()}
 
 
+def _held_by_rail(
+    groups: Mapping[Pair, Sequence[str]],
+    railed: Mapping[str, str],
+    flags: Flags,
+    noun: str,
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """A resume without --protect-tag: what an earlier run's --protect-tag held back
+    (protected, or its tags unread) is held back again, failed with the same code, and
+    never sent. With the rail given again, it checks them again itself."""
+    if not railed or flags.protect_tags:
+        return {}
+    held: dict[Pair, dict[str, Outcome]] = {}
+    for pair, ids in groups.items():
+        for i in ids:
+            code = railed.get(i)
+            if code is not None:
+                message = (
+                    "an earlier run's --protect-tag held it back; not sent (give "
+                    "--protect-tag again to check it again)"
+                )
+                held.setdefault(pair, {})[i] = Outcome(Kind.PERMANENT, code, message)
+    count = sum(map(len, held.values()))
+    if count:
+        err.print(
+            f"resume: {count} {noun}(s) an earlier run's --protect-tag held back (protected, "
+            "or their tags unread) are held back again, not sent: this resume has no "
+            "--protect-tag; give it again to check them again",
+            markup=False,
+        )
+    return held
+
+
 @contextlib.contextmanager
 def _nothing_sent_if_stopped(stage: _Stage) -> Iterator[None]:
     """Ctrl-C, SIGTERM or SIGHUP before ``stage.sending``: exit 130/143/129 saying
@@ -339,6 +373,8 @@ def _run_action(
     # A selection made again no longer holds what a stopped run deleted before it could
     # record so: those are looked up too (and never sent), or the ledger keeps them pending.
     maybe: set[str] | None = set() if selecting and writes_ledger else None
+    # What a rail of an earlier run held back: without that rail now, it stays unsent.
+    railed: dict[str, str] = {}
     done = (
         succeeded(
             flags.ledger,
@@ -347,6 +383,7 @@ def _run_action(
             pending=maybe,
             recorded=recorded,
             unconfirmed=unconfirmed,
+            railed=railed,
         )
         if flags.resume
         else None
@@ -391,6 +428,7 @@ def _run_action(
                 markup=False,
             )
     groups = {p: ids for p, ids in groups.items() if ids}
+    held = _held_by_rail(groups, railed, flags, spec.resource, err)
     # (Those no longer selected are looked up, never sent: no rail counts them.)
     total = sum(len(ids) for ids in groups.values()) - sum(map(len, unselected.values()))
     try:
@@ -448,7 +486,15 @@ def _run_action(
     if flags.dry_run:
         _warn_run_only(flags, err)
         return show_plan(
-            spec, flags, groups, reach, replace(options, endpoint=endpoint), out, err, operation
+            spec,
+            flags,
+            groups,
+            reach,
+            replace(options, endpoint=endpoint),
+            out,
+            err,
+            operation,
+            held,
         )
     if operation is None:
         already = reconcile_resume(spec, flags, groups, reach, options, found, err, recorded)
@@ -459,6 +505,8 @@ def _run_action(
         settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
     else:
         settled = protected_resources(operation, flags, groups, reach, options, err)
+    for pair, outcomes in held.items():
+        settled[pair] = {**outcomes, **settled.get(pair, {})}
     for pair, outcomes in already.items():  # already done: recorded so, whatever a rail says
         settled[pair] = {**settled.get(pair, {}), **outcomes}
     to_send = {p: [i for i in ids if i not in already.get(p, {})] for p, ids in groups.items()}
@@ -664,8 +712,11 @@ def show_plan(
     out: Console,
     err: Console,
     operation: Operation | None = None,
+    held: Mapping[Pair, Mapping[str, Outcome]] | None = None,
 ) -> int:
-    """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing."""
+    """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing.
+
+    ``held``: what a resume holds back unsent (see :func:`_held_by_rail`), predicted so."""
     from ..plan import Prediction, estimate, make_plan
     from ..plan_view import render_plan, write_plan_ids
 
@@ -718,6 +769,19 @@ def show_plan(
         plan.rows = [
             replace(r, prediction=Prediction.PROTECTED, reason="carries a --protect-tag tag")
             if r.info is not None and predicate(r.info.tags)
+            else r
+            for r in plan.rows
+        ]
+    if held:
+        plan.rows = [
+            replace(
+                r,
+                prediction=Prediction.PROTECTED
+                if held[r.pair][r.id].code == PROTECTED_CODE
+                else Prediction.UNKNOWN,
+                reason=held[r.pair][r.id].message,
+            )
+            if r.id in held.get(r.pair, {}) and r.prediction is Prediction.WOULD_ACT
             else r
             for r in plan.rows
         ]

@@ -32,6 +32,7 @@ from ..ledger import (
 )
 from ..ledger.merge import UNDOES, UNDONE_CODE, Latest, keep_latest
 from ..outcome import Outcome
+from ..rails import PROTECTED_CODE, UNVERIFIED_CODE
 from ..report import Pair, Recorded
 from ..run import (
     RunOptions,
@@ -362,6 +363,10 @@ def select_groups(
     return groups
 
 
+# What a rail held back unsent: a resume without that rail must not send it.
+RAIL_CODES = frozenset({PROTECTED_CODE, UNVERIFIED_CODE})
+
+
 def succeeded(
     ledger: str,
     action: str,
@@ -369,6 +374,7 @@ def succeeded(
     pending: set[str] | None = None,
     recorded: Recorded | None = None,
     unconfirmed: set[str] | None = None,
+    railed: dict[str, str] | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending`` and ``recorded`` (with where), when given, the IDs a run may have acted
@@ -379,6 +385,9 @@ def succeeded(
     action's state (its call accepted by a run without --wait or killed while waiting, or
     found on its way there: a repeat's WasAlready, a resume's AlreadyInState) is not
     done: it goes into ``unconfirmed`` (and ``recorded``), to be looked up again.
+
+    Into ``railed``, when given: the IDs a rail held back unsent (``--protect-tag``: a
+    protected one, or one whose tags it could not read), with that record's code.
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -413,6 +422,12 @@ def succeeded(
         if r.ts and r.ts > last_word.get(r.run, ""):
             last_word[r.run] = r.ts
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
+    if railed is not None:
+        railed.update(
+            (r.id, r.code or "")
+            for (act, _), r in state.items()
+            if act == action and r.status == "failed" and r.code in RAIL_CODES
+        )
     if unconfirmed is not None:
         # Whatever its code: one found on its way there and taken as done (a resume
         # without --wait, a repeat whose answer said it was stopping) was not seen there.
