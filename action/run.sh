@@ -20,10 +20,11 @@
 #   SWARM_ARGS      more arguments (rails and so on), split on whitespace, no quoting
 set -euo pipefail
 
-command=${SWARM_COMMAND:?SWARM_COMMAND: terminate, stop, start, reboot or plan}
+command=${SWARM_COMMAND:-}
 case "$command" in
   terminate | stop | start | reboot) args=("$command") ;;
   plan) args=(plan "${SWARM_ACTION:-terminate}") ;;
+  "") echo "swarm action: command is empty: terminate, stop, start, reboot or plan" >&2; exit 2 ;;
   *) echo "swarm action: command '$command' is not terminate, stop, start, reboot or plan" >&2; exit 2 ;;
 esac
 
@@ -70,11 +71,26 @@ if [ "$command" = plan ]; then
   plan_out=${SWARM_PLAN_OUT:-swarm-plan-ids.txt}
   echo "plan-ids=$plan_out" >>"$output"
   table=$(mktemp)
+  trap 'rm -f "$table"' EXIT
+  # Here swarm is a child, its table read after it: the runner's SIGINT and SIGTERM are
+  # passed on to it (and it stops as a run does), or it would go on after the step ended.
+  # Job control gives it a process group of its own, so each signal reaches it once.
+  set -m
+  COLUMNS=${COLUMNS:-160} swarm "${args[@]}" --plan-out "$plan_out" >"$table" &
+  child=$!
+  set +m
+  trap 'kill -INT "$child" 2>/dev/null || true' INT
+  trap 'kill -TERM "$child" 2>/dev/null || true' TERM
   status=0
-  COLUMNS=${COLUMNS:-160} swarm "${args[@]}" --plan-out "$plan_out" >"$table" || status=$?
+  while :; do
+    wait "$child" && status=0 || status=$?
+    kill -0 "$child" 2>/dev/null || break  # else a signal ended the wait, not swarm
+  done
+  trap - INT TERM
   cat "$table"
   if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-    {
+    # A summary that cannot be written costs the plan nothing: a warning says why.
+    if ! unwritten=$({
       echo "### swarm plan ${SWARM_ACTION:-terminate}"
       echo
       if [ -s "$table" ]; then
@@ -84,7 +100,9 @@ if [ "$command" = plan ]; then
       else
         echo "swarm plan exited $status before a plan: its error is in the step's log."
       fi
-    } >>"$GITHUB_STEP_SUMMARY"
+    } 2>&1 >>"$GITHUB_STEP_SUMMARY"); then
+      echo "::warning title=swarm plan::could not append the plan to the step summary ($GITHUB_STEP_SUMMARY): ${unwritten##*: }"
+    fi
   fi
   planned=no
   if grep -q '^predicted: ' "$table"; then planned=yes; fi
@@ -92,7 +110,6 @@ if [ "$command" = plan ]; then
   if grep -q '^permission in .* not checked' "$table"; then
     why="the permission could not be checked (the line 'permission in … not checked' says why)"
   fi
-  rm -f "$table"
   if [ "$status" -eq 1 ] && [ "$planned" = yes ]; then
     # Rows that would fail (protected, gone, in another state) or could not be read, or
     # a permission not checked: the table says which, for the person who approves. (An

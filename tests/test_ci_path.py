@@ -156,6 +156,88 @@ def test_the_action_step_plans_into_the_step_summary(tmp_path: Path) -> None:
     assert not (tmp_path / "swarm-ledger.jsonl").exists()  # a plan writes no ledger
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_cancelled_plan_step_stops_its_swarm_and_leaves_no_file_behind(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """The plan step runs swarm as a child (its table is read after): the runner's signal
+    reaches swarm through the step, and the step ends when swarm has."""
+    with Sandbox(SandboxConfig(BucketSpec(100, 100), BucketSpec(1000, 1000), latency=0.5)) as box:
+        ids = box.launch(50)  # each one's protection asked, half a second a call
+        env = _step_env(tmp_path, box, command="plan", ids=write_ids(tmp_path / "ids.txt", ids))
+        env["TMPDIR"] = str(tmp_path / "tmp")
+        (tmp_path / "tmp").mkdir()
+        step = subprocess.Popen(
+            ["bash", str(ACTION_STEP)],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until(lambda: box.calls_by("DescribeInstances") >= 1, step)
+        (child,) = _children(step.pid)
+        assert "plan" in _cmdline(child)
+        step.send_signal(sig)
+        _out, err = step.communicate(timeout=30)
+    assert step.returncode == 128 + sig.value, err
+    assert _gone(child), "swarm outlived the step"
+    assert not (tmp_path / "swarm-plan-ids.txt").exists()  # it stopped before its plan
+    assert list((tmp_path / "tmp").iterdir()) == []  # its table is removed
+    assert f"interrupted by {sig.name}" in err
+
+
+@pytest.mark.parametrize("summary", ["/nonexistent/dir/summary.md", "/dev/full"])
+def test_a_plan_step_whose_summary_cannot_be_written_warns_and_passes(
+    tmp_path: Path, summary: str
+) -> None:
+    with Sandbox(OPEN) as box:
+        ids = box.launch(3)
+        env = _step_env(tmp_path, box, command="plan", ids=write_ids(tmp_path / "ids.txt", ids))
+        env["GITHUB_STEP_SUMMARY"] = summary
+        done = subprocess.run(
+            ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+    assert done.returncode == 0, done.stderr
+    reason = "No such file or directory" if "nonexistent" in summary else "No space left"
+    warning = (
+        "::warning title=swarm plan::could not append the plan to the step summary "
+        f"({summary}): {reason}"
+    )
+    assert warning in done.stdout
+    assert all(i in done.stdout for i in ids)  # the plan itself, in the step's log
+
+
+def test_an_empty_command_is_bad_usage(tmp_path: Path) -> None:
+    env = dict(os.environ, SWARM_COMMAND="")
+    done = subprocess.run(
+        ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "command is empty" in done.stderr
+
+
 def test_a_plan_with_instances_that_would_fail_passes_its_step_with_a_warning(
     tmp_path: Path,
 ) -> None:
