@@ -194,6 +194,9 @@ class Plan:
     # as the run would (4), not as a prediction (1). A read the run does not make being
     # refused is no such thing: its rows are unknown.
     fatal: str | None = None
+    # --missing-ok: an ID that does not exist is what the run wants (it records it
+    # missing, and that counts done), not one that would fail.
+    missing_ok: bool = False
 
     @property
     def total(self) -> int:
@@ -213,8 +216,10 @@ class Plan:
 
     @property
     def would_fail(self) -> list[Row]:
-        """The rows the run would record failed or missing ("already" is a success)."""
-        return [r for r in self.rows if r.prediction in WOULD_FAIL]
+        """The rows the run would record failed or missing ("already" is a success; so
+        is missing, with --missing-ok)."""
+        fine = {Prediction.DOES_NOT_EXIST} if self.missing_ok else set()
+        return [r for r in self.rows if r.prediction in WOULD_FAIL - fine]
 
     @property
     def unknown(self) -> list[Row]:

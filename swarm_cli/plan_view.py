@@ -131,7 +131,9 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
             highlight=False,
         )
     counts = " · ".join(f"{n} {name}" for name, n in plan.counts.items() if n)
-    console.print(f"predicted: {counts or 'nothing'}; {len(plan.would_fail)} would fail")
+    missing = plan.counts[Prediction.DOES_NOT_EXIST.value] if plan.missing_ok else 0
+    done = f" (--missing-ok: the {missing} that do not exist count done)" if missing else ""
+    console.print(f"predicted: {counts or 'nothing'}; {len(plan.would_fail)} would fail{done}")
     if plan.fatal is not None:
         console.print(
             Text.assemble(

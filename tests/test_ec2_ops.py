@@ -1079,3 +1079,26 @@ def test_a_resume_by_filter_leaves_an_intent_of_an_unnamed_region_alone() -> Non
     assert recorded.holds("vol-00000001", here)  # a resume of IDs still finds it
     got = _unselected({here: []}, {"vol-00000001", "vol-00000002"}, set(), recorded)
     assert got == {here: ["vol-00000002"]}
+
+
+def test_with_missing_ok_the_plan_exits_as_the_run_does_on_what_does_not_exist(
+    tmp_path: Path,
+) -> None:
+    """--missing-ok counts an ID that does not exist done: the plan and the dry run
+    predict the run's exit code, and say why none would fail."""
+    with Sandbox(THROTTLED) as box:
+        made = box.seed(volumes=2)["volumes"]
+        ids = write_ids(tmp_path / "ids.txt", [*made, "vol-0123456789abcdef0"])
+        ledger = tmp_path / "l.jsonl"
+        code, plan, err = ec2(box, "delete-volume", ids, ledger, "--dry-run", "--missing-ok")
+        assert code == 0, err
+        assert plan["counts"]["does not exist"] == 1 and plan["would_fail"] == 0
+        code, out, err = swarm(
+            "plan", "delete-volume", "--ids", ids, "--missing-ok", "--endpoint-url", box.endpoint
+        )
+        assert code == 0, err
+        assert "0 would fail (--missing-ok: the 1 that do not exist count done)" in out
+        code, plan, err = ec2(box, "delete-volume", ids, ledger, "--dry-run")
+        assert code == 1 and plan["would_fail"] == 1, err
+        code, _report, err = ec2(box, "delete-volume", ids, ledger, "--missing-ok")
+        assert code == 0, err  # as the plan said

@@ -746,6 +746,7 @@ def show_plan(
             params=flags.params,
             permission=False,
         )
+    plan.missing_ok = options.missing_ok
     try:
         predicate = protect_tags(flags.protect_tags)
     except RailError as exc:
