@@ -780,7 +780,7 @@ def show_plan(
                 prediction=Prediction.PROTECTED
                 if held[r.pair][r.id].code == PROTECTED_CODE
                 else Prediction.UNKNOWN,
-                reason=held[r.pair][r.id].message,
+                reason=held[r.pair][r.id].message or "",
             )
             if r.id in held.get(r.pair, {}) and r.prediction is Prediction.WOULD_ACT
             else r
