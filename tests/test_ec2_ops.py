@@ -1002,7 +1002,8 @@ def test_a_resume_by_filter_looks_up_what_a_killed_run_may_have_deleted_and_send
     """A selection made again no longer holds what the killed run deleted before it could
     record so: the resume exited 0 with those left pending in the ledger (and a retry of
     them then found them missing). They are looked up now: gone is done; one still there
-    but no longer selected is never sent, and stays pending."""
+    but no longer selected is never sent, and is recorded failed (NotSelected): the run
+    exits 1, and a later resume leaves it be."""
     from swarm_cli.ledger import LedgerWriter
 
     made = sandbox.seed(volumes=5)["volumes"]
@@ -1016,7 +1017,7 @@ def test_a_resume_by_filter_looks_up_what_a_killed_run_may_have_deleted_and_send
         client.delete_volume(VolumeId=gone)
     moved = made[2]  # another team's since: not selected any more
     client.create_tags(Resources=[moved], Tags=[{"Key": "team", "Value": "y"}])
-    code, out, err = swarm(
+    again = (
         "ec2",
         "delete-volume",
         "--filter",
@@ -1033,15 +1034,21 @@ def test_a_resume_by_filter_looks_up_what_a_killed_run_may_have_deleted_and_send
         "--max-count",
         "2",
     )
-    assert code == 0, err
+    code, out, err = swarm(*again)
+    assert code == 1, err
     assert "3 more a stopped run of the ledger may have deleted are not selected now" in err
-    assert "1 of them are not known done and not selected now: not sent" in err
+    assert "1 of them are not known done and not selected now: not sent, recorded failed" in err
     assert still_there(sandbox, "delete-volume", made) == {moved}
     got = statuses(ledger)
     assert {i for i, (status, _) in got.items() if status == "succeeded"} == set(made) - {moved}
-    assert got[moved][0] == "pending"
+    assert got[moved] == ("failed", "NotSelected")
     code, out, _ = swarm("ledger", "failed", str(ledger))
     assert out.split() == [moved]
+    code, out, _ = swarm("ledger", "failed", "--retryable", str(ledger))
+    assert out.split() == []  # a retry by ID would delete what the selection left out
+    code, out, err = swarm(*again)
+    assert code == 0, err
+    assert still_there(sandbox, "delete-volume", made) == {moved}
 
 
 def test_the_sandbox_refuses_to_tag_what_it_does_not_have_as_ec2_does(

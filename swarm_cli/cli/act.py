@@ -107,6 +107,7 @@ from .options import (
     window_profile,
 )
 from .pairs import (  # the benchmarks read load_targets and plan_groups from here too
+    NOT_SELECTED_CODE,
     Instance,
     apply_shard,
     check_tag_ledger,
@@ -231,20 +232,25 @@ def _settle_unselected(
     already: Mapping[Pair, Mapping[str, Any]],
     ledger: str,
     err: Console,
-) -> dict[Pair, list[str]]:
-    """``groups`` without the unselected IDs the look-up did not find done: not sent, they
-    stay pending in the ledger, and the user is told."""
-    if not unselected:
-        return {p: list(ids) for p, ids in groups.items()}
-    left = {p: {i for i in ids if i not in already.get(p, {})} for p, ids in unselected.items()}
+) -> tuple[dict[Pair, list[str]], dict[Pair, dict[str, Outcome]]]:
+    """``groups`` without the unselected IDs the look-up did not find done, and those,
+    settled failed (``NotSelected``): never sent, the run that meant them is not done with
+    them, and the ledger says so once (a later resume leaves them be), the user told."""
+    left = {
+        p: {i: NOT_SELECTED for i in ids if i not in already.get(p, {})}
+        for p, ids in unselected.items()
+    }
+    left = {p: v for p, v in left.items() if v}
     count = sum(map(len, left.values()))
     if count:
         err.print(
             f"resume: {count} of them are not known done and not selected now: not sent, "
-            f"left pending in {literal(ledger)} (swarm ledger failed lists them)",
+            f"recorded failed ({NOT_SELECTED_CODE}) in {literal(ledger)} (swarm ledger failed "
+            "lists them)",
             markup=False,
         )
-    return {p: [i for i in ids if i not in left.get(p, ())] for p, ids in groups.items()}
+    kept = {p: [i for i in ids if i not in left.get(p, {})] for p, ids in groups.items()}
+    return kept, left
 
 
 def _held_by_rail(
@@ -278,6 +284,13 @@ def _held_by_rail(
             markup=False,
         )
     return held
+
+
+NOT_SELECTED = Outcome(
+    Kind.PERMANENT,
+    NOT_SELECTED_CODE,
+    "a run of this ledger meant it, and the selection made again leaves it out; not sent",
+)
 
 
 @contextlib.contextmanager
@@ -500,7 +513,7 @@ def _run_action(
         already = reconcile_resume(spec, flags, groups, reach, options, found, err, recorded)
     else:
         already = reconcile_operation(operation, flags, groups, reach, options, err, recorded)
-    groups = _settle_unselected(groups, unselected, already, flags.ledger, err)
+    groups, left_out = _settle_unselected(groups, unselected, already, flags.ledger, err)
     if operation is None:
         settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
     else:
@@ -511,6 +524,9 @@ def _run_action(
         settled[pair] = {**settled.get(pair, {}), **outcomes}
     to_send = {p: [i for i in ids if i not in already.get(p, {})] for p, ids in groups.items()}
     to_send = {p: ids for p, ids in to_send.items() if ids}
+    for pair, outcomes in left_out.items():
+        groups[pair] = [*groups.get(pair, ()), *outcomes]
+        settled[pair] = {**settled.get(pair, {}), **outcomes}
     if not flags.yes and to_send:
         confirm(spec, to_send, endpoint, flags, reach, found, err)
     # A --wait after a stop or a start: on the run's records, so that a kill before the

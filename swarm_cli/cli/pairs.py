@@ -363,6 +363,9 @@ def select_groups(
     return groups
 
 
+# What a resume by selection finds of a stopped run's intents still there and no longer
+# selected (retagged, say): not sent, and not done.
+NOT_SELECTED_CODE = "NotSelected"
 # What a rail held back unsent: a resume without that rail must not send it.
 RAIL_CODES = frozenset({PROTECTED_CODE, UNVERIFIED_CODE})
 
@@ -452,8 +455,12 @@ def succeeded(
             "is taken as done: add --wait to see them there",
             markup=False,
         )
+    # What a resume by selection found still there and no longer selected: settled so.
+    left_out = {
+        r.id for (act, _), r in state.items() if act == action and r.code == NOT_SELECTED_CODE
+    }
     for r in [*(r for r, _ in latest.values()), *noted]:
-        if r.id not in done and may_have_acted(r):
+        if r.id not in done and r.id not in left_out and may_have_acted(r):
             if recorded is not None:
                 # A call of it may have left until the run's last record (a bare intent's
                 # own time is the write-ahead's, before the first call).

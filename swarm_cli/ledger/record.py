@@ -49,6 +49,9 @@ PERMANENT_CODES: frozenset[str] = frozenset(
         # An instance a --wait saw in a state it cannot leave for the target (terminated,
         # while the wait was for stopped).
         "WrongState",
+        # An intent of a stopped run that a resume's selection no longer holds: a resume
+        # by selection leaves it be, and a retry by ID would act on what it left out.
+        "NotSelected",
         # A resource of another account (a public AMI): recorded failed only when EC2's
         # message named it; a failure of the credentials leaves every intent pending.
         "AuthFailure",
