@@ -20,7 +20,7 @@ from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .states import PASSING_TO, REFUSED_ON_THE_WAY
 from .stats import FALL_LASTING, RATE_SPAN, STORM_LASTING, Fall, RateWatch, Snapshot, Stats
-from .text import clip, literal, own_part
+from .text import clip, literal, one_or_more, own_part
 
 SPARKS = "▁▂▃▄▅▆▇█"
 PLAIN_INTERVAL = 2.0  # seconds between plain lines when neither flag nor env says
@@ -855,8 +855,8 @@ def render_summary(report: Report, console: Console) -> None:
     unverified = report.extra.get("rail_unverified")
     if unverified:
         say(
-            f"  refused: {unverified} {noun_of(report.action)}(s) a rail could not check were "
-            "not sent (RailUnverified)",
+            f"  refused: {unverified} {one_or_more(noun_of(report.action))} a rail could not "
+            "check were not sent (RailUnverified)",
             style="bold red",
         )
     if report.fatal:

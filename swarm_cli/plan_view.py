@@ -22,7 +22,7 @@ from rich.text import Text
 from .actions import Bucket
 from .errors import EXIT_LEDGER, error_for
 from .plan import PROTECTION_ATTRIBUTES, Estimate, Plan, Prediction, Row
-from .text import literal, text
+from .text import literal, one_or_more, text
 
 # Rows a person is shown; the JSON and the ID file hold them all.
 SAMPLE_ROWS = 50
@@ -88,7 +88,7 @@ def _print_whole(table: Table, console: Console) -> None:
 def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
     """The plan for people: a sample of rows, the counts, what it cost, the time it will take."""
     several = len(plan.pairs) > 1
-    title = f"plan: {plan.action.name} {plan.total} {plan.action.resource}(s)"
+    title = f"plan: {plan.action.name} {plan.total} {one_or_more(plan.action.resource)}"
     table = Table(title=title, title_justify="left")
     if several:
         table.add_column("pair")
@@ -157,7 +157,10 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
         first = plan.unknown[0]
         console.print(
             Text.assemble(
-                (f"{len(plan.unknown)} {plan.action.resource}(s) could not be read", "magenta"),
+                (
+                    f"{len(plan.unknown)} {one_or_more(plan.action.resource)} could not be read",
+                    "magenta",
+                ),
                 f" (e.g. {literal(first.id)}: {literal(first.reason)})",
             )
         )
@@ -260,7 +263,8 @@ def plan_ids_text(plan: Plan) -> str:
         where = pairs[0].label if pairs else "no pair"
         ids = [i for group in acting.values() for i in group]
         what = (
-            f"{len(ids)} {plan.action.resource}(s) in {where} that {plan.action.name} would act on"
+            f"{len(ids)} {one_or_more(plan.action.resource)} in {where} that "
+            f"{plan.action.name} would act on"
         )
         head = f"# swarm plan: {what}\n"
         return head + "".join(f"{i}\n" for i in ids)

@@ -93,6 +93,11 @@ def plural(noun: str) -> str:
     return noun + ("es" if noun.endswith("s") else "s")
 
 
+def one_or_more(noun: str) -> str:
+    """``snapshot`` -> ``snapshot(s)``, ``address`` -> ``address(es)``: after a count."""
+    return noun + ("(es)" if noun.endswith("s") else "(s)")
+
+
 _ID_LIST = re.compile(r"'([a-z]+-[0-9a-zA-Z]+(?:,\s*[a-z]+-[0-9a-zA-Z]+)+)'")
 
 

@@ -335,3 +335,10 @@ def test_the_confirmation_and_the_call_log_show_text_literally(value: str) -> No
     out = shown(console)
     assert_literal(out, value)
     assert len(out.splitlines()) == 1
+
+
+def test_a_count_of_addresses_reads_addresses_not_addresss() -> None:
+    from swarm_cli.text import one_or_more, plural
+
+    assert one_or_more("snapshot") == "snapshot(s)" and plural("snapshot") == "snapshots"
+    assert one_or_more("address") == "address(es)" and plural("address") == "addresses"

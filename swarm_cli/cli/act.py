@@ -49,7 +49,7 @@ from ..rails import (
 from ..report import Pair, Recorded
 from ..run import Job, RunOptions
 from ..targets import INSTANCES
-from ..text import literal, plural
+from ..text import literal, one_or_more, plural
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
 from .exits import emit_json, exit_meaning, warn
@@ -278,8 +278,8 @@ def _held_by_rail(
     count = sum(map(len, held.values()))
     if count:
         err.print(
-            f"resume: {count} {noun}(s) an earlier run's --protect-tag held back (protected, "
-            "or their tags unread) are held back again, not sent: this resume has no "
+            f"resume: {count} {one_or_more(noun)} an earlier run's --protect-tag held back "
+            "(protected, or their tags unread) are held back again, not sent: this resume has no "
             "--protect-tag; give it again to check them again",
             markup=False,
         )
@@ -820,7 +820,7 @@ def show_plan(
     if flags.plan_out:
         count = write_plan_ids(plan, flags.plan_out)
         err.print(
-            f"plan: {count} {spec.resource}(s) that would be acted on written to "
+            f"plan: {count} {one_or_more(spec.resource)} that would be acted on written to "
             f"{literal(flags.plan_out)}",
             markup=False,
         )

@@ -32,6 +32,7 @@ from ..report import Pair
 from ..run import (
     RunOptions,
 )
+from ..text import one_or_more
 from .exits import error
 from .options import Flags
 from .pairs import Instance
@@ -184,12 +185,14 @@ def _settle(
                 settled.setdefault(pair, {})[i] = refused
     count = sum(o.code == PROTECTED_CODE for v in settled.values() for o in v.values())
     if count:
-        err.print(f"--protect-tag: {count} {noun}(s) protected; they will be recorded, not sent")
+        err.print(
+            f"--protect-tag: {count} {one_or_more(noun)} protected; they will be recorded, not sent"
+        )
     if unread:
         example = next(iter(unread.values()))
         error(
             err,
-            f"--protect-tag could not read the tags of {len(unread)} {noun}(s) (e.g. "
+            f"--protect-tag could not read the tags of {len(unread)} {one_or_more(noun)} (e.g. "
             f"{example}): they will not be sent, and are recorded failed ({UNVERIFIED_CODE})",
         )
     return settled
@@ -286,8 +289,8 @@ def confirm(
     on_stdin = flags.ids == "-"
     if not sys.stdin.isatty() and not on_stdin:
         raise RefusedError(
-            f"refusing to {spec.name} {count} {spec.resource}(s) without confirmation: no "
-            "terminal to ask on. Pass --yes to confirm (scripts and CI)."
+            f"refusing to {spec.name} {count} {one_or_more(spec.resource)} without "
+            "confirmation: no terminal to ask on. Pass --yes to confirm (scripts and CI)."
         )
     if not ask(f"{text}\nContinue? [y/N] ", stdin_is_ids=on_stdin):
         raise RefusedError("not confirmed; nothing was sent", plain=True)

@@ -38,7 +38,7 @@ from ..run import (
     RunOptions,
 )
 from ..targets import INSTANCES, IdRule, Targets, TargetsError, read_ids
-from ..text import clip, literal, plural
+from ..text import clip, literal, one_or_more, plural
 from .exits import warn
 from .options import Flags
 from .reach import Reach, used_region
@@ -355,7 +355,7 @@ def select_groups(
         extra += ", not in use"
     count = sum(len(v) for v in groups.values())
     err.print(
-        f"selected {count} {noun}(s) in {len(pairs)} pair(s)"
+        f"selected {count} {one_or_more(noun)} in {len(pairs)} pair(s)"
         + (f" by {shown}" if shown else "")
         + extra,
         markup=False,
