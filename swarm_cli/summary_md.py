@@ -210,19 +210,25 @@ def markdown_summary(report: Report, *, max_failed: int = 50) -> str:
         ]
     if report.ledger:
         out += [f"Ledger: {markdown_code(report.ledger)}", ""]
-    chart = mermaid_chart(report.pairs)
+    # A run that sent nothing (a resume with all done) has no window to draw.
+    chart = mermaid_chart(report.pairs) if report.total_of("calls") else None
     if chart:
         out += [chart, ""]
     return "\n".join(out)
 
 
 def append_step_summary(
-    report: Report, env: Mapping[str, str] = os.environ, *, max_failed: int = 50
+    report: Report,
+    env: Mapping[str, str] = os.environ,
+    *,
+    max_failed: int = 50,
+    why: list[str] | None = None,
 ) -> str | None:
     """Append the summary to the file GITHUB_STEP_SUMMARY names; the path, or None.
 
-    None when the variable is unset or the file cannot be written: a summary page is
-    a courtesy, so the caller warns and the run's outcome stands.
+    None when the variable is unset or the file cannot be written (the reason then into
+    ``why``): a summary page is a courtesy, so the caller warns and the run's outcome
+    stands.
     """
     path = env.get("GITHUB_STEP_SUMMARY")
     if not path:
@@ -243,6 +249,8 @@ def append_step_summary(
         os.set_blocking(fd, True)
         with open(fd, "a", encoding="utf-8") as file:
             file.write(text)
-    except OSError:
+    except OSError as exc:
+        if why is not None:
+            why.append(exc.strerror or str(exc))
         return None
     return path

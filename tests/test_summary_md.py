@@ -244,3 +244,18 @@ def test_a_rollback_is_headed_by_the_runs_it_undoes() -> None:
     assert markdown_summary(one).startswith("## swarm rollback of run r1 (start): 7 of 10")
     two = replace(one, extra={"undoes": "r1, r2"})
     assert markdown_summary(two).startswith("## swarm rollback of runs r1, r2 (start): ")
+
+
+def test_a_run_that_sent_nothing_draws_no_window(tmp_path: Path) -> None:
+    report = recorded_report()
+    assert "```mermaid" in markdown_summary(report)
+    for pair in report.pairs:
+        pair.calls = 0  # a resume that found everything done
+    assert "```mermaid" not in markdown_summary(report)
+
+
+def test_a_step_summary_that_cannot_be_written_says_why(tmp_path: Path) -> None:
+    why: list[str] = []
+    env = {"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "such" / "summary.md")}
+    assert append_step_summary(recorded_report(), env, why=why) is None
+    assert why == ["No such file or directory"]

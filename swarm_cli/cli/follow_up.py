@@ -487,5 +487,6 @@ def step_summary(report: Report, err: Console) -> None:
     from ..summary_md import append_step_summary
 
     path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path and append_step_summary(report) is None:
-        warn(err, f"could not append the summary to {path}")
+    why: list[str] = []
+    if path and append_step_summary(report, why=why) is None:
+        warn(err, f"could not append the summary to {path}" + (f": {why[0]}" if why else ""))
