@@ -242,6 +242,25 @@ def append_step_summary(
         # What is there already (a plan's table) and this would pass GitHub's limit.
         short = [_title(report), "", *(f"{n}\n" for n in _notes(report)), *_counts_table(report)]
         text = "\n".join([*short, "", "(the rest is left out: the summary would pass 1 MiB)", ""])
+    return _append(path, text, why)
+
+
+def append_ended_early(
+    command: str, code: int, meaning: str, message: str | None, env: Mapping[str, str] = os.environ
+) -> str | None:
+    """A command that ended without a run's summary (a usage error, a rail's refusal,
+    credentials): why, on the job's page too. The path, or None."""
+    path = env.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return None
+    lines = [f"## swarm {command}: exit {code} ({meaning})", ""]
+    if message:
+        lines += ["```text", *message.replace("```", "'''").splitlines(), "```", ""]
+    lines += ["The step's log says more.", ""]
+    return _append(path, "\n".join(lines), None)
+
+
+def _append(path: str, text: str, why: list[str] | None) -> str | None:
     try:
         # O_NONBLOCK: a FIFO nobody reads is refused (ENXIO) instead of hanging the run.
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC

@@ -4,7 +4,10 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
+from swarm_cli.sandbox import Sandbox
 from swarm_cli.summary_md import append_step_summary, cell, markdown_summary, mermaid_chart
 
 
@@ -259,3 +262,31 @@ def test_a_step_summary_that_cannot_be_written_says_why(tmp_path: Path) -> None:
     env = {"GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "such" / "summary.md")}
     assert append_step_summary(recorded_report(), env, why=why) is None
     assert why == ["No such file or directory"]
+
+
+def test_a_run_refused_or_misused_in_a_job_says_why_on_its_page(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_cli import swarm, write_ids
+
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    ids = write_ids(tmp_path / "ids.txt", sandbox.launch(3))
+    common = ("--endpoint-url", sandbox.endpoint, "--ledger", str(tmp_path / "l.jsonl"))
+    code, _out, _err = swarm("terminate", "--ids", ids, *common, "--yes", "--max-count", "2")
+    assert code == 3
+    page = summary.read_text()
+    assert page.startswith("## swarm terminate: exit 3 (")
+    assert "refusing to terminate 3 instances: --max-count is 2" in page, page
+
+    code, _out, _err = swarm("ec2", "delete-snapshot", "--ids", str(tmp_path / "nope.txt"))
+    assert code == 2
+    assert "## swarm ec2 delete-snapshot: exit 2" in summary.read_text()
+    assert "nope.txt" in summary.read_text()
+
+    # A run that wrote its own summary, and a plan, add nothing of this kind.
+    summary.unlink()
+    code, _out, _err = swarm("terminate", "--ids", ids, *common, "--yes")
+    assert code == 0 and summary.read_text().startswith("## swarm terminate: 3 of 3")
+    code, _out, _err = swarm("terminate", "--ids", ids, *common, "--dry-run")
+    assert summary.read_text().count("## swarm") == 1

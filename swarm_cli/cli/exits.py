@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -200,6 +201,7 @@ class SwarmGroup(TyperGroup):
         global _json
         _json = _JsonOutput()
         kwargs["standalone_mode"] = False
+        summary = _summary_size()
         twice = _given_twice(argv, self)
         if twice is not None:
             typer.echo(f"error: {twice}", err=True)
@@ -218,6 +220,8 @@ class SwarmGroup(TyperGroup):
                 said = report(full)
                 # The command's own end stands where it had one (a rail's refusal, say).
                 code = said if code == 0 else code
+        if code != 0 and summary is not None and _summary_size() == summary:
+            _summarize_early_end(argv, code)
         sys.exit(code)
 
     def _run(self, wants_json: bool, *args: Any, **kwargs: Any) -> int:
@@ -237,8 +241,7 @@ class SwarmGroup(TyperGroup):
             hint = _command_first_hint(exc)
             if hint:
                 typer.echo(hint, err=True)
-            if wants_json:
-                _json.error = _json.error or message
+            _json.error = _json.error or message
             return int(getattr(exc, "exit_code", 1))
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -254,6 +257,37 @@ class SwarmGroup(TyperGroup):
             _json.error = f"{type(exc).__name__}: {exc}"
             return 1
         return returned if isinstance(returned, int) else 0
+
+
+# The commands that act, and write a run's summary on a GitHub job's page.
+_ACTING = frozenset({"terminate", "stop", "start", "reboot", "rollback", "ec2"})
+
+
+def _summary_size() -> int | None:
+    """The size of the file GITHUB_STEP_SUMMARY names (0 if there is none yet); None
+    outside a GitHub Actions job."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return None
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _summarize_early_end(argv: Sequence[str], code: int) -> None:
+    """In a GitHub Actions job, a command that acts and ended without a run's summary
+    (refused, bad usage) says why on the job's page too, not only in the log."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] not in _ACTING:
+        return
+    if "--dry-run" in argv:  # a plan's exit 1 is a prediction, not an end
+        return
+    from ..summary_md import append_ended_early
+
+    command = " ".join(words[:2]) if words[0] == "ec2" and len(words) > 1 else words[0]
+    meaning = "failed: see error" if code == EXIT_FAILED else exit_meaning(code)
+    append_ended_early(command, code, meaning, _json.error)
 
 
 # Options of one value whose repeat would drop what the first named: click keeps the last.
