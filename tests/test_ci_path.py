@@ -362,6 +362,9 @@ def test_the_k8s_job_and_its_script_agree_on_n() -> None:
     env = {e["name"]: e["value"] for e in container["env"]}
     assert int(env["SWARM_SHARDS"]) == spec["completions"] > 256
     assert container["command"][-1].endswith("/k8s-shard.sh")
+    # A verdict is not retried; a ledger another pod still holds (74) is.
+    (fail,) = [r for r in spec["podFailurePolicy"]["rules"] if r["action"] == "FailIndex"]
+    assert set(fail["onExitCodes"]["values"]) == {2, 3, 4}
 
 
 @pytest.mark.slow
