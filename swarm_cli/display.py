@@ -874,7 +874,7 @@ def render_summary(report: Report, console: Console) -> None:
         )
     timeouts = report.total_of("timeouts")
     if timeouts:
-        say(f"  calls given up for want of an answer: {timeouts}")
+        say(f"  calls that timed out with no answer: {timeouts} (their IDs tried again)")
     undone = report.extra.get("rollback")
     # A rollback stopped before it began is said below, where the ledger's way back is.
     for what, ok, line in follow_ups(report, stopped=False):

@@ -88,7 +88,7 @@ class Stats(Subscriber):
     calls: int = 0
     throttled_calls: int = 0
     retries: int = 0
-    timeouts: int = 0  # calls given up on for want of an answer
+    timeouts: int = 0  # calls that timed out with no answer (their IDs tried again)
     outages: int = 0
     outage_since: float | None = None  # set while the endpoint is unreachable
     outage: str = outage_words(None)

@@ -641,6 +641,8 @@ def test_a_fall_over_an_endpoint_that_did_not_answer_is_said_to_be_that() -> Non
     text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
     assert re.search(r"rate fell to [12]\.\d/s from 40\.\d/s: the endpoint did not answer", text)
     assert "(1 outage, 3 calls timed out)" in text and "slowing down" not in text
+    # Calls timed out, their IDs tried again: nothing given up.
+    assert "calls that timed out with no answer: 3 (their IDs tried again)" in text
     # No fall, yet an outage: said all the same.
     steady = run_at([(22.0, 40.0)]).report(PairReport("us-east-1", total=2000))
     out = console()
