@@ -90,6 +90,12 @@ def test_a_ledger_of_an_action_swarm_does_not_know_names_no_command_and_passes_n
     assert code == 2 and out == ""
     assert "records are of frobnicate, which this swarm does not know" in err
     assert "swarm frobnicate" not in err
+    # Its summary counts them, and says they are none of swarm's.
+    code, out, err = swarm("ledger", "summary", str(ledger))
+    assert code == 0 and "frobnicate: 1 pending" in out
+    assert "no action this swarm knows" in out
+    code, out, err = swarm("ledger", "summary", str(ledger), "--output", "json")
+    assert json.loads(out)["unknown"] == ["frobnicate"]
 
 
 def test_a_last_line_without_its_end_is_a_cut_record_only_if_it_begins_like_one(

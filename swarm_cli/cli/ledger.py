@@ -366,11 +366,14 @@ def ledger_summary(
             undone[act] = undone.get(act, 0) + 1
         elif record.code == NOT_CHECKED_CODE and record.waits is not None:
             unwaited[act] = unwaited.get(act, 0) + 1
+    unknown = [act for act in counts if not _known(act)]
     if output is Output.json:
-        emit_json({"actions": counts, "undone": undone, "unwaited": unwaited})
+        emit_json({"actions": counts, "undone": undone, "unwaited": unwaited, "unknown": unknown})
         return
     for act, per in counts.items():
         line = f"{literal(act)}: " + " · ".join(f"{n} {s}" for s, n in per.items())
+        if act in unknown:
+            line += " (no action this swarm knows: written by another tool, or a newer swarm)"
         if undone.get(act):
             line += (
                 f" ({undone[act]} of the pending done once, then a later run of "
