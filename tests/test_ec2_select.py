@@ -462,10 +462,19 @@ def test_a_resume_without_the_protect_tag_holds_back_what_the_first_run_protecte
     assert set(sandbox.done_by("DeleteSnapshot")) == set(made[2:])
     assert {p["code"] for p in report["problems"]} == {"Protected"}
     assert {statuses(ledger)[i] for i in made[:2]} == {("failed", "Protected")}
-    assert "2 snapshot(s) an earlier run's --protect-tag held back" in err
+    assert "2 snapshot(s) an earlier run's --protect-tag keep held back" in err
+    assert report["problems"][0]["message"].endswith("(rail: --protect-tag keep)")
 
-    # Given again, the rail checks them again: untagged since, they are deleted.
+    # Another rail is not that one: held back all the same, even untagged since.
     sandbox.client().delete_tags(Resources=[made[0]], Tags=[{"Key": "keep"}])
+    code, report, err = ec2(
+        sandbox, "delete-snapshot", ids, ledger, "--resume", "--protect-tag", "other"
+    )
+    assert code == 1, err
+    assert still_there(sandbox, "delete-snapshot", made) == set(made[:2])
+    assert "--protect-tag keep held back" in err
+
+    # Given again, the rail checks them again: untagged since, it is deleted.
     code, _report, err = ec2(
         sandbox, "delete-snapshot", ids, ledger, "--resume", "--protect-tag", "keep"
     )

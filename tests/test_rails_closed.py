@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli import ledger_by_id, terminate_json, write_ids
+from test_cli import ledger_by_id, swarm, terminate_json, write_ids
 
 from swarm_cli.errors import EXIT_REFUSED
 from swarm_cli.sandbox import Sandbox
@@ -128,7 +128,18 @@ def test_a_resume_without_the_protect_tag_sends_none_whose_tags_were_unread(
     assert set(sandbox.states(ids).values()) == {"running"}
     assert sandbox.counters.instances_accepted == 0
     assert {p["code"] for p in report["problems"]} == {"RailUnverified"}
-    assert "give --protect-tag again" in report["problems"][0]["message"]
+    assert report["problems"][0]["message"].endswith(
+        "give that rail again to check it again (rail: --protect-tag keep)"
+    )
+    # The retry the summary names gives that rail again.
+    code, out, _err = swarm(
+        "terminate", "--ids", listed, "--endpoint-url", sandbox.endpoint, "--ledger",
+        str(ledger), "--yes", "--resume", "--progress", "none",
+    )  # fmt: skip
+    assert code == EXIT_REFUSED
+    retry = " ".join(out.split())
+    retry = retry[retry.index("retry the rest:") :]
+    assert "--protect-tag keep" in retry and "--resume" in retry
 
     code, report = terminate_json(sandbox, listed, ledger, "--resume", "--protect-tag", "keep")
     assert code == 1

@@ -11,6 +11,7 @@ annotations``).
 
 import contextlib
 import os
+import shlex
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,6 +37,7 @@ from ..errors import (
 from ..ledger import (
     LedgerError,
     LedgerInUse,
+    Record,
     check_ledger_path,
     describe_damage,
 )
@@ -67,6 +69,8 @@ from .guards import (
     confirm,
     protected_by_tags,
     protected_resources,
+    rail_note,
+    rail_of,
     read_protected_tags,
     unverified_count,
 )
@@ -255,35 +259,45 @@ def _settle_unselected(
 
 def _held_by_rail(
     groups: Mapping[Pair, Sequence[str]],
-    railed: Mapping[str, str],
+    railed: Mapping[str, Record],
     flags: Flags,
     noun: str,
     err: Console,
-) -> dict[Pair, dict[str, Outcome]]:
-    """A resume without --protect-tag: what an earlier run's --protect-tag held back
-    (protected, or its tags unread) is held back again, failed with the same code, and
-    never sent. With the rail given again, it checks them again itself."""
-    if not railed or flags.protect_tags:
-        return {}
+) -> tuple[dict[Pair, dict[str, Outcome]], tuple[str, ...]]:
+    """A resume: what an earlier run's --protect-tag held back (protected, or its tags
+    unread) is held back again, failed with the same code, never sent, unless this resume
+    gives that rail again (then it checks them again itself); a rail the record does not
+    name (an older swarm's) is taken as given by any --protect-tag. Returns them, and the
+    rails that held them."""
     held: dict[Pair, dict[str, Outcome]] = {}
+    rails: dict[str, None] = {}
+    given = set(flags.protect_tags)
     for pair, ids in groups.items():
         for i in ids:
-            code = railed.get(i)
-            if code is not None:
-                message = (
-                    "an earlier run's --protect-tag held it back; not sent (give "
-                    "--protect-tag again to check it again)"
-                )
-                held.setdefault(pair, {})[i] = Outcome(Kind.PERMANENT, code, message)
+            record = railed.get(i)
+            if record is None:
+                continue
+            earlier = rail_of(record.message)
+            if (given and earlier is None) or (earlier and given.issuperset(earlier)):
+                continue
+            rails.update(dict.fromkeys(earlier or ()))
+            # The rail named again, so that a later resume holds it back by the same one.
+            message = "an earlier run's --protect-tag held it back; not sent: give that " + (
+                f"rail again to check it again {rail_note(earlier)}"
+                if earlier
+                else "rail again (--protect-tag) to check it again"
+            )
+            held.setdefault(pair, {})[i] = Outcome(Kind.PERMANENT, record.code, message)
     count = sum(map(len, held.values()))
     if count:
+        shown = " ".join(f"--protect-tag {shlex.quote(r)}" for r in rails) or "--protect-tag"
         err.print(
-            f"resume: {count} {one_or_more(noun)} an earlier run's --protect-tag held back "
-            "(protected, or their tags unread) are held back again, not sent: this resume has no "
-            "--protect-tag; give it again to check them again",
+            f"resume: {count} {one_or_more(noun)} an earlier run's {shown} held back "
+            "(protected, or their tags unread) are held back again, not sent: this resume "
+            f"does not give that rail; give it again ({shown}) to check them again",
             markup=False,
         )
-    return held
+    return held, tuple(rails)
 
 
 NOT_SELECTED = Outcome(
@@ -387,7 +401,7 @@ def _run_action(
     # record so: those are looked up too (and never sent), or the ledger keeps them pending.
     maybe: set[str] | None = set() if selecting and writes_ledger else None
     # What a rail of an earlier run held back: without that rail now, it stays unsent.
-    railed: dict[str, str] = {}
+    railed: dict[str, Record] = {}
     done = (
         succeeded(
             flags.ledger,
@@ -441,7 +455,7 @@ def _run_action(
                 markup=False,
             )
     groups = {p: ids for p, ids in groups.items() if ids}
-    held = _held_by_rail(groups, railed, flags, spec.resource, err)
+    held, held_by = _held_by_rail(groups, railed, flags, spec.resource, err)
     # (Those no longer selected are looked up, never sent: no rail counts them.)
     total = sum(len(ids) for ids in groups.values()) - sum(map(len, unselected.values()))
     try:
@@ -553,7 +567,9 @@ def _run_action(
         if report.exit_code in (0, EXIT_FAILED):  # a rail that could not see refused them
             report.exit_code = EXIT_REFUSED
     follow_up(spec, flags, job, report, reach, err)
-    report.retry_args = retry_args(spec, flags)
+    report.retry_args = retry_args(spec, flags) + tuple(
+        part for rail in held_by for part in ("--protect-tag", rail)
+    )
     step_summary(report, err)
     if flags.report:
         save_report(report, flags.report, err)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -104,7 +105,7 @@ def protected_by_tags(
         return {}
     unread = describe_missing(groups, reach, options, found, err)
     tags = {i: found[i].tags for ids in groups.values() for i in ids if i in found}
-    return _settle(groups, tags, unread, predicate, spec.resource, err)
+    return _settle(groups, tags, unread, predicate, spec.resource, err, flags.protect_tags)
 
 
 def protected_resources(
@@ -128,7 +129,7 @@ def protected_resources(
         for i in ids
         if i not in tags
     }
-    return _settle(groups, tags, unread, predicate, operation.resource, err)
+    return _settle(groups, tags, unread, predicate, operation.resource, err, flags.protect_tags)
 
 
 def read_protected_tags(
@@ -167,10 +168,15 @@ def _settle(
     predicate: TagPredicate,
     noun: str,
     err: Console,
+    specs: Sequence[str],
 ) -> dict[Pair, dict[str, Outcome]]:
-    """Protected IDs and IDs whose tags could not be read, each settled failed, unsent."""
+    """Protected IDs and IDs whose tags could not be read, each settled failed, unsent;
+    each one's message names the rail (``specs``), for a resume to hold it back by."""
+    named = rail_note(specs)
     refused = Outcome(
-        Kind.PERMANENT, PROTECTED_CODE, "carries a tag that --protect-tag protects; not sent"
+        Kind.PERMANENT,
+        PROTECTED_CODE,
+        f"carries a tag that --protect-tag protects; not sent {named}",
     )
     settled: dict[Pair, dict[str, Outcome]] = {}
     for pair, ids in groups.items():
@@ -179,7 +185,7 @@ def _settle(
                 settled.setdefault(pair, {})[i] = Outcome(
                     Kind.PERMANENT,
                     UNVERIFIED_CODE,
-                    f"--protect-tag could not read its tags ({unread[i]}); not sent",
+                    f"--protect-tag could not read its tags ({unread[i]}); not sent {named}",
                 )
             elif i in tags and predicate(tags[i]):
                 settled.setdefault(pair, {})[i] = refused
@@ -196,6 +202,28 @@ def _settle(
             f"{example}): they will not be sent, and are recorded failed ({UNVERIFIED_CODE})",
         )
     return settled
+
+
+def rail_note(specs: Sequence[str]) -> str:
+    """The rail, as a record's message ends with it: ``(rail: --protect-tag keep)``."""
+    return "(rail: " + " ".join(f"--protect-tag {shlex.quote(s)}" for s in specs) + ")"
+
+
+def rail_of(message: str | None) -> tuple[str, ...] | None:
+    """The ``--protect-tag`` specs a record's message names (see :func:`rail_note`);
+    None when it names none (a record of an older swarm)."""
+    if not message or not message.endswith(")"):
+        return None
+    start = message.rfind("(rail: ")
+    if start < 0:
+        return None
+    try:
+        words = shlex.split(message[start + len("(rail: ") : -1])
+    except ValueError:
+        return None
+    if not words or len(words) % 2 or any(w != "--protect-tag" for w in words[::2]):
+        return None
+    return tuple(words[1::2])
 
 
 def unverified_count(settled: Mapping[Pair, Mapping[str, Outcome]]) -> int:

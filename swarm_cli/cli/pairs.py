@@ -24,6 +24,7 @@ from ..ledger import (
     REACHED_CODE,
     Damaged,
     LedgerError,
+    Record,
     describe_damage,
     fold,
     may_have_acted,
@@ -377,7 +378,7 @@ def succeeded(
     pending: set[str] | None = None,
     recorded: Recorded | None = None,
     unconfirmed: set[str] | None = None,
-    railed: dict[str, str] | None = None,
+    railed: dict[str, Record] | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending`` and ``recorded`` (with where), when given, the IDs a run may have acted
@@ -390,7 +391,7 @@ def succeeded(
     done: it goes into ``unconfirmed`` (and ``recorded``), to be looked up again.
 
     Into ``railed``, when given: the IDs a rail held back unsent (``--protect-tag``: a
-    protected one, or one whose tags it could not read), with that record's code.
+    protected one, or one whose tags it could not read), with that record.
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -427,7 +428,7 @@ def succeeded(
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
     if railed is not None:
         railed.update(
-            (r.id, r.code or "")
+            (r.id, r)
             for (act, _), r in state.items()
             if act == action and r.status == "failed" and r.code in RAIL_CODES
         )
