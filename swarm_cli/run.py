@@ -255,12 +255,16 @@ class _PairProblems(Subscriber):
 
 
 class Budget(Subscriber):
-    """``--max-errors``: once more intents than that have failed (or are missing), every
-    pair stops sending."""
+    """``--max-errors``: once more intents than that have failed (or are missing, unless
+    ``missing_ok``: then a missing one is done, as for the exit code), every pair stops
+    sending."""
 
-    def __init__(self, limit: int, stop: Callable[[Outcome], None]) -> None:
+    def __init__(
+        self, limit: int, stop: Callable[[Outcome], None], *, missing_ok: bool = False
+    ) -> None:
         self.limit = limit
         self.spent: Outcome | None = None
+        self.missing_ok = missing_ok
         self._stop = stop
         self._failed = 0
         self._lock = threading.Lock()
@@ -269,7 +273,8 @@ class Budget(Subscriber):
         self._count(event)
 
     def on_missing(self, event: Missing) -> None:
-        self._count(event)
+        if not self.missing_ok:
+            self._count(event)
 
     def _count(self, event: Resolved) -> None:
         # Only what EC2 refused counts: an intent a rail settled unsent (attempts 0) does not.
@@ -283,8 +288,9 @@ class Budget(Subscriber):
             self.spent = Outcome(
                 Kind.UNREACHABLE,
                 "MaxErrors",
-                f"the failure budget is spent: {self._failed} failed or missing, over "
-                f"--max-errors {self.limit}",
+                f"the failure budget is spent: {self._failed} failed"
+                + ("" if self.missing_ok else " or missing")
+                + f", over --max-errors {self.limit}",
             )
         self._stop(self.spent)
 
@@ -440,7 +446,11 @@ def run(
         for lane in lanes:
             lane.engine.interrupt(signum)
 
-    budget = Budget(o.max_errors, stop_all) if o.max_errors is not None else None
+    budget = (
+        Budget(o.max_errors, stop_all, missing_ok=o.missing_ok)
+        if o.max_errors is not None
+        else None
+    )
     for pair, ids in job.groups.items():
         refused: Outcome | None = None
         try:

@@ -805,3 +805,26 @@ def test_rollback_without_a_budget_says_it_will_undo_nothing(tmp_path: Path) -> 
         )  # fmt: skip
     assert code == 0, err
     assert "without --max-errors, nothing is undone" in " ".join(err.split())
+
+
+def test_with_missing_ok_what_does_not_exist_spends_no_failure_budget(tmp_path: Path) -> None:
+    """--missing-ok counts a missing ID done: the plan predicted exit 0, and the run spent
+    its --max-errors 0 on the first missing one, stopped, and left the rest running."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(8)
+        unknown = ["i-0123456789abcdef0", "i-0123456789abcdef1"]
+        listed = write_ids(tmp_path / "ids.txt", [*unknown, *ids])
+        code, _out, err = swarm(
+            "plan", "stop", "--ids", listed, "--missing-ok", "--endpoint-url", box.endpoint
+        )
+        assert code == 0, err
+        code, report = act(
+            box,
+            "stop",
+            listed,
+            tmp_path / "l.jsonl",
+            *("--missing-ok", "--max-errors", "0", "--batch-size", "1"),
+        )
+        assert states(box, ids) <= {"stopping", "stopped"}
+    assert code == 0, report
+    assert report["counts"]["missing"] == 2 and report["counts"]["succeeded"] == 8
