@@ -90,6 +90,20 @@ def test_credentials_are_4(tmp_path: Path) -> None:
     assert "error: The config profile (nosuch) could not be found" in err
 
 
+def test_an_aws_profile_that_names_no_profile_is_4_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Met where the list's regions are checked, before --profile's own check would be.
+    monkeypatch.setenv("AWS_PROFILE", "nosuch")
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    for command in (("terminate", "--yes"), ("plan", "terminate")):
+        code, _, err = swarm(*command, "--ids", ids_file(tmp_path))
+        assert code == 4, err
+        assert "error: The config profile (nosuch) could not be found" in err
+        assert "Traceback" not in err and "--profile or AWS_PROFILE" in err
+
+
 def test_bad_input_lines_follow_their_error(tmp_path: Path) -> None:
     path = tmp_path / "ids.txt"
     path.write_text("nope\n")

@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from ..errors import (
+    EXIT_CREDENTIALS,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_LEDGER,
@@ -109,6 +110,11 @@ def as_swarm_error(exc: BaseException) -> SwarmError | None:
         return error_for(EXIT_LEDGER, f"{exc}; nothing was done")
     if isinstance(exc, LedgerError):  # a ledger that cannot be opened, read or created
         return error_for(EXIT_USAGE, str(exc))
+    if type(exc).__name__ == "ProfileNotFound" and "botocore" in type(exc).__module__:
+        # AWS_PROFILE naming no profile, met wherever a session is first made.
+        from ..ec2 import CREDENTIAL_HINTS
+
+        return error_for(EXIT_CREDENTIALS, f"{exc}: {CREDENTIAL_HINTS['ProfileNotFound']}")
     if isinstance(exc, OSError) and exc.errno in _FULL:
         # Standard output on a full disk (or a device that takes nothing): what the command
         # did is done, only not all said; a run's ledger holds it all.

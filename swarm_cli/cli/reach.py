@@ -124,12 +124,12 @@ def load_account_map(accounts_file: str | None, role_arn: str | None) -> dict[st
 def session_region(profile: str | None) -> str | None:
     from botocore.exceptions import ProfileNotFound
 
-    from ..ec2 import new_session
+    from ..ec2 import CREDENTIAL_HINTS, new_session
 
     try:
         region = new_session(profile=profile).region_name
     except ProfileNotFound as exc:
-        raise CredentialsError(str(exc)) from exc
+        raise CredentialsError(f"{exc}: {CREDENTIAL_HINTS['ProfileNotFound']}") from exc
     return str(region) if region else None
 
 
@@ -271,12 +271,12 @@ def client_error(exc: Exception) -> SwarmError:
     """Why no EC2 client could be made, as the error that stops the command."""
     from botocore.exceptions import NoRegionError, ProfileNotFound
 
-    from ..ec2 import CREDENTIAL_ERRORS, classify_exception
+    from ..ec2 import CREDENTIAL_ERRORS, CREDENTIAL_HINTS, classify_exception
 
     if isinstance(exc, NoRegionError):
         return UsageError("no AWS region: pass --region or set AWS_REGION")
     if isinstance(exc, ProfileNotFound):
-        return CredentialsError(str(exc))
+        return CredentialsError(f"{exc}: {CREDENTIAL_HINTS['ProfileNotFound']}")
     if isinstance(exc, CREDENTIAL_ERRORS):  # resolved when the client is made; nothing sent
         return CredentialsError(f"no usable credentials: {classify_exception(exc).message}")
     return UsageError(f"cannot set up the EC2 client: {exc}")
