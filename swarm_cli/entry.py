@@ -1,0 +1,34 @@
+"""The ``swarm`` command's first step: nothing imported yet but what Python has.
+
+The command line (typer, rich, swarm's own modules) takes a few hundredths of a second
+to import. Ctrl-C then, or a runner's SIGINT on a step it cancels as soon as it began,
+ends it as Ctrl-C does later before anything is sent: exit 130, one line (and with
+``--output json`` the one object), not a traceback and 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main() -> None:
+    try:
+        from .cli import main as run
+    except KeyboardInterrupt:
+        message = "interrupted by SIGINT while starting: nothing was read or sent"
+        if _wants_json(sys.argv[1:]):
+            found = {"exit_code": 130, "meaning": "interrupted (SIGINT)", "error": message}
+            sys.stdout.write(json.dumps(found, indent=2) + "\n")
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(130) from None
+    run()
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """As the command line reads --output json (``cli.exits``, not imported yet)."""
+    pairs = zip(argv, [*argv[1:], ""], strict=True)
+    return any(
+        a in ("--output=json", "-ojson") or (a in ("--output", "-o") and b == "json")
+        for a, b in pairs
+    )
