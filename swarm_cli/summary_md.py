@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
@@ -246,18 +247,27 @@ def append_step_summary(
 
 
 def append_ended_early(
-    command: str, code: int, meaning: str, message: str | None, env: Mapping[str, str] = os.environ
+    command: str,
+    code: int,
+    meaning: str,
+    message: str | None,
+    env: Mapping[str, str] = os.environ,
+    why: list[str] | None = None,
 ) -> str | None:
     """A command that ended without a run's summary (a usage error, a rail's refusal,
-    credentials): why, on the job's page too. The path, or None."""
+    credentials): why, on the job's page too. The path, or None (the reason into
+    ``why``)."""
     path = env.get("GITHUB_STEP_SUMMARY")
     if not path:
         return None
     lines = [f"## swarm {command}: exit {code} ({meaning})", ""]
     if message:
-        lines += ["```text", *message.replace("```", "'''").splitlines(), "```", ""]
+        # A fence longer than any run of backticks in the message: it shows as typed.
+        longest = max((len(run) for run in re.findall("`+", message)), default=0)
+        fence = "`" * max(3, longest + 1)
+        lines += [fence + "text", *message.splitlines(), fence, ""]
     lines += ["The step's log says more.", ""]
-    return _append(path, "\n".join(lines), None)
+    return _append(path, "\n".join(lines), why)
 
 
 def _append(path: str, text: str, why: list[str] | None) -> str | None:

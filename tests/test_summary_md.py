@@ -284,6 +284,17 @@ def test_a_run_refused_or_misused_in_a_job_says_why_on_its_page(
     assert "## swarm ec2 delete-snapshot: exit 2" in summary.read_text()
     assert "nope.txt" in summary.read_text()
 
+    # A name with backticks shows as typed, in a longer fence.
+    code, _out, _err = swarm("terminate", "--ids", str(tmp_path / "a```b.txt"))
+    assert code == 2 and "````text" in summary.read_text() and "a```b.txt" in summary.read_text()
+    # A summary that cannot be written: warned of; the exit code stands.
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "no" / "summary.md"))
+    code, _out, err = swarm("terminate", "--ids", str(tmp_path / "nope.txt"))
+    said = " ".join(err.split())
+    assert code == 2 and "could not append the summary to" in said
+    assert "No such file or directory" in said
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+
     # A run that wrote its own summary, and a plan, add nothing of this kind.
     summary.unlink()
     code, _out, _err = swarm("terminate", "--ids", ids, *common, "--yes")

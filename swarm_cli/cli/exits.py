@@ -293,7 +293,10 @@ def _summarize_early_end(argv: Sequence[str], code: int) -> None:
 
     command = " ".join(words[:2]) if words[0] == "ec2" and len(words) > 1 else words[0]
     meaning = "failed: see error" if code == EXIT_FAILED else exit_meaning(code)
-    append_ended_early(command, code, meaning, _json.error)
+    why: list[str] = []
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if append_ended_early(command, code, meaning, _json.error, why=why) is None and why:
+        warn(Console(stderr=True), f"could not append the summary to {path}: {why[0]}")
 
 
 # Options of one value whose repeat would drop what the first named: click keeps the last.
