@@ -59,6 +59,9 @@ class Prediction(str, enum.Enum):
     NOT_PERMITTED = "not permitted"
     # The instance could not be read (credentials, an endpoint that stayed down).
     UNKNOWN = "unknown"
+    # A resume by selection: a stopped run meant it, the selection made again leaves it
+    # out; still there, it is recorded failed (NotSelected), never sent.
+    NOT_SELECTED = "not selected"
 
 
 WOULD_FAIL = frozenset(
@@ -67,6 +70,7 @@ WOULD_FAIL = frozenset(
         Prediction.WRONG_STATE,
         Prediction.PROTECTED,
         Prediction.NOT_PERMITTED,
+        Prediction.NOT_SELECTED,
     }
 )
 # The predictions EC2 refuses inside a batch: each fails its call and splits the rest.

@@ -40,6 +40,7 @@ _STYLES = {
     Prediction.PROTECTED: "red",
     Prediction.NOT_PERMITTED: "bold red",
     Prediction.UNKNOWN: "magenta",
+    Prediction.NOT_SELECTED: "yellow",
 }
 
 

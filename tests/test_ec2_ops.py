@@ -1035,6 +1035,13 @@ def test_a_resume_by_filter_looks_up_what_a_killed_run_may_have_deleted_and_send
         "--max-count",
         "2",
     )
+    # Its dry run predicts as much: the one moved is not selected (a failure), the two
+    # gone are done.
+    code, out, err = swarm(*again, "--dry-run", "--output", "json")
+    assert code == 1, err
+    rows = {r["id"]: r["prediction"] for r in json.loads(out)["rows"]}
+    assert rows[moved] == "not selected"
+    assert [rows[i] for i in made[:2]] == ["already in target state"] * 2
     code, out, err = swarm(*again)
     assert code == 1, err
     assert "3 more a stopped run of the ledger may have deleted are not selected now" in err

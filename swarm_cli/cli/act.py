@@ -399,7 +399,8 @@ def _run_action(
     unconfirmed: set[str] | None = set() if waits else None
     # A selection made again no longer holds what a stopped run deleted before it could
     # record so: those are looked up too (and never sent), or the ledger keeps them pending.
-    maybe: set[str] | None = set() if selecting and writes_ledger else None
+    # (A dry run of such a resume predicts what the run would record of them.)
+    maybe: set[str] | None = set() if selecting and not flags.sandbox else None
     # What a rail of an earlier run held back: without that rail now, it stays unsent.
     railed: dict[str, Record] = {}
     done = (
@@ -522,6 +523,7 @@ def _run_action(
             err,
             operation,
             held,
+            {i for ids in unselected.values() for i in ids},
         )
     if operation is None:
         already = reconcile_resume(spec, flags, groups, reach, options, found, err, recorded)
@@ -745,10 +747,13 @@ def show_plan(
     err: Console,
     operation: Operation | None = None,
     held: Mapping[Pair, Mapping[str, Outcome]] | None = None,
+    unselected: set[str] | None = None,
 ) -> int:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing.
 
-    ``held``: what a resume holds back unsent (see :func:`_held_by_rail`), predicted so."""
+    ``held``: what a resume holds back unsent (see :func:`_held_by_rail`), predicted so;
+    ``unselected``: what a resume by selection looks up and never sends (gone, it is
+    done; still there, not selected)."""
     from ..plan import Prediction, estimate, make_plan
     from ..plan_view import render_plan, write_plan_ids
 
@@ -816,6 +821,21 @@ def show_plan(
             )
             if r.id in held.get(r.pair, {}) and r.prediction is Prediction.WOULD_ACT
             else r
+            for r in plan.rows
+        ]
+    if unselected:
+        from ..resume import GONE_IS_DONE
+
+        # As the run's look-up: gone is done where the action makes things vanish (a
+        # deletion, a terminate); what is still there is left out.
+        gone_done = operation is not None or spec.name in GONE_IS_DONE
+        kept = (Prediction.ALREADY, Prediction.IGNORED)
+        plan.rows = [
+            r
+            if r.id not in unselected or r.prediction in kept
+            else replace(r, prediction=Prediction.ALREADY, reason="gone: a stopped run's doing")
+            if r.prediction is Prediction.DOES_NOT_EXIST and gone_done
+            else replace(r, prediction=Prediction.NOT_SELECTED, reason=NOT_SELECTED.message or "")
             for r in plan.rows
         ]
     # The permission last, on an ID the run would send: never one a rail keeps back.
