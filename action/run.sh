@@ -70,17 +70,24 @@ if [ "$command" = plan ]; then
   # summary too, for the person who approves the run.
   plan_out=${SWARM_PLAN_OUT:-swarm-plan-ids.txt}
   echo "plan-ids=$plan_out" >>"$output"
-  table=$(mktemp)
-  trap 'rm -f "$table"' EXIT
   # Here swarm is a child, its table read after it: the runner's SIGINT and SIGTERM are
-  # passed on to it (and it stops as a run does), or it would go on after the step ended.
+  # passed on to it (and it stops as a run does), or it would go on after the step ended;
+  # one that comes before it started is passed on as it starts.
+  child="" signalled="" table=""
+  forward() {
+    signalled=$1
+    if [ -n "$child" ]; then kill -s "$1" "$child" 2>/dev/null || true; fi
+  }
+  trap 'forward INT' INT
+  trap 'forward TERM' TERM
+  trap 'if [ -n "$table" ]; then rm -f "$table"; fi' EXIT
+  table=$(mktemp)
   # Job control gives it a process group of its own, so each signal reaches it once.
   set -m
   COLUMNS=${COLUMNS:-160} swarm "${args[@]}" --plan-out "$plan_out" >"$table" &
   child=$!
   set +m
-  trap 'kill -INT "$child" 2>/dev/null || true' INT
-  trap 'kill -TERM "$child" 2>/dev/null || true' TERM
+  if [ -n "$signalled" ]; then forward "$signalled"; fi
   status=0
   while :; do
     wait "$child" && status=0 || status=$?
