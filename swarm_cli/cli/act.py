@@ -663,7 +663,7 @@ def reconcile_operation(
     already = sum(len(v) for v in done.values())
     err.print(
         f"resume: {api} shows {already} of {count} already {operation.verb} (to be recorded "
-        f"done, not sent); {count - already} to send"
+        f"done, not sent); {count - already} not done yet"
         + (f" ({count - checked} could not be read: they are sent)" if checked < count else ""),
         markup=False,
     )

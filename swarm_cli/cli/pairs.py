@@ -504,7 +504,7 @@ def reconcile_resume(
     text = (
         f"resume: DescribeInstances shows {seen.already} of {seen.checked} already "
         f"{done_words(spec.name)} (to be recorded done, not sent); "
-        f"{seen.checked - seen.already} to send"
+        f"{seen.checked - seen.already} not done yet"
     )
     if seen.unread:
         why = f" ({seen.why})" if seen.why else ""
