@@ -80,6 +80,19 @@ def _step_env(tmp_path: Path, box: Sandbox, **inputs: str) -> dict[str, str]:
     return env
 
 
+def _start(script: Path, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """A step's script, started as a runner starts it: no terminal, output captured."""
+    return subprocess.Popen(
+        ["bash", str(script)],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
@@ -187,15 +200,7 @@ def test_a_cancelled_plan_step_stops_its_swarm_and_leaves_no_file_behind(
         env = _step_env(tmp_path, box, command="plan", ids=write_ids(tmp_path / "ids.txt", ids))
         env["TMPDIR"] = str(tmp_path / "tmp")
         (tmp_path / "tmp").mkdir()
-        step = subprocess.Popen(
-            ["bash", str(ACTION_STEP)],
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        step = _start(ACTION_STEP, env, tmp_path)
         wait_until(lambda: box.calls_by("DescribeInstances") >= 1, step)
         (child,) = _children(step.pid)
         assert "plan" in _cmdline(child)
@@ -389,17 +394,7 @@ def test_the_k8s_shard_script_covers_every_pair_once(tmp_path: Path) -> None:
                 SWARM_LEDGERS=str(tmp_path / "ledgers"),
                 SWARM_ARGS="--max-count 18",
             )
-            pods.append(
-                subprocess.Popen(
-                    ["bash", str(K8S_STEP)],
-                    env=env,
-                    cwd=tmp_path,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
+            pods.append(_start(K8S_STEP, env, tmp_path))
         for index, pod in enumerate(pods):
             _, err = pod.communicate(timeout=120)
             assert pod.returncode == 0, err
