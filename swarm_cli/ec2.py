@@ -236,19 +236,34 @@ def new_session(
     """A boto3 session sharing one botocore data loader with every other of this process.
 
     EC2's service model is a large JSON file: a session of its own reads and parses
-    it again, which costs a run's start a tenth of a second per session.
+    it again, which costs a run's start a tenth of a second per session. ``profile`` is
+    read before anything else: ``--profile`` stands whatever AWS_PROFILE names.
     """
-    global _shared_loader
     import botocore.session
 
-    core = botocore.session.get_session()
+    core = botocore.session.Session(profile=profile) if profile else botocore.session.get_session()
+    return boto3.session.Session(
+        botocore_session=_sharing(core), profile_name=profile, region_name=region, **credentials
+    )
+
+
+def profileless_session(region: str | None = None, **credentials: str) -> boto3.session.Session:
+    """A session that reads no profile, whatever AWS_PROFILE names (one that does not
+    exist included): for botocore's models and endpoints, and the sandbox's own keys."""
+    import botocore.session
+
+    core = botocore.session.Session(session_vars={"profile": (None, None, None, None)})
+    return boto3.session.Session(botocore_session=_sharing(core), region_name=region, **credentials)
+
+
+def _sharing(core: Any) -> Any:
+    """``core`` with the process's one data loader."""
+    global _shared_loader
     if _shared_loader is None:
         _shared_loader = core.get_component("data_loader")
     else:
         core.register_component("data_loader", _shared_loader)
-    return boto3.session.Session(
-        botocore_session=core, profile_name=profile, region_name=region, **credentials
-    )
+    return core
 
 
 def unknown_regions(regions: Iterable[str]) -> list[str]:
@@ -257,7 +272,7 @@ def unknown_regions(regions: Iterable[str]) -> list[str]:
     Read from botocore's endpoints data, which the client loads anyway: asking the
     session for EC2's regions would load EC2's service model first, before any client.
     """
-    new_session()
+    profileless_session()
     endpoints = _shared_loader.load_data("endpoints")
     known = {region for partition in endpoints["partitions"] for region in partition["regions"]}
     return sorted(set(regions) - known)
@@ -272,13 +287,18 @@ def make_client(
     timeout: float = 30.0,
     credentials: Mapping[str, str] | None = None,
     renewing: Any = None,
+    profileless: bool = False,
 ) -> Any:
     """One client for every thread; botocore's own retries off so the window sees all.
 
     ``renewing``: botocore credentials that refresh themselves (an assumed role's), used
     instead of the fixed ``credentials`` so that a run may outlast a role session.
+    ``profileless``: no profile read (the sandbox's clients, with its own keys).
     """
-    session = new_session(profile=profile, region=region, **(credentials or {}))
+    if profileless:
+        session = profileless_session(region, **(credentials or {}))
+    else:
+        session = new_session(profile=profile, region=region, **(credentials or {}))
     if renewing is not None:
         # boto3 has no public setter; botocore's session reads this before any provider.
         session._session._credentials = renewing

@@ -38,6 +38,7 @@ def run_in_sandbox(
             endpoint_url=box.endpoint,
             max_pool=job.options.window.max_window,
             credentials=box.credentials(pair.account) if pair.account else CREDENTIALS,
+            profileless=True,
         )
         if operation is not None:
             from .operation_call import OperationCall
@@ -231,12 +232,12 @@ def rehearse(
 
 def check_in_sandbox(box: Sandbox, expected: str, console: Console) -> None:
     """--expect-account in a rehearsal: GetCallerIdentity on the sandbox's STS."""
-    from .ec2 import new_session
+    from .ec2 import profileless_session
     from .rails import check_account
     from .targets import ACCOUNT_ID
 
     credentials = box.credentials(expected) if ACCOUNT_ID.fullmatch(expected) else CREDENTIALS
-    session = new_session(**credentials)
+    session = profileless_session(**credentials)
     got = check_account(session, expected, endpoint_url=box.endpoint, region=box.config.region)
     console.print(f"account {got}: as expected (the sandbox's STS)", markup=False)
 

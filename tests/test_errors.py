@@ -11,6 +11,7 @@ from typing import Annotated
 
 import pytest
 import typer
+from test_cli import write_ids
 from typer.testing import CliRunner
 
 import swarm_cli
@@ -338,3 +339,26 @@ def test_a_list_or_a_ledger_given_twice_is_refused_before_anything_is_read(
     # A value that reads "--" ends nothing: the lists after it still count.
     code, _, err = swarm("stop", "--protect-tag", "--", "--ids", str(one), f"--ids={five}")
     assert code == 2 and "--ids is given 2 times" in err
+
+
+def test_profile_stands_whatever_aws_profile_names_and_the_sandbox_reads_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swarm_cli.cli.reach import default_region
+    from swarm_cli.ec2 import new_session
+
+    config = tmp_path / "config"
+    config.write_text("[profile good]\nregion = eu-west-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "nosuch")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    assert new_session(profile="good").region_name == "eu-west-1"
+    assert default_region(None, "good") == "eu-west-1"
+    # A rehearsal uses no AWS account: no profile is read, not even a missing one.
+    ids = write_ids(tmp_path / "ids.txt", [f"i-{n:017x}" for n in range(1, 4)])
+    code, _, err = swarm(
+        "terminate", "--ids", ids, "--region", "us-east-1", "--sandbox", "--progress", "none",
+        "--ledger", str(tmp_path / "l.jsonl"),
+    )  # fmt: skip
+    assert code == 0, err

@@ -201,9 +201,9 @@ def _spec(op: Operation) -> ActionSpec:
 def _model(api: str, id_param: str) -> Model:
     from botocore import xform_name
 
-    from ..ec2 import new_session
+    from ..ec2 import profileless_session
 
-    service = new_session(region="us-east-1").client("ec2").meta.service_model
+    service = profileless_session("us-east-1").client("ec2").meta.service_model
     shape = service.operation_model(api).input_shape.members.get(id_param)
     if shape is None:
         raise ValueError(f"{api} has no parameter {id_param}")

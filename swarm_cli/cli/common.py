@@ -88,11 +88,16 @@ def main_options(
 
 
 def require_sandbox() -> None:
+    """A command that runs against the sandbox alone: its extra is installed, and no AWS
+    profile is read (one AWS_PROFILE names that does not exist would fail moto's own
+    sessions; the sandbox has its keys)."""
     from ..sandbox import missing_extra
 
     problem = missing_extra()
     if problem:
         raise UsageError(problem)
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        os.environ.pop(name, None)
 
 
 def finish(

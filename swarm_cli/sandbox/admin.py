@@ -88,9 +88,10 @@ class SandboxAdmin(ABC):
         gives a client like any other, spending the buckets of its (account,
         region) pair; ``config`` is a ``botocore.config.Config`` for it.
         """
-        import boto3
+        from ..ec2 import profileless_session
 
-        client = boto3.client(
+        # The sandbox's own keys, whatever profile AWS_PROFILE names.
+        client = profileless_session().client(
             service,
             region_name=region or self.config.region,
             endpoint_url=self.endpoint,
