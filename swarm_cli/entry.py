@@ -8,21 +8,25 @@ ends it as Ctrl-C does later before anything is sent: exit 130, one line (and wi
 
 from __future__ import annotations
 
-import json
 import sys
 
 
 def main() -> None:
     try:
         from .cli import main as run
+
+        # Typer builds the command before the command line's own handling begins: a
+        # KeyboardInterrupt that comes out of it came before anything was read.
+        run()
     except KeyboardInterrupt:
+        import json
+
         message = "interrupted by SIGINT while starting: nothing was read or sent"
         if _wants_json(sys.argv[1:]):
             found = {"exit_code": 130, "meaning": "interrupted (SIGINT)", "error": message}
             sys.stdout.write(json.dumps(found, indent=2) + "\n")
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(130) from None
-    run()
 
 
 def _wants_json(argv: list[str]) -> bool:

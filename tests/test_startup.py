@@ -133,25 +133,29 @@ def test_an_unknown_command_still_lists_the_way_to_help() -> None:
     assert done.returncode == 2 and "No such command 'termnate'" in done.stderr
 
 
+@pytest.mark.parametrize("where", ["import", "build"])
 @pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
-def test_ctrl_c_while_the_command_line_is_imported_is_130_not_a_traceback(
-    json_output: bool,
+def test_ctrl_c_while_the_command_line_starts_is_130_not_a_traceback(
+    json_output: bool, where: str
 ) -> None:
-    """A runner's SIGINT in a step's first hundredths of a second lands while typer and
-    swarm's modules are imported; the import is made to meet it here."""
+    """A runner's SIGINT in a step's first tenths of a second lands while typer and swarm's
+    modules are imported, or while typer builds the command; each is made to meet it here."""
     argv = ["swarm", "terminate", "--ids", "x.txt", *(("-o", "json") if json_output else ())]
-    code = (
-        "import builtins, sys\n"
+    meet = (
+        "import builtins\n"
         "real = builtins.__import__\n"
         "def meet(name, globals=None, locals=None, fromlist=(), level=0):\n"
         "    if name == 'cli' and level == 1:\n"
         "        raise KeyboardInterrupt\n"
         "    return real(name, globals, locals, fromlist, level)\n"
         "builtins.__import__ = meet\n"
-        "from swarm_cli.entry import main\n"
-        f"sys.argv = {argv!r}\n"
-        "main()\n"
+        if where == "import"
+        else "import typer.main\n"
+        "def meet(*args, **kwargs):\n"
+        "    raise KeyboardInterrupt\n"
+        "typer.main.get_command = meet\n"
     )
+    code = f"import sys\n{meet}from swarm_cli.entry import main\nsys.argv = {argv!r}\nmain()\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 130, done.stderr
     assert done.stderr == "error: interrupted by SIGINT while starting: nothing was read or sent\n"
