@@ -328,3 +328,21 @@ def test_an_sts_that_hangs_is_a_refusal_after_two_tries_of_the_call_timeout(
     assert code == 3 and "cannot check the account" in err, err
     assert held == 2  # two tries, each given up after --call-timeout
     assert set(sandbox.states(ids).values()) == {"running"}
+
+
+@pytest.mark.parametrize("specs", [("keep",), ("x (rail: y",), ("a b", "c=d e"), ("it's",)])
+def test_a_records_rail_reads_back_whatever_its_tag_holds(specs: tuple[str, ...]) -> None:
+    from swarm_cli.cli.guards import rail_note, rail_of
+
+    note = rail_note(specs)
+    assert rail_of(f"carries a tag that --protect-tag protects; not sent {note}") == specs
+    # EC2's words before it may hold the note's head too.
+    why = "--protect-tag could not read its tags (boom (rail: --protect-tag z)); not sent"
+    assert rail_of(f"{why} {note}") == specs
+
+
+def test_a_rail_that_cannot_be_read_back_is_released_by_none() -> None:
+    from swarm_cli.cli.guards import UNREAD_RAIL, rail_of
+
+    assert rail_of("carries a tag that --protect-tag protects; not sent") is None  # older
+    assert rail_of("not sent (rail: --protect-tag 'cut short)") == UNREAD_RAIL

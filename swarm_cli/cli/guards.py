@@ -211,19 +211,27 @@ def rail_note(specs: Sequence[str]) -> str:
 
 def rail_of(message: str | None) -> tuple[str, ...] | None:
     """The ``--protect-tag`` specs a record's message names (see :func:`rail_note`);
-    None when it names none (a record of an older swarm)."""
-    if not message or not message.endswith(")"):
+    None when it names none (a record of an older swarm). One that names a rail this
+    cannot read (a hand-edited line) holds :data:`UNREAD_RAIL`, which no rail releases."""
+    head = "(rail: "
+    if not message or head not in message:
         return None
-    start = message.rfind("(rail: ")
-    if start < 0:
-        return None
-    try:
-        words = shlex.split(message[start + len("(rail: ") : -1])
-    except ValueError:
-        return None
-    if not words or len(words) % 2 or any(w != "--protect-tag" for w in words[::2]):
-        return None
-    return tuple(words[1::2])
+    # The note ends the message; what comes before it (EC2's words) and the specs
+    # themselves may hold its head too: the first place from which the rest reads whole.
+    start = message.find(head)
+    while start >= 0:
+        try:
+            words = shlex.split(message[start + len(head) : -1]) if message[-1] == ")" else []
+        except ValueError:
+            words = []
+        if words and len(words) % 2 == 0 and all(w == "--protect-tag" for w in words[::2]):
+            return tuple(words[1::2])
+        start = message.find(head, start + 1)
+    return UNREAD_RAIL
+
+
+# A rail a record names and that cannot be read back: held back until a new run decides.
+UNREAD_RAIL = ("(a rail this swarm cannot read back)",)
 
 
 def unverified_count(settled: Mapping[Pair, Mapping[str, Outcome]]) -> int:
