@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from .actions import ACTIONS
 from .ledger import IN_TRANSITION_CODE, PERMANENT_CODES
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
@@ -172,6 +173,19 @@ def storm_text(s: Snapshot, now: float) -> str | None:
     return (
         f"every call throttled for {duration(now - s.throttled_since)}: {STORM_WORDS}; "
         "nothing is lost, swarm goes on probing"
+    )
+
+
+def batch_words(report: Report) -> str:
+    """What a storm may owe to a fixed batch of several IDs where calls spend instance
+    tokens: each call needs that many at once, which a bucket smaller than that never
+    holds (``auto`` halves itself there)."""
+    spec = ACTIONS.get(report.action)
+    if report.auto_batch or report.batch_size <= 1 or spec is None or not spec.limits.instances:
+        return ""
+    return (
+        f"; or calls of {report.batch_size} IDs need more instance tokens at once than the "
+        "bucket holds (a smaller --batch-size, or auto, gets by)"
     )
 
 
@@ -813,7 +827,7 @@ def render_summary(report: Report, console: Console) -> None:
         if row.throttled_for is not None:
             say(
                 f"{where}every call throttled for the last {duration(row.throttled_for)}: "
-                f"{STORM_WORDS}",
+                f"{STORM_WORDS}{batch_words(report)}",
                 style="yellow",
             )
         elif fall is not None:

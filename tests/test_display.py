@@ -675,6 +675,15 @@ def test_a_run_whose_every_answer_is_a_throttle_says_so_live_in_logs_and_at_the_
     out = console()
     render_summary(Report(run="r", action="terminate", pairs=[row], elapsed_seconds=46.0), out)
     assert "every call throttled for the last 44s" in out.file.getvalue()  # type: ignore[attr-defined]
+    # A fixed batch of several IDs may need more instance tokens than the bucket holds.
+    said = {}
+    for auto in (False, True):
+        out = console()
+        report = Report(run="r", action="terminate", pairs=[row], batch_size=5, auto_batch=auto)
+        render_summary(report, out)
+        said[auto] = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
+    assert "calls of 5 IDs need more instance tokens at once than the bucket holds" in said[False]
+    assert "calls of 5 IDs" not in said[True]  # auto halves itself
 
     # One call let through ends it.
     stats(Event("answered", 47.0, cwnd=1, in_flight=0))
