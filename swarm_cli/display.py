@@ -769,7 +769,8 @@ def follow_ups(report: Report, *, stopped: bool = True) -> list[tuple[str, bool,
                 "rollback",
                 u["succeeded"] == undone["total"],
                 f"rollback ({undone['action']}): {u['succeeded']} of {undone['total']} undone"
-                + "".join(f", {u[k]} {k}" for k in ("failed", "missing", "pending") if u[k]),
+                + "".join(f", {u[k]} {k}" for k in ("failed", "missing", "pending") if u[k])
+                + (f"; to finish it: {undone['finish']}" if undone.get("finish") else ""),
             )
         )
         if undone.get("wait"):

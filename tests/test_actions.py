@@ -828,3 +828,29 @@ def test_with_missing_ok_what_does_not_exist_spends_no_failure_budget(tmp_path: 
         assert states(box, ids) <= {"stopping", "stopped"}
     assert code == 0, report
     assert report["counts"]["missing"] == 2 and report["counts"]["succeeded"] == 8
+
+
+def test_a_rollback_cut_short_names_the_command_that_finishes_it(tmp_path: Path) -> None:
+    """A resume of the run would stop again what the undo started: the summary names
+    `swarm rollback --run` instead, and it finishes the undo."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(6)
+        listed = write_ids(tmp_path / "ids.txt", [*ids, "i-0123456789abcdef0"])
+        ledger = tmp_path / "l.jsonl"
+        box.fail_action("StartInstances", 500, "InternalError", "no starts now")
+        code, report = act(
+            box,
+            "stop",
+            listed,
+            ledger,
+            *("--batch-size", "1", "--max-errors", "0", "--rollback", "--max-attempts", "2"),
+        )
+        assert code == 1 and report["rollback"]["counts"]["succeeded"] == 0, report
+        finish = report["rollback"]["finish"]
+        assert finish == f"swarm rollback {ledger} --run {report['run']}"
+        box.fail_action("StartInstances", None)
+        code, _out, err = swarm(
+            *finish.split()[1:], "--endpoint-url", box.endpoint, "--yes", "--progress", "none"
+        )
+        assert code == 0, err
+        assert states(box, ids) <= {"pending", "running"}

@@ -113,6 +113,12 @@ def follow_up(
                 undoing = Job(plan.action, groups, options)
                 follow_up(plan.action, replace(flags, rollback=False), undoing, undo, reach, err)
                 report.extra["rollback"] = undo.to_dict()
+                c = undo.counts
+                if ledger and c["pending"] + c["failed"]:
+                    # Cut short (a signal) or refused in part: the way to finish the undo,
+                    # rather than a resume of the run, which would act again on what it undid.
+                    finish = f"swarm rollback {shlex.quote(ledger)} --run {plan.run}"
+                    report.extra["rollback"]["finish"] = finish
                 report.signal = report.signal or undo.signal  # the command was stopped
                 if undo.exit_code:
                     report.exit_code = undo.exit_code
