@@ -570,7 +570,10 @@ def _run_action(
             report.exit_code = EXIT_REFUSED
     follow_up(spec, flags, job, report, reach, err)
     report.retry_args = retry_args(spec, flags) + tuple(
-        part for rail in held_by for part in ("--protect-tag", rail)
+        part
+        for rail in held_by
+        if rail not in flags.protect_tags
+        for part in ("--protect-tag", rail)
     )
     step_summary(report, err)
     if flags.report:
