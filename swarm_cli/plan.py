@@ -201,6 +201,9 @@ class Plan:
     # --missing-ok: an ID that does not exist is what the run wants (it records it
     # missing, and that counts done), not one that would fail.
     missing_ok: bool = False
+    # Rows a --protect-tag rail could not check (their tags unread, or held back so by an
+    # earlier run): the run sends none of them, records them RailUnverified and exits 3.
+    rail_unseen: int = 0
 
     @property
     def total(self) -> int:

@@ -135,6 +135,14 @@ def render_plan(plan: Plan, estimate: Estimate, console: Console) -> None:
     missing = plan.counts[Prediction.DOES_NOT_EXIST.value] if plan.missing_ok else 0
     done = f" (--missing-ok: the {missing} that do not exist count done)" if missing else ""
     console.print(f"predicted: {counts or 'nothing'}; {len(plan.would_fail)} would fail{done}")
+    if plan.rail_unseen:
+        console.print(
+            Text.assemble(
+                ("refused:", "bold red"),
+                f" {plan.rail_unseen} {one_or_more(plan.action.resource)} a rail could not "
+                "check would not be sent (RailUnverified: exit 3)",
+            )
+        )
     if plan.fatal is not None:
         console.print(
             Text.assemble(
@@ -211,6 +219,7 @@ def plan_json(plan: Plan, estimate: Estimate) -> dict[str, Any]:
         "counts": plan.counts,
         "would_fail": len(plan.would_fail),
         "unknown": len(plan.unknown),
+        "rail_unverified": plan.rail_unseen,
         "would_act": sum(len(ids) for ids in plan.acting_ids().values()),
         "protection_checked": plan.protection_checked,
         "unchecked": plan.unchecked,

@@ -146,3 +146,50 @@ def test_a_resume_without_the_protect_tag_sends_none_whose_tags_were_unread(
     states = sandbox.states(ids)
     assert [states[i] for i in ids[:2]] == ["running"] * 2
     assert {states[i] for i in ids[2:]} <= {"shutting-down", "terminated"}
+
+
+def test_a_plan_of_a_rail_that_cannot_see_exits_3_as_the_run_does(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(4)
+    sandbox.client().create_tags(Resources=ids[:2], Tags=[{"Key": "keep", "Value": "yes"}])
+    sandbox.fail_action("DescribeInstances", *DENIED)
+    listed = write_ids(tmp_path / "ids.txt", ids)
+    where = ("--endpoint-url", sandbox.endpoint, "--protect-tag", "keep")
+    code, out, err = swarm("plan", "terminate", "--ids", listed, *where, "-o", "json")
+    assert code == EXIT_REFUSED, err
+    plan = json.loads(out)
+    assert plan["exit_code"] == EXIT_REFUSED and plan["rail_unverified"] == 4
+    assert {row["prediction"] for row in plan["rows"]} == {"unknown"}
+    code, out, err = swarm("plan", "terminate", "--ids", listed, *where)
+    assert code == EXIT_REFUSED
+    assert "refused: 4 instance(s) a rail could not check would not be sent" in out, out
+    # Without the rail the same plan predicts them unknown, and the run would send them.
+    code, out, err = swarm("plan", "terminate", "--ids", listed, "--endpoint-url", sandbox.endpoint)
+    assert code == 1, err
+    assert "a rail could not check" not in out
+    code, report = terminate_json(sandbox, listed, tmp_path / "l.jsonl", "--protect-tag", "keep")
+    assert code == EXIT_REFUSED and report["rail_unverified"] == 4
+
+
+def test_a_plan_of_an_operation_whose_tags_cannot_be_read_exits_3_as_the_run_does(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(3)
+    sandbox.fail_action("DescribeTags", *FAILING)
+    listed = write_ids(tmp_path / "ids.txt", ids)
+    args = ("ec2", "create-tags", "--ids", listed, "--tag", "a=b", "--protect-tag", "keep")
+    where = ("--endpoint-url", sandbox.endpoint, "--max-attempts", "2")
+    code, out, err = swarm(*args, *where, "--dry-run", "-o", "json")
+    assert code == EXIT_REFUSED, err
+    plan = json.loads(out)
+    assert plan["rail_unverified"] == 3
+    assert {row["prediction"] for row in plan["rows"]} == {"unknown"}
+    code, out, err = swarm(
+        *args, *where, "--yes", "--ledger", str(tmp_path / "l.jsonl"), "-o", "json"
+    )
+    assert code == EXIT_REFUSED, err
+    assert json.loads(out)["rail_unverified"] == 3
+    sandbox.fail_action("DescribeTags", None)
+    tags = sandbox.client().describe_tags(Filters=[{"Name": "key", "Values": ["a"]}])["Tags"]
+    assert tags == []

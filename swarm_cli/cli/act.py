@@ -144,7 +144,8 @@ EXIT_CODES = (
 )
 PLAN_EXIT_CODES = (
     "Exit codes: 0 every one would be acted on, or is already done · 1 some would fail or "
-    "could not be read · 2 bad usage or input · 3 refused by a rail · 4 credentials or "
+    "could not be read · 2 bad usage or input · 3 refused by a rail (as the run: "
+    "--protect-tag unable to read tags) · 4 credentials or "
     "permission · 74 the plan (--plan-out, or the output) could not be written · 130 "
     "interrupted (Ctrl-C)."
 )
@@ -804,9 +805,13 @@ def show_plan(
             else r
             for r in plan.rows
         ]
+        plan.rail_unseen = sum(r.id not in read.get(r.pair, {}) for r in plan.rows)
     elif predicate is not None:
         # As the run will: a tagged instance is recorded failed (Protected), never sent;
-        # one whose tags could not be read is already predicted unknown.
+        # one whose tags could not be read is already predicted unknown (and refused).
+        plan.rail_unseen = sum(
+            r.info is None and r.prediction is Prediction.UNKNOWN for r in plan.rows
+        )
         plan.rows = [
             replace(r, prediction=Prediction.PROTECTED, reason="carries a --protect-tag tag")
             if r.info is not None and predicate(r.info.tags)
@@ -814,6 +819,12 @@ def show_plan(
             for r in plan.rows
         ]
     if held:
+        plan.rail_unseen += sum(
+            r.id in held.get(r.pair, {})
+            and r.prediction is Prediction.WOULD_ACT
+            and held[r.pair][r.id].code != PROTECTED_CODE
+            for r in plan.rows
+        )
         plan.rows = [
             replace(
                 r,
@@ -867,6 +878,8 @@ def show_plan(
     code = (
         EXIT_CREDENTIALS
         if plan.fatal is not None
+        else EXIT_REFUSED  # as the run: a rail that could not see refuses
+        if plan.rail_unseen
         else EXIT_FAILED
         if plan.would_fail or plan.unknown or unchecked  # a permission not checked is unread
         else 0
