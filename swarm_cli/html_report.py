@@ -24,6 +24,8 @@ MAX_PROBLEM_ROWS = 1000  # the ledger has them all; a page this long is already 
 MESSAGE_CHARS = (
     500  # of one message (EC2's NotFound names every ID of a call): the ledger has it whole
 )
+CODE_CHARS = 80  # of an error code: EC2's are a few words; an endpoint's may be anything
+NOTE_CHARS = 1000  # of a fatal error's message in a note
 
 # Chart geometry, in SVG user units (the charts scale down with the page).
 _WIDTH = 760
@@ -67,6 +69,7 @@ th { background: #f6f8fa; font-weight: 600; vertical-align: bottom; }
 td.n, th.n { text-align: right; }
 td.n, td.id, .nw { white-space: nowrap; }
 td.msg { max-width: 460px; overflow-wrap: anywhere; }
+code { overflow-wrap: anywhere; }
 code, td.id { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace;
   font-size: 12.5px; }
 figure { margin: 8px 0 18px; break-inside: avoid; }
@@ -224,9 +227,12 @@ def _notes(report: Report) -> str:
         items.append(("bad", "gave up: the endpoint stayed unreachable"))
     from .display import follow_ups
 
-    items += [("ok" if ok else "bad", _e(line)) for _, ok, line in follow_ups(report)]
+    items += [
+        ("ok" if ok else "bad", _e(_cut(line, NOTE_CHARS))) for _, ok, line in follow_ups(report)
+    ]
     if report.ledger_error:
-        items.append(("bad", f"ledger NOT fully written: {_e(report.ledger_error)}"))
+        error = _cut(report.ledger_error, NOTE_CHARS)
+        items.append(("bad", f"ledger NOT fully written: {_e(error)}"))
     if report.unrecorded:
         items.append(("bad", f"{report.unrecorded} outcome(s) could not be recorded"))
     if not items:
@@ -236,9 +242,11 @@ def _notes(report: Report) -> str:
 
 
 def _reason(reason: Reason) -> str:
-    if reason.code and reason.message:
-        return f"<code>{_e(reason.code)}</code>: {_e(reason.message)}"
-    return _e(reason.message or reason.code or "unknown")
+    code = _cut(reason.code or "", CODE_CHARS)
+    message = _cut(reason.message or "", NOTE_CHARS)
+    if code and message:
+        return f"<code>{_e(code)}</code>: {_e(message)}"
+    return _e(message or code or "unknown")
 
 
 # --- pairs ---------------------------------------------------------------------------------
@@ -312,7 +320,10 @@ def _pair_notes(row: PairReport) -> str:
     if row.gave_up:
         items.append(("bad", "gave up: the endpoint stayed unreachable"))
     if row.errors:
-        codes = ", ".join(f"<code>{_e(code)}</code> &times;{n}" for code, n in row.errors.items())
+        codes = ", ".join(
+            f"<code>{_e(_cut(code, CODE_CHARS))}</code> &times;{n}"
+            for code, n in row.errors.items()
+        )
         items.append(("", f"errors: {codes}"))
     lis = "".join(
         f'<li class="{cls}">{text}</li>' if cls else f"<li>{text}</li>" for cls, text in items
@@ -540,13 +551,14 @@ def _problem_row(p: Problem) -> str:
     cells = (
         f'<td class="id">{_e(p.id)}</td><td>{_e(p.region or "")}</td>'
         f'<td>{_e(p.account or "")}</td><td class="status {_e(p.status)}">{_e(p.status)}</td>'
-        f'<td><code>{_e(p.code or "")}</code></td><td class="msg">{_e(message)}</td>'
+        f"<td><code>{_e(_cut(p.code or '', CODE_CHARS))}</code></td>"
+        f'<td class="msg">{_e(message)}</td>'
     )
     return f"<tr>{cells}</tr>"
 
 
-def _cut(message: str) -> str:
-    return message if len(message) <= MESSAGE_CHARS else message[: MESSAGE_CHARS - 1] + "…"
+def _cut(message: str, most: int = MESSAGE_CHARS) -> str:
+    return message if len(message) <= most else message[: most - 1] + "…"
 
 
 # --- helpers -------------------------------------------------------------------------------

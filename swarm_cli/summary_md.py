@@ -16,6 +16,8 @@ CHART_PAIRS = 4  # lines in one chart; more would be a tangle
 PALETTE = (("blue", "#1f77b4"), ("orange", "#ff7f0e"), ("green", "#2ca02c"), ("red", "#d62728"))
 ORDER = ("failed", "pending", "missing")  # what needs doing first, first
 MESSAGE_CHARS = 300  # of one message in the table (EC2's NotFound names every ID of a call)
+CODE_CHARS = 80  # of an error code: EC2's are a few words; an endpoint's may be anything
+NOTE_CHARS = 1000  # of what one note quotes (a fatal error's message, a follow-up)
 PAIR_ROWS = 200  # pairs shown in the pairs table; the rest are counted
 # GitHub refuses a step's summary over 1 MiB, and then shows none of it: past this, only
 # the title, the notes and the counts are written.
@@ -28,11 +30,16 @@ def cell(value: object) -> str:
     return "" if value is None else markdown_text(value)
 
 
-def _cut(message: str | None) -> str | None:
-    """A message cut to MESSAGE_CHARS characters (shown literally by ``cell``)."""
-    if message is None or len(message) <= MESSAGE_CHARS:
+def _cut(message: str | None, most: int = MESSAGE_CHARS) -> str | None:
+    """A message cut to ``most`` characters (shown literally by ``cell``)."""
+    if message is None or len(message) <= most:
         return message
-    return message[: MESSAGE_CHARS - 1] + "…"
+    return message[: most - 1] + "…"
+
+
+def _note(value: str | None) -> str:
+    """What a note quotes, cut and shown literally: an error's message may be megabytes."""
+    return cell(_cut(value, NOTE_CHARS))
 
 
 def _number(value: float) -> str:
@@ -91,22 +98,24 @@ def _title(report: Report) -> str:
     dry = " (dry run)" if report.dry_run else ""
     undoes = report.extra.get("undoes")
     runs = "runs" if undoes and ", " in undoes else "run"
-    what = f"rollback of {runs} {undoes} ({report.action})" if undoes else report.action
+    # A run's ID is what its ledger says: anyone's text.
+    what = f"rollback of {runs} {cell(undoes)} ({report.action})" if undoes else report.action
     return f"## swarm {what}{dry}: {', '.join(parts)} in {report.elapsed_seconds:.1f}s"
 
 
 def _notes(report: Report) -> list[str]:
     notes = []
     if report.fatal:
-        notes.append(f"**Stopped:** {cell(report.fatal.code)}: {cell(report.fatal.message)}")
+        fatal = report.fatal
+        notes.append(f"**Stopped:** {cell(_cut(fatal.code, CODE_CHARS))}: {_note(fatal.message)}")
     elif report.stopped:
-        notes.append(f"**Stopped early:** {cell(report.stopped.message or report.stopped.code)}")
+        notes.append(f"**Stopped early:** {_note(report.stopped.message or report.stopped.code)}")
     if report.interrupted:
         notes.append(
             f"**Interrupted** by {cell(report.signal)}: what was not done is recorded as pending."
         )
     if report.ledger_error:
-        notes.append(f"**Ledger not fully written:** {cell(report.ledger_error)}")
+        notes.append(f"**Ledger not fully written:** {_note(report.ledger_error)}")
     from .display import STORM_WORDS, duration, follow_ups
 
     heads = {
@@ -116,7 +125,7 @@ def _notes(report: Report) -> list[str]:
         "rollback_stopped": "Not rolled back",
     }
     for what, ok, line in follow_ups(report):
-        notes.append(f"**{heads[what]}:** {cell(line)}" + ("" if ok else " ⚠️"))
+        notes.append(f"**{heads[what]}:** {_note(line)}" + ("" if ok else " ⚠️"))
 
     for p in report.pairs:
         if p.throttled_for is not None:
@@ -180,7 +189,8 @@ def _problems(
     for p in ranked[:limit]:
         place = f" {cell(p.account or '—')} | {cell(p.region)} |" if several else ""
         message = _cut(own_part(p.message or "", p.id))
-        out.append(f"| {cell(p.id)} | {cell(p.status)} | {cell(p.code)} |{place} {cell(message)} |")
+        code = cell(_cut(p.code, CODE_CHARS))
+        out.append(f"| {cell(p.id)} | {cell(p.status)} | {code} |{place} {cell(message)} |")
     if len(problems) > limit:
         where = "see the ledger" if has_ledger else "the run wrote no ledger"
         if has_ledger and failed:
@@ -243,6 +253,11 @@ def append_step_summary(
         # What is there already (a plan's table) and this would pass GitHub's limit.
         short = [_title(report), "", *(f"{n}\n" for n in _notes(report)), *_counts_table(report)]
         text = "\n".join([*short, "", "(the rest is left out: the summary would pass 1 MiB)", ""])
+        if there + len(text.encode()) > SUMMARY_BYTES:
+            # Not even that fits: GitHub would show none of the page, what was there too.
+            if why is not None:
+                why.append(f"the page holds {there} bytes, and GitHub shows none past 1 MiB")
+            return None
     return _append(path, text, why)
 
 
@@ -277,9 +292,22 @@ def _append(path: str, text: str, why: list[str] | None) -> str | None:
         fd = os.open(path, flags, 0o666)  # a text file: not executable
         os.set_blocking(fd, True)
         with open(fd, "a", encoding="utf-8") as file:
-            file.write(text)
+            # After a page whose last line has no end, a heading would not be one.
+            file.write(text if _ends_a_line(path) else "\n" + text)
     except OSError as exc:
         if why is not None:
             why.append(exc.strerror or str(exc))
         return None
     return path
+
+
+def _ends_a_line(path: str) -> bool:
+    """Whether the file is empty or ends with a line's end (unreadable: taken as so)."""
+    try:
+        with open(path, "rb") as file:
+            if file.seek(0, os.SEEK_END) == 0:
+                return True
+            file.seek(-1, os.SEEK_END)
+            return file.read(1) == b"\n"
+    except OSError:
+        return True

@@ -396,3 +396,25 @@ def test_the_rollback_after_the_run_is_a_note_in_words() -> None:
     (summary,) = root.select("dl", "summary")
     terms = [n.all_text() for n in summary.select("dt")]
     assert "rollback" not in terms and "sandbox" in terms  # no raw JSON of what is said
+
+
+def test_an_endpoints_megabyte_error_and_long_code_are_cut_in_the_page() -> None:
+    """A fatal error's message is whatever the endpoint said (a megabyte, say), and a
+    code too: the page quotes a part of each, in the notes, the pair's notes and the
+    problem table."""
+    from swarm_cli.html_report import CODE_CHARS, NOTE_CHARS
+
+    code, message = "Code" + "X" * 600, "m" * 1_200_000
+    report = make_report(problems=[Problem("i-1", "failed", code, "short")])
+    report.pairs[0].fatal = Reason(code, message)  # the run's too
+    report.pairs[0].errors = {code: 3}
+    page = render_html(report)
+    assert len(page) < 100_000
+    root = parse(page)
+    note = root.select("ul", "notes")[0].select("li")[0].all_text()
+    shown_code, _, shown_message = note.removeprefix("stopped: ").partition(": ")
+    assert len(shown_code) == CODE_CHARS and len(shown_message) == NOTE_CHARS
+    (table,) = root.select("table", "problems")
+    cells = table.select("tbody")[0].select("tr")[0].select("td")
+    assert len(cells[4].all_text()) == CODE_CHARS and cells[4].all_text().endswith("…")
+    assert "code { overflow-wrap: anywhere; }" in page

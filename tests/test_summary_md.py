@@ -301,3 +301,42 @@ def test_a_run_refused_or_misused_in_a_job_says_why_on_its_page(
     assert code == 0 and summary.read_text().startswith("## swarm terminate: 3 of 3")
     code, _out, _err = swarm("terminate", "--ids", ids, *common, "--dry-run")
     assert summary.read_text().count("## swarm") == 1
+
+
+def test_a_rollbacks_heading_shows_the_ledgers_run_id_as_text() -> None:
+    """The run ID a rollback undoes is the ledger's, which anyone may have edited."""
+    hostile = "r1\n\n# PWNED\n<details open><summary>\x1b[31mX</summary>\u202eabc"
+    text = markdown_summary(replace(recorded_report(), action="start", extra={"undoes": hostile}))
+    title = text.splitlines()[0]
+    assert title.startswith("## swarm rollback of run r1") and title.endswith("in 61.5s")
+    assert "<details" not in text and "\x1b" not in text and "\u202e" not in text
+    assert "\n# PWNED" not in text
+
+
+def test_an_endpoints_megabyte_error_is_cut_and_a_full_page_gets_nothing(tmp_path: Path) -> None:
+    from swarm_cli.report import Reason
+    from swarm_cli.summary_md import CODE_CHARS, NOTE_CHARS, SUMMARY_BYTES
+
+    report = recorded_report()
+    report.pairs[0].fatal = Reason("Code" + "X" * 600, "m" * 1_200_000)  # the run's too
+    report.problems[0] = replace(report.problems[0], code="C" * 600)
+    text = markdown_summary(report)
+    assert len(text.encode()) < 64 * 1024
+    (note,) = [line for line in text.splitlines() if line.startswith("**Stopped:**")]
+    assert "X" * (CODE_CHARS - 5) in note and "X" * CODE_CHARS not in note
+    assert "m" * (NOTE_CHARS - 1) in note and "m" * NOTE_CHARS not in note
+    assert "C" * (CODE_CHARS - 1) + "…" in text and "C" * CODE_CHARS not in text
+    # A page within a few hundred bytes of GitHub's limit: nothing is added, and why is said.
+    target = tmp_path / "summary.md"
+    target.write_text("x" * (SUMMARY_BYTES - 200) + "\n")
+    why: list[str] = []
+    assert append_step_summary(report, {"GITHUB_STEP_SUMMARY": str(target)}, why=why) is None
+    assert target.stat().st_size == SUMMARY_BYTES - 199
+    assert why and "1 MiB" in why[0]
+
+
+def test_a_summary_after_a_page_with_no_last_line_end_starts_a_line(tmp_path: Path) -> None:
+    target = tmp_path / "summary.md"
+    target.write_text("someone's text")
+    assert append_step_summary(recorded_report(), {"GITHUB_STEP_SUMMARY": str(target)})
+    assert target.read_text().startswith("someone's text\n## swarm stop: ")
