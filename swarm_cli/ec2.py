@@ -418,6 +418,8 @@ def classify_exception(err: Exception) -> Outcome:
         return Outcome(Kind.TRANSIENT, code, _describe(err), maybe_acted=True)
     if isinstance(err, BotoCoreError):
         return Outcome(Kind.TRANSIENT, code, _describe(err))
+    if unreadable_credentials(err):
+        return Outcome(Kind.FATAL, "CredentialRetrievalError", unreadable_credentials_text(err))
     if isinstance(err, RuntimeError) and STILL_EXPIRED in str(err):
         return Outcome(
             Kind.FATAL,
@@ -426,6 +428,30 @@ def classify_exception(err: Exception) -> Outcome:
             "over 15 minutes",
         )
     raise err
+
+
+def unreadable_credentials(err: BaseException) -> bool:
+    """Whether ``err`` is botocore failing to read what a credential source gave (a
+    credential_process that printed a login prompt instead of JSON, an expiry no date
+    parser reads): a ValueError raised inside botocore's credential providers, not a
+    botocore error, and no fault of the call that asked for the credentials."""
+    if not isinstance(err, ValueError):
+        return False
+    tb = err.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if name.endswith("botocore/credentials.py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def unreadable_credentials_text(err: BaseException) -> str:
+    return (
+        f"the credentials could not be read ({type(err).__name__}: {_describe(err)}) -- "
+        "a credential_process must print its credentials as JSON: run it by hand to see "
+        "what it prints"
+    )
 
 
 def refused_before_acting(err: Exception) -> bool:

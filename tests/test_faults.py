@@ -425,12 +425,20 @@ def terminate_as(
     )
 
 
-def credential_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int) -> None:
-    """A profile whose credentials come from a process that works ``good`` times, then fails.
+def credential_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int, then: str = "fail"
+) -> None:
+    """A profile whose credentials come from a process that works ``good`` times, then
+    fails (exits 1), or with ``then="prompt"`` prints a login prompt and exits 0.
 
     The credentials it gives expire within botocore's mandatory refresh window, so
     every call asks for new ones, as a run outliving an SSO session does.
     """
+    failing = (
+        "    print('Please run: helper login'); sys.exit(0)\n"
+        if then == "prompt"
+        else "    sys.exit('the SSO session has expired')\n"
+    )
     count = tmp_path / "count"
     helper = tmp_path / "sso.py"
     helper.write_text(
@@ -439,7 +447,7 @@ def credential_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: in
         "n = int(count.read_text()) if count.exists() else 0\n"
         "count.write_text(str(n + 1))\n"
         f"if n >= {good}:\n"
-        "    sys.exit('the SSO session has expired')\n"
+        f"{failing}"
         "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=2)\n"
         "print(json.dumps({'Version': 1, 'AccessKeyId': 'testing', 'SecretAccessKey': 'testing',"
         " 'Expiration': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}))\n"
@@ -462,6 +470,49 @@ def test_credentials_that_fail_to_refresh_mid_run_stop_with_four_and_say_why(
     reasons = {r.code for r in read_records(str(ledger)) if r.status == "pending" and r.code}
     assert reasons == {"CredentialRetrievalError"}
     assert failed_list(ledger) == set(ids)
+    assert running(sandbox, ids) == set(ids)
+
+
+@pytest.mark.parametrize("good", [1, 0], ids=["mid-run", "at-start"])
+def test_a_credential_process_that_prints_no_credentials_stops_with_four(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int
+) -> None:
+    """A helper that prints a login prompt and exits 0: botocore fails to parse it with a
+    ValueError of its own, not a credentials error. It was retried as a server error,
+    every ID recorded failed (exit 1), the helper run hundreds of times."""
+    credential_process(tmp_path, monkeypatch, good=good, then="prompt")
+    ids = sandbox.launch(4)
+    ledger = tmp_path / "l.jsonl"
+    code, out, err = swarm(
+        *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes", "-o", "json"),
+        *("--ledger", str(ledger), "--endpoint-url", sandbox.endpoint, "--profile", "ci"),
+    )
+    assert code == 4, err
+    assert "a credential_process must print its credentials as JSON" in err
+    assert int((tmp_path / "count").read_text()) <= good + 3
+    assert running(sandbox, ids) == set(ids)
+    if good:
+        report = json.loads(out)
+        assert report["fatal"]["code"] == "CredentialRetrievalError"
+        assert {r.status for r in read_records(str(ledger)) if r.status != "intent"} <= {
+            "pending"
+        }
+        assert failed_list(ledger) == set(ids)
+    # A plan meets the same: the run would stop (4), not "4 unknown" (1).
+    code, out, err = swarm(
+        *("plan", "terminate", "--ids", str(tmp_path / "ids.txt"), "--profile", "ci"),
+        *("--endpoint-url", sandbox.endpoint),
+    )
+    assert code == 4, out + err
+    # And roles assumed from them: STS's client meets it first.
+    role = "arn:aws:iam::123456789012:role/x"
+    code, out, err = swarm(
+        *("terminate", "--ids", str(tmp_path / "ids.txt"), "--yes", "--profile", "ci"),
+        *("--ledger", str(tmp_path / "r.jsonl"), "--endpoint-url", sandbox.endpoint),
+        *("--role-arn", role, "-o", "json"),
+    )
+    assert code == 4, out + err
+    assert "Traceback" not in err
     assert running(sandbox, ids) == set(ids)
 
 

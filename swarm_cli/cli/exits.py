@@ -115,6 +115,10 @@ def as_swarm_error(exc: BaseException) -> SwarmError | None:
         from ..ec2 import CREDENTIAL_HINTS
 
         return error_for(EXIT_CREDENTIALS, f"{exc}: {CREDENTIAL_HINTS['ProfileNotFound']}")
+    from ..ec2 import unreadable_credentials, unreadable_credentials_text
+
+    if unreadable_credentials(exc):
+        return error_for(EXIT_CREDENTIALS, unreadable_credentials_text(exc))
     if isinstance(exc, OSError) and exc.errno in _FULL:
         # Standard output on a full disk (or a device that takes nothing): what the command
         # did is done, only not all said; a run's ledger holds it all.

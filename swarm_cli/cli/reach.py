@@ -271,12 +271,18 @@ def client_error(exc: Exception) -> SwarmError:
     """Why no EC2 client could be made, as the error that stops the command."""
     from botocore.exceptions import NoRegionError, ProfileNotFound
 
-    from ..ec2 import CREDENTIAL_ERRORS, CREDENTIAL_HINTS, classify_exception
+    from ..ec2 import (
+        CREDENTIAL_ERRORS,
+        CREDENTIAL_HINTS,
+        classify_exception,
+        unreadable_credentials,
+    )
 
     if isinstance(exc, NoRegionError):
         return UsageError("no AWS region: pass --region or set AWS_REGION")
     if isinstance(exc, ProfileNotFound):
         return CredentialsError(f"{exc}: {CREDENTIAL_HINTS['ProfileNotFound']}")
-    if isinstance(exc, CREDENTIAL_ERRORS):  # resolved when the client is made; nothing sent
+    if isinstance(exc, CREDENTIAL_ERRORS) or unreadable_credentials(exc):
+        # Resolved when the client is made; nothing sent.
         return CredentialsError(f"no usable credentials: {classify_exception(exc).message}")
     return UsageError(f"cannot set up the EC2 client: {exc}")
