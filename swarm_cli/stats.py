@@ -27,7 +27,6 @@ from .outcome import Kind
 from .report import PairReport, Sample, WindowReport
 
 # Answers that say nothing of whether the API lets calls through.
-_NOT_THROUGH = frozenset({Kind.THROTTLED, Kind.UNREACHABLE})
 MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
 RATE_SPAN = 5.0  # seconds of history behind a rate: long enough to smooth a sawtooth
 # A rate under this share of the best one reached, for this long, while work for as long
@@ -192,8 +191,10 @@ class Stats(Subscriber):
         self.batch = event.batch
 
     def on_answered(self, event: Answered) -> None:
-        if event.outcome is None or event.outcome.kind not in _NOT_THROUGH:
-            self.throttled_since = None  # the API let this call through
+        if event.outcome is None or event.outcome.kind is not Kind.THROTTLED:
+            # The API let this call through, or the call met no API at all (refused,
+            # reset): either way not every call is throttled.
+            self.throttled_since = None
         self._sample(event, keep=False)
 
     def on_throttled(self, event: Throttled) -> None:
@@ -208,6 +209,8 @@ class Stats(Subscriber):
         self._count_code(event)
 
     def on_timed_out(self, event: TimedOut) -> None:
+        # No answer at all: an endpoint (or a credential refresh) that hangs, not a throttle.
+        self.throttled_since = None
         self.timeouts += 1
         self._count_code(event)
 

@@ -691,6 +691,26 @@ def test_a_run_whose_every_answer_is_a_throttle_says_so_live_in_logs_and_at_the_
     assert stats.report(PairReport("us-east-1", total=40)).throttled_for is None
 
 
+def test_calls_that_time_out_or_meet_no_endpoint_after_a_throttle_are_no_storm() -> None:
+    """One throttle, then calls that got no answer (an endpoint or a credential refresh
+    that hangs), or met no endpoint: not "every call throttled" (the outage says it)."""
+    throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", None)
+    refused = Outcome(Kind.UNREACHABLE, "EndpointConnectionError", None)
+    for after in ("timed_out", "refused"):
+        stats = run_at([(2.0, 10.0)], total=40)
+        stats(Event("answered", 3.0, cwnd=1, outcome=throttle))
+        stats(Event("throttled", 3.0, ids=("i-30",), cwnd=1, outcome=throttle))
+        for k in range(12):
+            at = 4.0 + 4 * k
+            if after == "timed_out":
+                stats(Event("timed_out", at, ids=("i-31",), cwnd=1))
+            else:
+                stats(Event("answered", at, cwnd=1, outcome=refused))
+        assert stats.throttled_since is None, after
+        assert "every call throttled" not in status_line(stats, now=60.0)
+        assert stats.report(PairReport("us-east-1", total=40)).throttled_for is None
+
+
 def test_a_look_up_without_a_view_says_an_outage_and_a_long_throttle_storm_once() -> None:
     """A look-up (--resume's, a rollback's) shows no progress: what keeps it waiting is
     said on a line of its own, once per outage or storm, not for each call."""

@@ -494,9 +494,7 @@ def test_a_credential_process_that_prints_no_credentials_stops_with_four(
     if good:
         report = json.loads(out)
         assert report["fatal"]["code"] == "CredentialRetrievalError"
-        assert {r.status for r in read_records(str(ledger)) if r.status != "intent"} <= {
-            "pending"
-        }
+        assert {r.status for r in read_records(str(ledger)) if r.status != "intent"} <= {"pending"}
         assert failed_list(ledger) == set(ids)
     # A plan meets the same: the run would stop (4), not "4 unknown" (1).
     code, out, err = swarm(
