@@ -27,6 +27,12 @@ def main() -> None:
             sys.stdout.write(json.dumps(found, indent=2) + "\n")
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(130) from None
+    finally:
+        # A credential_process that hangs (botocore waits on it in a call of the run)
+        # would outlive the run, with what it started in turn.
+        from .children import end_descendants
+
+        end_descendants()
 
 
 def _wants_json(argv: list[str]) -> bool:

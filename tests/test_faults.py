@@ -8,6 +8,7 @@ against the sandbox over real HTTP, and checks the promise: after any of these,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -563,40 +564,58 @@ def test_a_start_that_waits_on_its_credentials_says_so(
     assert running(sandbox, ids) == set()
 
 
+@pytest.mark.parametrize("good", [0, 1], ids=["at-start", "mid-run"])
 def test_a_run_stopped_while_its_credential_process_hangs_leaves_no_process_behind(
-    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int
 ) -> None:
-    pid_file = tmp_path / "helper.pid"
+    """A helper that hangs, with a process of its own (a shell script's ``sleep``): at
+    the start, or on a refresh mid-run (botocore waits on it inside a call). Neither it
+    nor what it started outlives the run."""
+    pids = tmp_path / "helper.pids"
+    count = tmp_path / "count"
     helper = tmp_path / "hang.py"
     helper.write_text(
-        f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "import datetime, json, os, pathlib, subprocess, sys, time\n"
+        f"count = pathlib.Path({str(count)!r})\n"
+        "n = int(count.read_text()) if count.exists() else 0\n"
+        "count.write_text(str(n + 1))\n"
+        f"if n < {good}:\n"
+        "    soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=2)\n"
+        "    print(json.dumps({'Version': 1, 'AccessKeyId': 'testing',"
+        " 'SecretAccessKey': 'testing', 'Expiration': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}))\n"
+        "    sys.exit(0)\n"
+        "child = subprocess.Popen(['sleep', '600'])\n"
+        f"pathlib.Path({str(pids)!r}).write_text(f'{{os.getpid()}} {{child.pid}}')\n"
         "time.sleep(600)\n"
     )
     profile_of(tmp_path, monkeypatch, "hang", helper)
     ids = sandbox.launch(2)
     ledger = tmp_path / "l.jsonl"
     proc = start(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--profile", "hang")
-    wait_until(lambda: pid_file.exists() and pid_file.read_text() != "", proc)
-    helper_pid = int(pid_file.read_text())
+    wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, proc)
+    hung = [int(pid) for pid in pids.read_text().split()]
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
-    assert "nothing was sent" in err
+    if not good:
+        assert "nothing was sent" in err
 
-    def gone() -> bool:
+    def gone(pid: int) -> bool:
         try:
-            os.kill(helper_pid, 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             return True
         # A zombie waits for its parent (this test's process is not it): gone all the same.
-        stat = Path(f"/proc/{helper_pid}/stat")
+        stat = Path(f"/proc/{pid}/stat")
         return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
     deadline = time.monotonic() + 30
-    while not gone():
+    while not all(gone(pid) for pid in hung):
         if time.monotonic() > deadline:
-            os.kill(helper_pid, signal.SIGKILL)
-            pytest.fail("the credential_process outlived the run")
+            for pid in hung:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            pytest.fail("the credential_process (or what it started) outlived the run")
         time.sleep(0.05)
     assert running(sandbox, ids) == set(ids)
 

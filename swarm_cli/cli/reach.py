@@ -4,11 +4,8 @@ and the account checks made with them (``--expect-account``)."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -56,23 +53,12 @@ def credentials_wait(err: Console, profile: str | None) -> Iterator[None]:
     except (KeyboardInterrupt, Interrupted):
         # Stopped while waiting (Ctrl-C, SIGTERM): a credential_process botocore started
         # would outlive the run.
-        _end_children()
+        from ..children import end_descendants
+
+        end_descendants()
         raise
     finally:
         timer.cancel()
-
-
-def _end_children() -> None:
-    """SIGTERM to this process's own child processes (where /proc lists them)."""
-    me = os.getpid()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # The command's name, in parentheses, may hold spaces: the fields after it.
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == me:
-                os.kill(int(stat.parent.name), signal.SIGTERM)
-        except (OSError, ValueError, IndexError):
-            continue
 
 
 def expect_account_of(flags: Flags, pair: Pair | None, err: Console) -> None:
