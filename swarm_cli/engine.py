@@ -89,6 +89,7 @@ class _Call:
     sent_at: float
     deadline: float
     done: bool = False
+    thread: int | None = None  # the thread that makes the call, once it has begun
 
 
 @dataclass
@@ -129,6 +130,7 @@ class Engine:
         drain_timeout: float = 3.0,
         poll_interval: float = 2.0,
         runtime: Runtime | None = None,
+        stuck: Callable[[int], Outcome | None] | None = None,
     ) -> None:
         if isinstance(batch_size, int) and batch_size < 1:
             raise ValueError("batch size must be at least 1")
@@ -149,6 +151,9 @@ class Engine:
         self.outage = outage or Outage()
         self.drain_timeout = drain_timeout
         self.poll_interval = poll_interval  # between asks of an intent that is not there yet
+        # What a call that timed out was stuck on, from its thread (a credential refresh
+        # that hangs is no fault of the endpoint's): its outcome, or None for a time-out.
+        self.stuck = stuck
         self._cond = threading.Condition()
         # Events are raised under the lock and delivered once the raising thread has let
         # it go: ``_seq`` numbers them as raised, ``_delivered`` counts those delivered
@@ -402,6 +407,7 @@ class Engine:
         if call.done or self._closed:
             return None
         ids = [i.id for i in call.batch]
+        call.thread = threading.get_ident()
         try:
             return dict(self.action(ids))
         except Exception as err:  # an action must classify; anything else is retried, bounded
@@ -440,6 +446,10 @@ class Engine:
             call = self._calls.get(ticket)
             if call is None:
                 continue  # answered already
+            stuck = self.stuck(call.thread) if self.stuck and call.thread is not None else None
+            if stuck is not None:  # it never reached the endpoint: no time-out of its
+                self._finish(call, dict.fromkeys((i.id for i in call.batch), stuck), now)
+                continue
             self.timeouts.on_timeout()
             waited = call.deadline - call.sent_at
             timed_out = Outcome(Kind.UNREACHABLE, "CallTimeout", f"no answer within {waited:.1f}s")

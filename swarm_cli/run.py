@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -187,7 +188,26 @@ def new_engine(
         drain_timeout=o.drain_timeout,
         poll_interval=o.poll_interval,
         runtime=runtime,
+        stuck=waiting_on_credentials,
     )
+
+
+def waiting_on_credentials(thread: int) -> Outcome | None:
+    """A call that timed out while its thread waits inside botocore's credential
+    providers (a credential_process that hangs on a refresh, or another thread's refresh
+    it waits for): a failure of the credentials, which no endpoint's answer would end."""
+    frame = sys._current_frames().get(thread)
+    while frame is not None:
+        if frame.f_code.co_filename.replace("\\", "/").endswith("botocore/credentials.py"):
+            return Outcome(
+                Kind.FATAL,
+                "CredentialRetrievalError",
+                "refreshing the credentials gave no answer (a credential_process or SSO "
+                "helper that hangs?) -- nothing more is sent with them; run the helper by "
+                "hand to see what it waits for",
+            )
+        frame = frame.f_back
+    return None
 
 
 # Builds the action for one pair (its client, credentials, dry run); may raise, which

@@ -620,6 +620,42 @@ def test_a_run_stopped_while_its_credential_process_hangs_leaves_no_process_behi
     assert running(sandbox, ids) == set(ids)
 
 
+def test_a_credential_refresh_that_hangs_mid_run_stops_with_four_not_as_an_outage(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoint is fine; the helper hangs on the first refresh. The calls waiting on
+    it used to time out as if the endpoint did not answer: exit 1 after a 45 s "outage",
+    every ID "may or may not be done" though none had left, the helper left running."""
+    helper = tmp_path / "hang.py"
+    count = tmp_path / "count"
+    helper.write_text(
+        "import datetime, json, pathlib, sys, time\n"
+        f"count = pathlib.Path({str(count)!r})\n"
+        "n = int(count.read_text()) if count.exists() else 0\n"
+        "count.write_text(str(n + 1))\n"
+        "if n >= 1:\n"
+        "    time.sleep(600)\n"
+        "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=2)\n"
+        "print(json.dumps({'Version': 1, 'AccessKeyId': 'testing', 'SecretAccessKey': 'testing',"
+        " 'Expiration': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}))\n"
+    )
+    profile_of(tmp_path, monkeypatch, "hang", helper)
+    ids = sandbox.launch(3)
+    ledger = tmp_path / "l.jsonl"
+    proc = start(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--profile", "hang",
+        "--call-timeout", "1",
+    )  # fmt: skip
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, err
+    report = json.loads(out)
+    assert report["fatal"]["code"] == "CredentialRetrievalError"
+    assert "refreshing the credentials gave no answer" in report["fatal"]["message"]
+    assert "did not answer" not in err and "OUTAGE" not in err and "throttled for" not in err
+    assert failed_list(ledger) == set(ids)
+    assert running(sandbox, ids) == set(ids)
+
+
 def test_a_password_in_the_endpoint_url_is_never_echoed(sandbox: Sandbox, tmp_path: Path) -> None:
     ids = sandbox.launch(3)
     ledger = tmp_path / "l.jsonl"
