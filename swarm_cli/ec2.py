@@ -392,12 +392,12 @@ def classify_exception(err: Exception) -> Outcome:
         if refused.kind is Kind.THROTTLED:
             # STS is busy (every shard renewing at the hour): the call goes again later.
             return replace(
-                refused, message=f"renewing the credentials ({err.operation_name}) was throttled"
+                refused, message=f"getting the credentials ({err.operation_name}) was throttled"
             )
         return replace(
             refused,
             kind=Kind.FATAL,
-            message=f"renewing the credentials ({err.operation_name}) failed: "
+            message=f"getting the credentials ({err.operation_name}) failed: "
             f"{refused.message or refused.code} -- nothing more is sent with them",
         )
     if isinstance(err, ClientError):

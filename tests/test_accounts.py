@@ -423,7 +423,7 @@ def test_a_renewal_that_fails_stops_the_credentials_not_the_ids(
     finally:
         sandbox.fail_action("AssumeRole", None)
     assert outcome.kind is Kind(kind), outcome
-    assert outcome.code == code and "renewing the credentials (AssumeRole)" in (
+    assert outcome.code == code and "getting the credentials (AssumeRole)" in (
         outcome.message or ""
     )
     assert sandbox.calls_by("TerminateInstances") == 0
