@@ -54,8 +54,9 @@ def test_protect_tag_refuses_every_resource_whose_tags_cannot_be_read(
     code, plan, err = ec2(
         sandbox, "delete-volume", ids, ledger, "--dry-run", "--protect-tag", "keep"
     )
-    assert code == 1, err
+    assert code == 3, err  # as the run: a rail that cannot see refuses
     assert {r["prediction"] for r in plan["rows"]} == {"unknown"}
+    assert plan["rail_unverified"] == 4
     assert "UnauthorizedOperation" in plan["rows"][0]["reason"]
     dry_run = sandbox.calls_by("DeleteVolume")
 
