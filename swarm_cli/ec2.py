@@ -449,8 +449,8 @@ def unreadable_credentials(err: BaseException) -> bool:
 def unreadable_credentials_text(err: BaseException) -> str:
     return (
         f"the credentials could not be read ({type(err).__name__}: {_describe(err)}) -- "
-        "a credential_process must print its credentials as JSON: run it by hand to see "
-        "what it prints"
+        "check the credential source in your AWS config; a credential_process must print "
+        "its credentials as JSON (run it by hand to see what it prints)"
     )
 
 

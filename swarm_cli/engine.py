@@ -62,6 +62,9 @@ POLL = 0.05
 # The dispatcher back this much later than it meant to be: the process itself stood still
 # (starved of CPU, stopped), and the threads reading answers stood still with it.
 STOOD_STILL = 0.5
+# Seconds a call that has not left for want of something of this machine's (a credential
+# helper that does not answer) waits in all before what it waits on is taken as hung.
+STUCK_PATIENCE = 60.0
 
 
 class Timeouts(Protocol):
@@ -447,7 +450,13 @@ class Engine:
             if call is None:
                 continue  # answered already
             stuck = self.stuck(call.thread) if self.stuck and call.thread is not None else None
-            if stuck is not None:  # it never reached the endpoint: no time-out of its
+            if stuck is not None:
+                # It has not reached the endpoint: no time-out of the endpoint's. It waits
+                # up to STUCK_PATIENCE in all (a slow helper is no hung one), then stands.
+                if now - call.sent_at < STUCK_PATIENCE:
+                    call.deadline = call.sent_at + STUCK_PATIENCE
+                    heapq.heappush(self._deadlines, (call.deadline, ticket))
+                    continue
                 self._finish(call, dict.fromkeys((i.id for i in call.batch), stuck), now)
                 continue
             self.timeouts.on_timeout()

@@ -12,6 +12,9 @@ import sys
 
 
 def main() -> None:
+    from .children import end_started, track
+
+    track()
     try:
         from .cli import main as run
 
@@ -30,9 +33,7 @@ def main() -> None:
     finally:
         # A credential_process that hangs (botocore waits on it in a call of the run)
         # would outlive the run, with what it started in turn.
-        from .children import end_descendants
-
-        end_descendants()
+        end_started()
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -17,11 +17,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from types import FrameType
 from typing import Literal
 
 from .actions import ACTIONS, ActionSpec
 from .batching import AutoBatch, CallLimits
-from .engine import Action, Engine, RunResult, signal_name
+from .engine import STUCK_PATIENCE, Action, Engine, RunResult, signal_name
 from .errors import (
     EXIT_CREDENTIALS,
     EXIT_FAILED,
@@ -193,21 +194,35 @@ def new_engine(
 
 
 def waiting_on_credentials(thread: int) -> Outcome | None:
-    """A call that timed out while its thread waits inside botocore's credential
-    providers (a credential_process that hangs on a refresh, or another thread's refresh
-    it waits for): a failure of the credentials, which no endpoint's answer would end."""
-    frame = sys._current_frames().get(thread)
+    """A call whose thread waits inside botocore's credential providers while a
+    credential helper runs (in that thread, or in the one whose refresh it waits for): a
+    failure of the credentials, which no endpoint's answer would end. Not a refresh that
+    waits on STS (a role's): that is the endpoint's, and an outage's to handle."""
+    frames = sys._current_frames()
+    if not _within(frames.get(thread), "botocore/credentials.py"):
+        return None
+    helper = any(
+        _within(f, "botocore/credentials.py") and _within(f, "/subprocess.py")
+        for f in frames.values()
+    )
+    if not helper:
+        return None
+    return Outcome(
+        Kind.FATAL,
+        "CredentialRetrievalError",
+        f"refreshing the credentials gave no answer in {STUCK_PATIENCE:g}s (a "
+        "credential_process or SSO helper that hangs?) -- nothing more is sent with them; "
+        "run the helper by hand to see what it waits for",
+    )
+
+
+def _within(frame: FrameType | None, path: str) -> bool:
+    """Whether ``frame`` or one that called it runs code of a file ending in ``path``."""
     while frame is not None:
-        if frame.f_code.co_filename.replace("\\", "/").endswith("botocore/credentials.py"):
-            return Outcome(
-                Kind.FATAL,
-                "CredentialRetrievalError",
-                "refreshing the credentials gave no answer (a credential_process or SSO "
-                "helper that hangs?) -- nothing more is sent with them; run the helper by "
-                "hand to see what it waits for",
-            )
+        if frame.f_code.co_filename.replace("\\", "/").endswith(path):
+            return True
         frame = frame.f_back
-    return None
+    return False
 
 
 # Builds the action for one pair (its client, credentials, dry run); may raise, which

@@ -620,40 +620,90 @@ def test_a_run_stopped_while_its_credential_process_hangs_leaves_no_process_behi
     assert running(sandbox, ids) == set(ids)
 
 
+def test_the_background_jobs_of_a_shell_that_execs_swarm_are_left_alone(tmp_path: Path) -> None:
+    """After ``exec``, a shell's background jobs are the swarm process's children: they
+    are no helper of swarm's, and outlive it as they would any other command."""
+    pid_file = tmp_path / "bg.pid"
+    script = (
+        f"sleep 300 >/dev/null 2>&1 & echo $! > {pid_file}; "
+        f"exec {sys.executable} -m swarm_cli --version"
+    )
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pid = int(pid_file.read_text())
+    try:
+        stat = Path(f"/proc/{pid}/stat")
+        alive = stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        assert alive, "swarm ended its shell's background job"
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def refreshing_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then_sleep: float) -> Path:
+    """A profile "refresh" whose helper answers at once the first time, then sleeps
+    ``then_sleep`` seconds before it answers (each answer expires within botocore's
+    mandatory refresh window, so every call refreshes). Returns the file of its pids."""
+    pids = tmp_path / "pids"
+    helper = tmp_path / "refresh.py"
+    helper.write_text(
+        "import datetime, json, os, pathlib, time\n"
+        f"pids = pathlib.Path({str(pids)!r})\n"
+        "first = not pids.exists()\n"
+        "with pids.open('a') as f:\n"
+        "    f.write(f'{os.getpid()}\\n')\n"
+        "if not first:\n"
+        f"    time.sleep({then_sleep})\n"
+        "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=2)\n"
+        "print(json.dumps({'Version': 1, 'AccessKeyId': 'testing', 'SecretAccessKey': 'testing',"
+        " 'Expiration': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}))\n"
+    )
+    profile_of(tmp_path, monkeypatch, "refresh", helper)
+    return pids
+
+
 def test_a_credential_refresh_that_hangs_mid_run_stops_with_four_not_as_an_outage(
     sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The endpoint is fine; the helper hangs on the first refresh. The calls waiting on
     it used to time out as if the endpoint did not answer: exit 1 after a 45 s "outage",
-    every ID "may or may not be done" though none had left, the helper left running."""
-    helper = tmp_path / "hang.py"
-    count = tmp_path / "count"
-    helper.write_text(
-        "import datetime, json, pathlib, sys, time\n"
-        f"count = pathlib.Path({str(count)!r})\n"
-        "n = int(count.read_text()) if count.exists() else 0\n"
-        "count.write_text(str(n + 1))\n"
-        "if n >= 1:\n"
-        "    time.sleep(600)\n"
-        "soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=2)\n"
-        "print(json.dumps({'Version': 1, 'AccessKeyId': 'testing', 'SecretAccessKey': 'testing',"
-        " 'Expiration': soon.strftime('%Y-%m-%dT%H:%M:%SZ')}))\n"
-    )
-    profile_of(tmp_path, monkeypatch, "hang", helper)
+    every ID "may or may not be done" though none had left."""
+    import swarm_cli.engine as engine
+
+    monkeypatch.setattr(engine, "STUCK_PATIENCE", 3.0)
+    pids = refreshing_helper(tmp_path, monkeypatch, then_sleep=600)
     ids = sandbox.launch(3)
     ledger = tmp_path / "l.jsonl"
-    proc = start(
-        sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--profile", "hang",
-        "--call-timeout", "1",
-    )  # fmt: skip
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 4, err
-    report = json.loads(out)
+    try:
+        code, report = terminate_json(
+            sandbox, write_ids(tmp_path / "ids.txt", ids), ledger,
+            "--profile", "refresh", "--call-timeout", "1",
+        )  # fmt: skip
+    finally:
+        for pid in map(int, pids.read_text().split()):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    assert code == 4, report
     assert report["fatal"]["code"] == "CredentialRetrievalError"
     assert "refreshing the credentials gave no answer" in report["fatal"]["message"]
-    assert "did not answer" not in err and "OUTAGE" not in err and "throttled for" not in err
+    assert report["timeouts"] == 0 and report["outages"] == 0
     assert failed_list(ledger) == set(ids)
     assert running(sandbox, ids) == set(ids)
+
+
+def test_a_slow_credential_refresh_is_waited_for_not_taken_for_a_hung_one(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper that takes two seconds to answer, under calls that time out after one:
+    the calls wait for it (up to a minute), and the run ends done."""
+    refreshing_helper(tmp_path, monkeypatch, then_sleep=2)
+    ids = sandbox.launch(3)
+    code, report = terminate_json(
+        sandbox, write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl",
+        "--profile", "refresh", "--call-timeout", "1",
+    )  # fmt: skip
+    assert code == 0, report
+    assert running(sandbox, ids) == set()
 
 
 def test_a_password_in_the_endpoint_url_is_never_echoed(sandbox: Sandbox, tmp_path: Path) -> None:

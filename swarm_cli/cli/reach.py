@@ -53,9 +53,9 @@ def credentials_wait(err: Console, profile: str | None) -> Iterator[None]:
     except (KeyboardInterrupt, Interrupted):
         # Stopped while waiting (Ctrl-C, SIGTERM): a credential_process botocore started
         # would outlive the run.
-        from ..children import end_descendants
+        from ..children import end_started
 
-        end_descendants()
+        end_started()
         raise
     finally:
         timer.cancel()
