@@ -274,6 +274,28 @@ def test_a_damaged_line_that_may_have_held_an_intent_fails_the_gate(tmp_path: Pa
     assert code == 1 and out.split() == [IDS[2]]
 
 
+def test_a_damaged_intent_whose_outcome_is_recorded_fails_no_gate(tmp_path: Path) -> None:
+    """The garbled line held an intent, but the ID's outcome is on a line of its own:
+    every intent is accounted for, and a finished job's gate passes."""
+    from swarm_cli.ledger import LedgerWriter
+
+    ledger, merged = tmp_path / "l.jsonl", tmp_path / "m.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "stop", None)
+    writer.write_ahead(IDS)
+    for i in IDS:
+        writer.write(i, "succeeded")
+    writer.close()
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    assert IDS[2].encode() in lines[2] and b'"pending"' in lines[2]
+    lines[2] = b"garbage!!\n"
+    ledger.write_bytes(b"".join(lines))
+    code, out, err = swarm("ledger", "failed", str(ledger))
+    assert (code, out) == (0, ""), err
+    assert "1 damaged ledger line(s) skipped" in err and "no readable record" not in err
+    code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(merged))
+    assert code == 0 and "no readable record" not in err, err
+
+
 def test_a_line_cut_by_a_kill_then_mended_by_the_next_run_does_not_fail_the_gate(
     tmp_path: Path,
 ) -> None:

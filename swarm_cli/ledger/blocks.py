@@ -50,11 +50,13 @@ class WriteAheadCheck:
         self._seen: dict[tuple[str, int | None], set[int]] = {}
         self._run_intents: dict[str, int] = {}
         self._last_seq: dict[str, int] = {}
+        self._ids: dict[str, set[str]] = {}  # run -> the IDs any record of it names
 
     def __call__(self, record: Record) -> Record:
         run = record.run
         if record.seq > self._last_seq.get(run, -1):
             self._last_seq[run] = record.seq
+        self._ids.setdefault(run, set()).add(record.id)
         if record.intents is not None and record.status == "pending":
             key = (run, record.block)
             self._declared[key] = max(record.intents, self._declared.get(key, 0))
@@ -91,17 +93,22 @@ class WriteAheadCheck:
         record is read at all (a run's declared ``run_intents`` over its blocks' sizes).
         A ledger as written holds every one (outcomes are appended, never replace an
         intent); a merged ledger keeps one record per intent, so it lacks those decided
-        by later records. Where damaged lines were skipped, these may be among them."""
+        by later records. Where damaged lines were skipped, these may be among them.
+        An intent whose own line is damaged is accounted for all the same when a record
+        of its outcome names its ID: no more are counted for a run than its intents less
+        the IDs its records name."""
         cut = {c.run for c in self.cut_short()}
-        within = 0
+        missing: dict[str, int] = {}
         declared: dict[str, int] = {}
         for (run, block), size in self._declared.items():
             if run not in cut:
-                within += max(size - len(self._seen[(run, block)]), 0)
+                missing[run] = missing.get(run, 0) + max(size - len(self._seen[(run, block)]), 0)
                 declared[run] = declared.get(run, 0) + size
-        unseen = sum(
-            max(total - declared.get(run, 0), 0)
-            for run, total in self._run_intents.items()
-            if run not in cut
+        for run, total in self._run_intents.items():
+            if run not in cut:
+                missing[run] = missing.get(run, 0) + max(total - declared.get(run, 0), 0)
+        return sum(
+            min(n, max(max(declared.get(run, 0), self._run_intents.get(run, 0)) - len(ids), 0))
+            for run, n in missing.items()
+            for ids in [self._ids.get(run, set())]
         )
-        return within + unseen
