@@ -519,6 +519,16 @@ def test_ledger_commands_merge_shards_and_warn_of_damage(tmp_path: Path) -> None
         "failed": 0,
         "succeeded": 2,
     }
+    # What the counts may lack is said in the JSON too, for a script that reads only it.
+    assert json.loads(out)["incomplete"] == {
+        "damaged_lines": 1,
+        "cut_short_runs": [],
+        "empty_ledgers": [],
+        "unaccounted_intents": 0,
+    }
+    (tmp_path / "empty.jsonl").write_text("")
+    code, out, _ = swarm("ledger", "summary", str(a), str(tmp_path / "empty.jsonl"), "-o", "json")
+    assert json.loads(out)["incomplete"]["empty_ledgers"] == [str(tmp_path / "empty.jsonl")]
     code, _, err = swarm("ledger", "failed", str(tmp_path / "nope.jsonl"))
     assert code == 2 and "does not exist" in err
 

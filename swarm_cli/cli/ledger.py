@@ -351,9 +351,17 @@ def ledger_summary(
     paths: LedgersArg,
     output: OutputOpt = Output.text,
 ) -> None:
-    """Count intents by their merged state, per action."""
+    """Count intents by their merged state, per action.
 
-    state = _fold_ledgers(paths, empty=[])
+    The counts are what the ledgers hold: with --output json, "incomplete" says what
+    they may lack (damaged lines, runs stopped while recording their intents, ledgers
+    with no record, intents no readable record shows); `ledger failed` is the gate.
+    """
+    empty: list[str] = []
+    cut: list[CutShort] = []
+    hidden: list[int] = []
+    damage: list[int] = []
+    state = _fold_ledgers(paths, cut, empty=empty, hidden=hidden, damage=damage)
     counts: dict[str, dict[str, int]] = {}
     # Successes a later run of the opposite action (a start after a stop) left unknown.
     undone: dict[str, int] = {}
@@ -368,7 +376,21 @@ def ledger_summary(
             unwaited[act] = unwaited.get(act, 0) + 1
     unknown = [act for act in counts if not _known(act)]
     if output is Output.json:
-        emit_json({"actions": counts, "undone": undone, "unwaited": unwaited, "unknown": unknown})
+        incomplete = {
+            "damaged_lines": sum(damage),
+            "cut_short_runs": sorted({c.run for c in cut}),
+            "empty_ledgers": empty,
+            "unaccounted_intents": sum(hidden),
+        }
+        emit_json(
+            {
+                "actions": counts,
+                "undone": undone,
+                "unwaited": unwaited,
+                "unknown": unknown,
+                "incomplete": incomplete,
+            }
+        )
         return
     for act, per in counts.items():
         line = f"{literal(act)}: " + " · ".join(f"{n} {s}" for s, n in per.items())
@@ -392,6 +414,7 @@ def _fold_ledgers(
     cut_short: list[CutShort] | None = None,
     empty: list[str] | None = None,
     hidden: list[int] | None = None,
+    damage: list[int] | None = None,
 ) -> dict[tuple[str, str], Record]:
     """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning.
 
@@ -409,6 +432,8 @@ def _fold_ledgers(
         unaccounted = watch.unaccounted() if damaged else 0
         if unaccounted and hidden is not None:
             hidden.append(unaccounted)
+        if damage is not None:
+            damage.append(len(damaged))
         return state
 
     state = _reading(read)
