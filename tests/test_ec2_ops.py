@@ -1117,3 +1117,62 @@ def test_with_missing_ok_the_plan_exits_as_the_run_does_on_what_does_not_exist(
         assert code == 1 and plan["would_fail"] == 1, err
         code, _report, err = ec2(box, "delete-volume", ids, ledger, "--missing-ok")
         assert code == 0, err  # as the plan said
+
+
+def test_a_resume_plan_predicts_what_the_resumes_look_up_shows_done(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """After a kill: the plan of the resume looks up as the resume does. A deletion the
+    killed run got done (and an ID it meant that never existed) is done, as the resume
+    records it; a plan had them "does not exist", exit 1, where the resume ended 0."""
+    from swarm_cli.ledger import LedgerWriter
+
+    made = sandbox.seed(snapshots=4)["snapshots"]
+    (ghost,) = fake_ids(1, random.Random(3), prefix="snap")
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "delete-snapshot", "us-east-1")
+    writer.write_ahead([*made, ghost])  # the killed run: every one pending
+    writer.close()
+    for snapshot in made[:2]:  # two of its calls landed
+        sandbox.client().delete_snapshot(SnapshotId=snapshot)
+    ids = write_ids(tmp_path / "ids.txt", [*made, ghost])
+    code, plan, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--resume", "--dry-run")
+    assert code == 0, err
+    rows = {r["id"]: r["prediction"] for r in plan["rows"]}
+    assert rows == {
+        **dict.fromkeys([*made[:2], ghost], "already in target state"),
+        **dict.fromkeys(made[2:], "would act"),
+    }
+    code, report, err = ec2(sandbox, "delete-snapshot", ids, ledger, "--resume")
+    assert code == 0 and report["counts"]["succeeded"] == 5, err
+
+
+def test_a_tag_resume_plan_reads_the_tags_and_the_ledgers_other_tags_as_the_run(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    from swarm_cli.ledger import LedgerWriter
+    from swarm_cli.operation_call import tags_text
+
+    made = sandbox.seed(volumes=4)["volumes"]
+    ids = write_ids(tmp_path / "ids.txt", made)
+    ledger = tmp_path / "l.jsonl"
+    owner_me = tags_text([{"Key": "owner", "Value": "me"}])
+    writer = LedgerWriter(str(ledger), "r1", "create-tags", "us-east-1", tags=owner_me)
+    writer.write_ahead(made)  # killed after three of them were tagged
+    writer.close()
+    sandbox.client().create_tags(Resources=made[:3], Tags=[{"Key": "owner", "Value": "me"}])
+    tag = ("--tag", "owner=me", "--protect-tag", "owner")
+    code, plan, err = ec2(sandbox, "create-tags", ids, ledger, "--resume", "--dry-run", *tag)
+    # Those tagged are done (the rail does not hold back what is done); one would act.
+    assert code == 0, err
+    rows = {r["id"]: r["prediction"] for r in plan["rows"]}
+    assert rows == {**dict.fromkeys(made[:3], "already in target state"), made[3]: "would act"}
+    code, report, err = ec2(sandbox, "create-tags", ids, ledger, "--resume", *tag)
+    assert code == 0 and report["counts"]["succeeded"] == 4, err
+    # A run with other tags on that ledger is refused, by its plan as by itself.
+    writer = LedgerWriter(str(ledger), "r2", "create-tags", "us-east-1", tags=owner_me)
+    writer.write_ahead(made[:1])
+    writer.close()
+    for dry in (("--dry-run",), ()):
+        code, _, err = ec2(sandbox, "create-tags", ids, ledger, "--tag", "other=1", *dry)
+        assert code == 2 and "other tags" in err, err

@@ -132,7 +132,7 @@ from .reach import (
 )
 
 if TYPE_CHECKING:
-    from ..plan import Estimate, Plan
+    from ..plan import Estimate, Plan, Row
 
 REHEARSAL_REGION = "us-east-1"  # --sandbox without --region or AWS_REGION
 EXIT_CODES = (
@@ -388,7 +388,8 @@ def _run_action(
         from ..operation_call import tags_text
 
         tags = tags_text(flags.params["Tags"])
-    if tags is not None and writes_ledger:
+    if tags is not None and (writes_ledger or (flags.dry_run and os.path.isfile(flags.ledger))):
+        # A plan refuses what the run would, before it sends anything.
         check_tag_ledger(flags.ledger, spec.name, tags, err)
     resumed = 0
     # Where a run of the ledger may have acted on each ID without an answer saying so (a
@@ -514,6 +515,12 @@ def _run_action(
     endpoint = reach.endpoint or ""
     if flags.dry_run:
         _warn_run_only(flags, err)
+        # A resume's look-up, as the run makes it: what it shows done is predicted done.
+        looked = (
+            reconcile_resume(spec, flags, groups, reach, options, {}, err, recorded)
+            if operation is None
+            else reconcile_operation(operation, flags, groups, reach, options, err, recorded)
+        )
         return show_plan(
             spec,
             flags,
@@ -525,6 +532,7 @@ def _run_action(
             operation,
             held,
             {i for ids in unselected.values() for i in ids},
+            looked,
         )
     if operation is None:
         already = reconcile_resume(spec, flags, groups, reach, options, found, err, recorded)
@@ -752,12 +760,14 @@ def show_plan(
     operation: Operation | None = None,
     held: Mapping[Pair, Mapping[str, Outcome]] | None = None,
     unselected: set[str] | None = None,
+    already: Mapping[Pair, Mapping[str, Outcome]] | None = None,
 ) -> int:
     """--dry-run / swarm plan: look every instance up and predict its outcome; send nothing.
 
     ``held``: what a resume holds back unsent (see :func:`_held_by_rail`), predicted so;
     ``unselected``: what a resume by selection looks up and never sends (gone, it is
-    done; still there, not selected)."""
+    done; still there, not selected); ``already``: what a resume's look-up shows done
+    (recorded done by the run, unsent)."""
     from ..plan import Prediction, estimate, make_plan
     from ..plan_view import render_plan, write_plan_ids
 
@@ -788,6 +798,7 @@ def show_plan(
             permission=False,
         )
     plan.missing_ok = options.missing_ok
+    unseen: set[tuple[Pair, str]] = set()  # rows a rail could not check
     try:
         predicate = protect_tags(flags.protect_tags)
     except RailError as exc:
@@ -805,13 +816,15 @@ def show_plan(
             else r
             for r in plan.rows
         ]
-        plan.rail_unseen = sum(r.id not in read.get(r.pair, {}) for r in plan.rows)
+        unseen = {(r.pair, r.id) for r in plan.rows if r.id not in read.get(r.pair, {})}
     elif predicate is not None:
         # As the run will: a tagged instance is recorded failed (Protected), never sent;
         # one whose tags could not be read is already predicted unknown (and refused).
-        plan.rail_unseen = sum(
-            r.info is None and r.prediction is Prediction.UNKNOWN for r in plan.rows
-        )
+        unseen = {
+            (r.pair, r.id)
+            for r in plan.rows
+            if r.info is None and r.prediction is Prediction.UNKNOWN
+        }
         plan.rows = [
             replace(r, prediction=Prediction.PROTECTED, reason="carries a --protect-tag tag")
             if r.info is not None and predicate(r.info.tags)
@@ -819,12 +832,13 @@ def show_plan(
             for r in plan.rows
         ]
     if held:
-        plan.rail_unseen += sum(
-            r.id in held.get(r.pair, {})
+        unseen |= {
+            (r.pair, r.id)
+            for r in plan.rows
+            if r.id in held.get(r.pair, {})
             and r.prediction is Prediction.WOULD_ACT
             and held[r.pair][r.id].code != PROTECTED_CODE
-            for r in plan.rows
-        )
+        }
         plan.rows = [
             replace(
                 r,
@@ -852,6 +866,16 @@ def show_plan(
             else replace(r, prediction=Prediction.NOT_SELECTED, reason=NOT_SELECTED.message or "")
             for r in plan.rows
         ]
+    if already:
+        # As the run: what its look-up shows done is recorded so, whatever a rail says.
+        plan.rows = [
+            replace(r, prediction=Prediction.ALREADY, reason=_already_reason(already, r))
+            if r.id in already.get(r.pair, {})
+            else r
+            for r in plan.rows
+        ]
+        unseen = {(pair, i) for pair, i in unseen if i not in already.get(pair, {})}
+    plan.rail_unseen = len(unseen)
     # The permission last, on an ID the run would send: never one a rail keeps back.
     from ..ec2 import InstanceCall
     from ..observe import dry_run_calls
@@ -895,6 +919,11 @@ def show_plan(
     if flags.output is Output.json:
         _emit_plan(plan, est, code)
     return code
+
+
+def _already_reason(already: Mapping[Pair, Mapping[str, Outcome]], row: "Row") -> str:
+    outcome = already[row.pair][row.id]
+    return outcome.message or outcome.code or "done already, as the look-up shows"
 
 
 def _emit_plan(plan: "Plan", est: "Estimate", code: int) -> None:
