@@ -52,7 +52,8 @@ def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str
         shown = repr(text[:60] + ("…" if len(text) > 60 else ""))
         key, eq, value = text.partition("=")
         if not key.strip():
-            raise ValueError(f"--tag {shown}: a tag is KEY=VALUE")
+            form = "KEY=VALUE" if need_value else "KEY or KEY=VALUE"
+            raise ValueError(f"--tag {shown}: a tag needs a key ({form})")
         if need_value and not eq:
             raise ValueError(f"--tag {shown}: create-tags needs KEY=VALUE")
         if len(key) > MAX_TAG_KEY:

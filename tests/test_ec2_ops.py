@@ -605,6 +605,10 @@ def test_a_tag_ec2_would_refuse_is_refused_before_anything_is_sent(
 
     ok = parse_tags(["k" * 128 + "=" + "é" * 256], need_value=True)
     assert ok == [{"Key": "k" * 128, "Value": "é" * 256}]
+    # A tag with no key: what each operation takes is said (delete-tags takes a key alone).
+    for need_value, form in ((True, "(KEY=VALUE)"), (False, "(KEY or KEY=VALUE)")):
+        with pytest.raises(ValueError, match=re.escape(f"a tag needs a key {form}")):
+            parse_tags(["=x"], need_value=need_value)
 
 
 def test_a_plan_that_cannot_read_what_uses_a_snapshot_says_so_once_and_a_resume_never_asks(
