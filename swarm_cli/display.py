@@ -104,7 +104,7 @@ def window_text(stats: Stats | Snapshot) -> str:
     pace under a hundredth of a second reads as calls a second ("one call per 0.00s"
     says nothing)."""
     if stats.pace and stats.pace < 0.01:
-        return f"{stats.cwnd:.0f} {ALLOWED}, {1 / stats.pace:,.0f} calls a second"
+        return f"{stats.cwnd:.0f} {ALLOWED}, up to {1 / stats.pace:,.0f} calls a second"
     if stats.pace:
         return f"{stats.cwnd:.0f} {ALLOWED}, one call per {stats.pace:.2f}s"
     return f"{stats.cwnd:.0f} {ALLOWED}"

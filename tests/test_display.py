@@ -95,7 +95,7 @@ def test_status_line_shows_a_paced_window() -> None:
 def test_a_fast_pace_reads_as_calls_a_second() -> None:
     # A pace of 2 ms printed to two decimals read "one call per 0.00s".
     fast = replace(fed_stats().snapshot(), cwnd=500, pace=0.002)
-    assert window_text(fast) == "500 allowed in flight, 500 calls a second"
+    assert window_text(fast) == "500 allowed in flight, up to 500 calls a second"
     assert window_text(replace(fast, pace=0.0)) == "500 allowed in flight"
     assert window_text(replace(fast, pace=0.01)) == "500 allowed in flight, one call per 0.01s"
 
