@@ -1180,3 +1180,25 @@ def test_a_tag_resume_plan_reads_the_tags_and_the_ledgers_other_tags_as_the_run(
     for dry in (("--dry-run",), ()):
         code, _, err = ec2(sandbox, "create-tags", ids, ledger, "--tag", "other=1", *dry)
         assert code == 2 and "other tags" in err, err
+
+
+def test_tagging_an_address_that_does_not_exist_is_refused_as_ec2_refuses_it(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """moto tags any ID, there or not; EC2 answers InvalidAllocationID.NotFound."""
+    from botocore.exceptions import ClientError
+
+    (made,) = sandbox.seed(addresses=1)["addresses"]
+    ghost = "eipalloc-0123456789abcdef0"
+    from test_wait import plain_client  # as any user's: not the sandbox's own
+
+    with pytest.raises(ClientError) as refused:
+        plain_client(sandbox).create_tags(Resources=[ghost], Tags=[{"Key": "k", "Value": "v"}])
+    assert refused.value.response["Error"]["Code"] == "InvalidAllocationID.NotFound"
+    assert ghost in refused.value.response["Error"]["Message"]
+    code, report, err = ec2(
+        sandbox, "create-tags", write_ids(tmp_path / "ids.txt", [made, ghost]),
+        tmp_path / "l.jsonl", "--tag", "k=v",
+    )  # fmt: skip
+    assert code == 1, err
+    assert {p["id"]: p["status"] for p in report["problems"]} == {ghost: "missing"}

@@ -72,6 +72,7 @@ _NOT_FOUND = {
     "vol-": ("InvalidVolume.NotFound", "The volume '{}' does not exist."),
     "snap-": ("InvalidSnapshot.NotFound", "The snapshot '{}' does not exist."),
     "ami-": ("InvalidAMIID.NotFound", "The image id '[{}]' does not exist"),
+    "eipalloc-": ("InvalidAllocationID.NotFound", "The allocation ID '{}' does not exist"),
 }
 
 
@@ -88,6 +89,7 @@ def _untaggable(account: str, region: str, ids: list[str]) -> tuple[str, str] | 
     instances = {i.id for r in backend.reservations.values() for i in r.instances}
     kinds = {"i-": instances, "vol-": backend.volumes, "snap-": backend.snapshots}
     kinds["ami-"] = backend.amis
+    kinds["eipalloc-"] = {a.allocation_id for a in backend.addresses}
     for resource in ids:
         prefix = resource.split("-", 1)[0] + "-"
         known = kinds.get(prefix)
