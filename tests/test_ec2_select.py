@@ -386,6 +386,7 @@ def test_sandbox_rehearses_an_operation_on_the_real_list_and_writes_no_ledger(
         "none",
     )
     assert code == 0 and json.loads(out)["counts"]["succeeded"] == 8, err
+    assert "8 IDs are loaded" in err and "loaded 8 IDs" in err  # the instances counted too
     code, out, err = swarm(
         "ec2",
         "create-tags",

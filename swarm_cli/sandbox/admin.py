@@ -283,12 +283,16 @@ class SandboxAdmin(ABC):
                     f"the sandbox cannot make {i}: it makes {', '.join(_LOADABLE.values())}"
                 )
             kinds.setdefault(kind, []).append(i)
-        if "i" in kinds:
-            self.load_ids(kinds.pop("i"), region=region, account=account)
-        total = sum(map(len, kinds.values()))
+        instances = kinds.pop("i", [])
+        total = len(instances) + sum(map(len, kinds.values()))
         if progress is not None:
             progress(0, total)
         done = 0
+        if instances:
+            self.load_ids(instances, region=region, account=account)
+            done = len(instances)
+            if progress is not None:
+                progress(done, total)
         front = self._front()
         region = region or self.config.region
         for kind, todo in kinds.items():
