@@ -89,7 +89,7 @@ def _untaggable(account: str, region: str, ids: list[str]) -> tuple[str, str] | 
     instances = {i.id for r in backend.reservations.values() for i in r.instances}
     kinds = {"i-": instances, "vol-": backend.volumes, "snap-": backend.snapshots}
     kinds["ami-"] = backend.amis
-    kinds["eipalloc-"] = {a.allocation_id for a in backend.addresses}
+    kinds["eipalloc-"] = {a.allocation_id for a in backend.addresses if a.allocation_id}
     for resource in ids:
         prefix = resource.split("-", 1)[0] + "-"
         known = kinds.get(prefix)
