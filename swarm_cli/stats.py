@@ -26,7 +26,6 @@ from .outage import outage_words, outage_words_of
 from .outcome import Kind
 from .report import PairReport, Sample, WindowReport
 
-# Answers that say nothing of whether the API lets calls through.
 MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
 RATE_SPAN = 5.0  # seconds of history behind a rate: long enough to smooth a sawtooth
 # A rate under this share of the best one reached, for this long, while work for as long

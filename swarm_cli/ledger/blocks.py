@@ -107,8 +107,9 @@ class WriteAheadCheck:
         for run, total in self._run_intents.items():
             if run not in cut:
                 missing[run] = missing.get(run, 0) + max(total - declared.get(run, 0), 0)
-        return sum(
-            min(n, max(max(declared.get(run, 0), self._run_intents.get(run, 0)) - len(ids), 0))
-            for run, n in missing.items()
-            for ids in [self._ids.get(run, set())]
-        )
+        unaccounted = 0
+        for run, n in missing.items():
+            intents = max(declared.get(run, 0), self._run_intents.get(run, 0))
+            named = len(self._ids.get(run, ()))
+            unaccounted += min(n, max(intents - named, 0))
+        return unaccounted
