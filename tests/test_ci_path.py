@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -499,3 +500,39 @@ def test_the_workflow_passes_only_inputs_the_action_has() -> None:
     for call in calls:
         assert set(call["with"]) <= set(inputs), call["with"]
         assert {k for k, v in inputs.items() if v.get("required")} <= set(call["with"])
+
+
+def test_the_action_puts_only_swarm_on_the_jobs_path(tmp_path: Path) -> None:
+    """The install step, run as the runner runs it: later steps of the job find swarm,
+    and not the venv's python or pip in place of the job's own."""
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    install = action["runs"]["steps"][0]
+    source = tmp_path / "action"  # pip builds in the tree it installs: not in this one
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".*", "build", "*.egg-info", "tests", "benchmarks"),
+    )
+    github_path = tmp_path / "github_path"
+    env = {
+        **os.environ,
+        "RUNNER_TEMP": str(tmp_path / "runner"),
+        "GITHUB_PATH": str(github_path),
+        "GITHUB_ACTION_PATH": str(source),
+        "SWARM_PYTHON": sys.executable,
+    }
+    (tmp_path / "runner").mkdir()
+    done = subprocess.run(
+        ["bash", "-e", "-c", install["run"]], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("swarm ")  # its --version
+    (added,) = github_path.read_text().splitlines()
+    assert sorted(p.name for p in Path(added).iterdir()) == ["swarm"]
+    version = subprocess.run(
+        ["swarm", "--version"],
+        env={**env, "PATH": f"{added}{os.pathsep}{env['PATH']}"},
+        capture_output=True,
+        text=True,
+    )
+    assert version.returncode == 0 and version.stdout == done.stdout
