@@ -163,3 +163,41 @@ def test_ctrl_c_while_the_command_line_starts_is_130_not_a_traceback(
         assert json.loads(done.stdout)["exit_code"] == 130
     else:
         assert done.stdout == ""
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_sigterm_while_the_command_line_is_imported_is_143_with_a_word(json_output: bool) -> None:
+    """A pod deleted as it starts: the SIGTERM comes while swarm's modules are imported
+    (a few tenths of a second), before any command has a handler for it. A real signal,
+    sent to the process itself as the command line's package is imported."""
+    argv = ["swarm", "terminate", "--ids", "x.txt", *(("-o", "json") if json_output else ())]
+    code = (
+        "import builtins, os, signal, sys\n"
+        "real = builtins.__import__\n"
+        "def meet(name, globals=None, locals=None, fromlist=(), level=0):\n"
+        "    if name == 'cli' and level == 1:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(name, globals, locals, fromlist, level)\n"
+        "builtins.__import__ = meet\n"
+        "from swarm_cli.entry import main\n"
+        f"sys.argv = {argv!r}\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr == "error: interrupted by SIGTERM while starting: nothing was read or sent\n"
+    if json_output:
+        found = json.loads(done.stdout)
+        assert found["exit_code"] == 143 and found["meaning"] == "stopped by SIGTERM"
+    else:
+        assert done.stdout == ""
+    # Once imported, SIGTERM is as it was until a command sets its own handling: one
+    # that came in the middle of a plan would not say "nothing was read".
+    after = (
+        "import signal, swarm_cli.cli\n"
+        "swarm_cli.cli.main = lambda: print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)\n"
+        "from swarm_cli.entry import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", after], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "True\n", done.stderr
