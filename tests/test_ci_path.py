@@ -368,6 +368,10 @@ def test_the_k8s_job_and_its_script_agree_on_n() -> None:
     env = {e["name"]: e["value"] for e in container["env"]}
     assert int(env["SWARM_SHARDS"]) == spec["completions"] > 256
     assert container["command"][-1].endswith("/k8s-shard.sh")
+    # Not swarm as the container's process 1, which the kernel sends no signal it has no
+    # handler for yet: an init that passes SIGTERM on.
+    assert container["command"][:2] == ["tini", "--"]
+    assert container["image"] == container["image"].lower()  # no capitals in an image name
     # A verdict is not retried; a ledger another pod still holds (74) is.
     (fail,) = [r for r in spec["podFailurePolicy"]["rules"] if r["action"] == "FailIndex"]
     assert set(fail["onExitCodes"]["values"]) == {2, 3, 4}
