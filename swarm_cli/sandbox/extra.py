@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 SANDBOX_EXTRA = (
-    "pip install '.[sandbox]' in a checkout of swarm (or 'swarm-cli[sandbox] @ git+URL@TAG')"
+    "pip install '.[sandbox]' in a checkout of swarm (or 'swarm-cli[sandbox] @ git+URL@TAG',"
+    " or 'WHEEL[sandbox]' with the wheel's file name)"
 )
 
 
