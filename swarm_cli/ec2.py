@@ -213,11 +213,33 @@ def _looks_like_xml(body: bytes) -> bool:
     return b"<Code>" in body[:8192]
 
 
-def _raise_unparsable_errors(response_dict: Mapping[str, Any], **_: Any) -> None:
-    """botocore ``before-parse`` handler: raise HttpError for an error that is not XML."""
+def _answers(body: bytes, operation: str) -> bool:
+    """Whether a success's body is EC2's answer to ``operation``: XML rooted at
+    ``<{operation}Response``. A proxy's or a portal's page answered 200 (a login page in
+    XHTML parses as XML too) is none, and says nothing of what EC2 did."""
+    return f"<{operation}Response".encode() in body[:1024]
+
+
+def _raise_unparsable_errors(
+    response_dict: Mapping[str, Any], operation_model: Any = None, **_: Any
+) -> None:
+    """botocore ``before-parse`` handler: raise HttpError for an error that is not XML,
+    and botocore's own parse error for a success that is not EC2's answer (botocore
+    would read one that parses as XML as an answer listing nothing: a deletion done, a
+    resource gone)."""
     status = response_dict.get("status_code")
     body = response_dict.get("body")
-    if not isinstance(status, int) or status < 400 or not isinstance(body, bytes):
+    if not isinstance(status, int) or not isinstance(body, bytes):
+        return
+    if status < 300 and operation_model is not None:
+        if not _answers(body, operation_model.name):
+            snippet = " ".join(body.decode("utf-8", "replace").split())[:120]
+            raise ResponseParserError(
+                f"HTTP {status} that is not EC2's answer to {operation_model.name}: "
+                + (snippet or "empty body")
+            )
+        return
+    if status < 400:
         return
     if _looks_like_xml(body):
         return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from rich.console import Console
@@ -87,6 +87,7 @@ class Waiting(BatchCall):
         self._lock = threading.Lock()  # the engine calls from several worker threads
         self._reached_at: dict[str, str] = {}
         self._last_state: dict[str, str] = {}
+        self._last_error: dict[str, Outcome] = {}  # of calls that failed, per ID asked
 
     @property
     def reached_at(self) -> dict[str, str]:
@@ -95,9 +96,22 @@ class Waiting(BatchCall):
             return dict(self._reached_at)
 
     def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
-        if self.clock() >= self.deadline:
+        if self.answers_unsent():
             return {i: self._timed_out(i) for i in ids}
         return super().__call__(ids)
+
+    def answers_unsent(self) -> bool:
+        """Past the deadline, what is left is answered at once, with no call: the engine
+        paces none of it (at a pace a throttled Describe set, it would take minutes)."""
+        return self.clock() >= self.deadline
+
+    def failed(self, ids: Sequence[str], outcome: Outcome) -> dict[str, Outcome]:
+        out = super().failed(ids, outcome)
+        with self._lock:
+            for i, o in out.items():
+                if o.kind is not Kind.REQUEUE:
+                    self._last_error[i] = o
+        return out
 
     def _saw(self, i: str, state: str) -> None:
         with self._lock:
@@ -112,6 +126,13 @@ class Waiting(BatchCall):
     def _timed_out(self, i: str) -> Outcome:
         with self._lock:
             last = self._last_state.get(i)
+            error = self._last_error.get(i)
+        if last is None and error is not None:
+            # Every call that asked failed (throttled, refused, an answer nobody could
+            # read): not checked, with the error, not a resource seen taking its time.
+            said = error.message or error.code or error.kind.value
+            message = f"every call that asked failed until the wait timed out: {said}"
+            return replace(error, kind=Kind.PERMANENT, message=message, maybe_acted=False)
         seen = f"last seen {last}" if last else "never seen"
         message = f"not {self.target} when the wait timed out ({seen})"
         return Outcome(Kind.PERMANENT, TIMEOUT_CODE, message)
@@ -286,6 +307,10 @@ def run_wait(
         "not_listed": counts["missing"],
         "not_checked": unchecked,
         **({"not_checked_why": _why(report)} if unchecked else {}),
+        # The run's own keep to the action's calls: the wait's are here.
+        "outages": report.total_of("outages"),
+        "gave_up": report.gave_up,
+        "problems": [asdict(p) for p in report.problems],
     }
     copied = {f.name: getattr(report, f.name) for f in fields(Report)}
     return WaitReport(**copied, target=target, reached_at=reached_at)

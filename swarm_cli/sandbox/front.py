@@ -160,8 +160,9 @@ class Ec2Front:
         self._failing: dict[str, _Fault] = {}
         # Instance IDs DescribeInstances leaves out of its answers (omit_from_describe).
         self._omitted: frozenset[str] = frozenset()
-        # API actions whose calls take effect but are answered 200 with an empty body.
-        self._unreadable: frozenset[str] = frozenset()
+        # API actions whose calls take effect but are answered 200 with a body that is no
+        # answer of EC2's (empty by default).
+        self._unreadable: dict[str, bytes] = {}
 
     def fail_action(
         self,
@@ -189,11 +190,15 @@ class Ec2Front:
         with self._lock:
             self._omitted = frozenset(ids)
 
-    def unreadable_answers(self, action: str, on: bool = True) -> None:
-        """Calls of ``action`` take effect, and their answer is a 200 with an empty body
-        (a proxy that cut it off): the client cannot tell what happened."""
+    def unreadable_answers(self, action: str, on: bool = True, body: bytes = b"") -> None:
+        """Calls of ``action`` take effect, and their answer is a 200 with ``body``: empty
+        (a proxy that cut it off), or a page of a proxy's or a portal's: the client
+        cannot tell what happened."""
         with self._lock:
-            self._unreadable = self._unreadable | {action} if on else self._unreadable - {action}
+            if on:
+                self._unreadable[action] = body
+            else:
+                self._unreadable.pop(action, None)
 
     def hang(
         self, on: bool = True, *, every_call: bool = False, after_effect: bool = False
@@ -490,10 +495,11 @@ class Ec2Front:
             if not self._hold(mutating, after_effect=True):
                 return self._going_away(start_response)
             with self._lock:
-                unreadable = action in self._unreadable
-            if unreadable:
-                start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", "0")])
-                return [b""]
+                unreadable = self._unreadable.get(action)
+            if unreadable is not None:
+                size = str(len(unreadable))
+                start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", size)])
+                return [unreadable]
             for args in started:
                 start_response(*args)
             return answer

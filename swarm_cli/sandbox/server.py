@@ -241,9 +241,10 @@ class Sandbox(SandboxAdmin):
         """Answer every call of ``action`` with this error (None: answer normally again)."""
         self._front().fail_action(action, status, code, message)
 
-    def unreadable_answers(self, action: str, on: bool = True) -> None:
-        """Calls of ``action`` take effect but are answered 200 with an empty body."""
-        self._front().unreadable_answers(action, on)
+    def unreadable_answers(self, action: str, on: bool = True, body: bytes = b"") -> None:
+        """Calls of ``action`` take effect but are answered 200 with ``body`` (empty by
+        default), which is no answer of EC2's."""
+        self._front().unreadable_answers(action, on, body)
 
     def omit_from_describe(self, ids: Iterable[str]) -> None:
         """DescribeInstances leaves these instances out of its answers, without an error."""
