@@ -285,8 +285,11 @@ class Engine:
             self._queue.append(heapq.heappop(self._delayed)[2])
         if not self._queue and not self._delayed and not self._calls:
             return None, False
-        ready_at = max(self.window.send_at(), self.outage.probe_at())
-        room = self.in_flight < (1 if self.outage.down else self.window.limit)
+        if self._unsent():
+            ready_at, room = now, True  # nothing leaves: nothing to pace or to hold back
+        else:
+            ready_at = max(self.window.send_at(), self.outage.probe_at())
+            room = self.in_flight < (1 if self.outage.down else self.window.limit)
         if self._queue and room and now >= ready_at:
             return self._send(now), True
         if self._raised():
@@ -301,6 +304,13 @@ class Engine:
         self._wake_at = min(wake)
         self.runtime.wait(self._cond, max(0.0, self._wake_at - now))
         return None, True
+
+    def _unsent(self) -> bool:
+        """Whether the action answers its next calls without calling the endpoint (a wait
+        past its deadline, which times out what is left): the pace and the window, set
+        for the endpoint, hold none of them back."""
+        answers_unsent = getattr(self.action, "answers_unsent", None)
+        return answers_unsent is not None and bool(answers_unsent())
 
     def _send(self, now: float) -> _Call:
         if isinstance(self.batching, AutoBatch):

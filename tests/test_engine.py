@@ -810,3 +810,31 @@ def test_a_read_that_slows_as_it_grows_is_waited_for_not_taken_for_an_outage() -
     assert read.min_timeout == 10.0
     assert timed_out(read) == 0
     assert timed_out(replace(read, min_timeout=RunOptions().min_timeout)) > 0
+
+
+def test_what_a_wait_answers_past_its_deadline_is_not_paced_as_calls_are() -> None:
+    """A wait's Describe throttled until its deadline: the pace has sunk to a call per
+    tens of seconds. What is left past the deadline is answered with no call, so it is
+    not held to that pace (one batch per gap was minutes over --wait-timeout)."""
+    runtime = virtual(0.05)
+    deadline = 30.0
+    asked: list[float] = []
+    window = Window(RATE)
+    gaps: list[float] = []  # the pace when the deadline passed
+
+    class Wait:
+        def __call__(self, batch: Sequence[str]) -> Mapping[str, Outcome]:
+            if self.answers_unsent():
+                gaps.append(window.pace)
+                return dict.fromkeys(batch, Outcome(Kind.PERMANENT, "WaitTimeout"))
+            asked.append(runtime.clock())
+            return dict.fromkeys(batch, Outcome(Kind.THROTTLED, "RequestLimitExceeded"))
+
+        def answers_unsent(self) -> bool:
+            return runtime.clock() >= deadline
+
+    result = Engine(Wait(), window, batch_size=10, runtime=runtime).run(ids(400))
+    assert result.counts["failed"] == 400  # every one timed out
+    assert asked and max(asked) < deadline  # no call left past the deadline
+    assert gaps[0] >= 1.0  # the throttles had slowed the pace to a call per this many s ...
+    assert runtime.clock() < deadline + 1.0  # ... and the 40 batches were not held to it
