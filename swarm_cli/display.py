@@ -919,6 +919,13 @@ def render_summary(report: Report, console: Console) -> None:
                 style="bold red",
             )
             return
+        finish = report.extra.get("finish")
+        if finish and c["failed"] + c["pending"] > stuck:
+            # An undo (swarm rollback) cut short or refused in part: the undo again, of the
+            # one run. A retry of what the ledger holds of its action would take in other
+            # runs' intents too (a start the ledger left pending, undone or not).
+            say(f"  to finish it: {literal(finish)}")
+            return
         if not report.intents_recorded:
             # `ledger failed` lists only the intents on disk; the rest would be lost.
             say(

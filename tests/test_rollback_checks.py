@@ -4,6 +4,7 @@ the intents the ledger cannot know (pending: in flight at a kill) before undoing
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -203,11 +204,43 @@ def test_the_retry_a_rollback_prints_keeps_its_rails_and_where_it_went(
         *("--protect-tag", "keep", "--progress", "none"),
     )
     assert code == 3, err  # the rail could not see: refused
-    retry = next(line for line in (out + err).splitlines() if "retry the rest:" in line)
-    assert "swarm start --region us-east-1 " in retry
+    retry = next(line for line in (out + err).splitlines() if "to finish it:" in line)
+    assert f"swarm rollback {ledger} --run run1 " in retry  # the undo again, of that run
     assert f"--endpoint-url {sandbox.endpoint}" in retry
     assert "--protect-tag keep" in retry
+    assert "retry the rest" not in out + err
     assert sandbox.counters.accepted_by_action.get("StartInstances") is None
+
+
+def test_what_an_undo_cut_short_prints_finishes_that_run_and_no_other(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A ledger also holding a start of other instances left pending (an outage): the
+    undo's start, left short, is finished by the undo of its run, not by a retry of every
+    start the ledger holds (which started the other run's instances too)."""
+    theirs, ours = sandbox.launch(2), sandbox.launch(2)
+    client = sandbox.client()
+    client.stop_instances(InstanceIds=theirs + ours)
+    ledger = tmp_path / "l.jsonl"
+    other = LedgerWriter(str(ledger), "run0", "start", EAST)
+    other.write_ahead(theirs)  # sent nowhere: pending
+    assert other.close() == []
+    write_stop(ledger, [(i, "succeeded") for i in ours])
+    # A rail that cannot see refuses the undo's instances (exit 3), leaving them to finish.
+    sandbox.fail_action("DescribeInstances", 403, "UnauthorizedOperation", "no")
+    base = ("rollback", str(ledger), "--run", "run1", "--endpoint-url", sandbox.endpoint)
+    code, out, err = swarm(*base, "--protect-tag", "keep", "--yes", "--progress", "none")
+    assert code == 3, err
+    (finish,) = [line for line in (out + err).splitlines() if "to finish it:" in line]
+    assert "ledger failed" not in finish
+    argv = shlex.split(finish.split("to finish it: ", 1)[1])
+    assert argv[:5] == ["swarm", "rollback", str(ledger), "--run", "run1"]
+    sandbox.fail_action("DescribeInstances", None)
+    code, out, err = swarm(*argv[1:], "--yes", "--progress", "none")
+    assert code == 0, err
+    states = sandbox.states(theirs + ours)
+    assert [states[i] for i in ours] == ["running", "running"]
+    assert [states[i] for i in theirs] == ["stopped", "stopped"]  # not the other run's
 
 
 def test_rollback_of_a_ledger_behind_a_link_is_refused_before_anything(

@@ -1523,6 +1523,11 @@ def rollback(
         regions = {pair.region for pair in groups}
         where = replace(flags, region=regions.pop() if len(regions) == 1 else None)
         report.retry_args = retry_args(plan.action, where)
+        # What is left of the undo is finished by the undo of the same run: it acts on
+        # that run's instances only (its options, less the region the ledger names).
+        if report.counts["failed"] + report.counts["pending"]:
+            given = "".join(f" {shlex.quote(arg)}" for arg in retry_args(plan.action, flags))
+            report.extra["finish"] = f"swarm rollback {shlex.quote(ledger)} --run {plan.run}{given}"
         step_summary(report, err)
         return finish(report, output, out, err)
 
