@@ -281,11 +281,13 @@ class Engine:
             self._give_up(now)
             self._emit(Stopping, outcome=self._stop_cause)
             return None, False
-        while self._delayed and self._delayed[0][0] <= now:
+        unsent = self._unsent()
+        # Answered without a call, an intent waiting out a retry's back-off need not wait.
+        while self._delayed and (unsent or self._delayed[0][0] <= now):
             self._queue.append(heapq.heappop(self._delayed)[2])
         if not self._queue and not self._delayed and not self._calls:
             return None, False
-        if self._unsent():
+        if unsent:
             ready_at, room = now, True  # nothing leaves: nothing to pace or to hold back
         else:
             ready_at = max(self.window.send_at(), self.outage.probe_at())

@@ -310,10 +310,17 @@ def run_wait(
         # The run's own keep to the action's calls: the wait's are here.
         "outages": report.total_of("outages"),
         "gave_up": report.gave_up,
-        "problems": [asdict(p) for p in report.problems],
+        # As the ledger records them: not seen there is pending (may or may not be done).
+        "problems": [_as_recorded(p, target) for p in report.problems],
     }
     copied = {f.name: getattr(report, f.name) for f in fields(Report)}
     return WaitReport(**copied, target=target, reached_at=reached_at)
+
+
+def _as_recorded(problem: Problem, target: str) -> dict[str, Any]:
+    """A problem of the wait as the ledger records it (:func:`unreached`)."""
+    status, code, message = unreached(problem, target)
+    return {**asdict(problem), "status": status, "code": code, "message": message}
 
 
 def _why(report: Report) -> str:

@@ -838,3 +838,25 @@ def test_what_a_wait_answers_past_its_deadline_is_not_paced_as_calls_are() -> No
     assert asked and max(asked) < deadline  # no call left past the deadline
     assert gaps[0] >= 1.0  # the throttles had slowed the pace to a call per this many s ...
     assert runtime.clock() < deadline + 1.0  # ... and the 40 batches were not held to it
+
+
+def test_what_waits_out_a_retry_past_a_waits_deadline_is_answered_at_once() -> None:
+    """Every Describe failing: each ID waits out a back-off before its next try. Past the
+    deadline it is answered timed out with no call: it need not wait that out first."""
+    runtime = virtual(0.05)
+    deadline = 5.0
+
+    class Wait:
+        def __call__(self, batch: Sequence[str]) -> Mapping[str, Outcome]:
+            if self.answers_unsent():
+                return dict.fromkeys(batch, Outcome(Kind.PERMANENT, "WaitTimeout"))
+            return dict.fromkeys(batch, Outcome(Kind.TRANSIENT, "InternalError", maybe_acted=True))
+
+        def answers_unsent(self) -> bool:
+            return runtime.clock() >= deadline
+
+    result = Engine(Wait(), Window(RATE), batch_size=10, max_attempts=10, runtime=runtime).run(
+        ids(50)
+    )
+    assert result.counts["failed"] == 50
+    assert runtime.clock() < deadline + 1.0
