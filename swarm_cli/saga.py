@@ -127,6 +127,15 @@ def undo_plan(
             key=lambda r: max(x.ts for x in by_run[r]),
         )
         if not reversible:
+            mixed = sorted(r for r in by_run if len(_actions(by_run[r])) > 1)
+            if mixed:
+                # One run writes one action: such records were written by hand (or
+                # another tool), and which of them the run did cannot be told.
+                acts = ", ".join(sorted(_actions(by_run[mixed[0]])))
+                raise SagaError(
+                    f"run {mixed[0]} in {where} holds records of several actions ({acts}); "
+                    "a run of swarm has one: its undo is not worked out from them"
+                )
             raise SagaError(f"no run of a reversible action (stop, start) in {where}")
         if len(reversible) > 1:
             raise SagaError(_choose(reversible, by_run, sent_nothing, damaged, where))

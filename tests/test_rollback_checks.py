@@ -437,3 +437,16 @@ def test_a_rollback_writes_its_step_summary_as_a_run_does(
     run = next(read_records(str(ledger))).run
     assert text.startswith(f"## swarm rollback of run {run} (start): 2 of 2 succeeded"), text
     assert set(sandbox.states(ids).values()) == {"running"}
+
+
+def test_a_run_whose_records_name_two_actions_is_named_not_said_absent(tmp_path: Path) -> None:
+    """A hand-edited ledger: one record of a stop run made a start. The error names the
+    run and its actions, as with --run, not "no run of a reversible action"."""
+    ledger = tmp_path / "l.jsonl"
+    write_stop(ledger, [("i-00000001", "succeeded"), ("i-00000002", "succeeded")])
+    records = [json.loads(line) for line in ledger.read_text().splitlines()]
+    records[-1]["action"] = "start"
+    ledger.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for run in (None, "run1"):
+        with pytest.raises(SagaError, match=r"run run1 .*several actions \(start, stop\)"):
+            undo_plan([str(ledger)], run=run)
