@@ -192,7 +192,13 @@ def batch_words(report: Report) -> str:
 def fall_text(fall: Fall, now_rate: float | None = None, why: str = FELL_WORDS) -> str:
     """A pair's rate that fell far below its best, as a person reads it."""
     low = fall.low if now_rate is None else now_rate
-    return f"rate fell to {low:.1f}/s from {fall.best:.1f}/s: {why}"
+    return f"rate fell to {per_second(low)} from {per_second(fall.best)}: {why}"
+
+
+def per_second(rate: float) -> str:
+    """A rate of IDs per second as a person reads it: one decimal, or under one a second
+    two figures (a refill of 0.5/s is not "0.0/s")."""
+    return f"{rate:.1f}/s" if rate >= 0.95 or rate == 0 else f"{rate:.2g}/s"
 
 
 def unanswered_text(outages: int, timeouts: int) -> str | None:

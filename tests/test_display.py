@@ -15,6 +15,7 @@ from swarm_cli.display import (
     NoProgress,
     PlainLines,
     choose_progress,
+    fall_text,
     recent_rate,
     render_summary,
     sparkline,
@@ -27,7 +28,7 @@ from swarm_cli.events import EVENT_TYPES, EventType
 from swarm_cli.events import Event as AnyEvent
 from swarm_cli.outcome import Kind, Outcome
 from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
-from swarm_cli.stats import MAX_SAMPLES, RateWatch, Stats
+from swarm_cli.stats import MAX_SAMPLES, Fall, RateWatch, Stats
 
 
 def Event(type_: EventType, at: float, **fields: object) -> AnyEvent:
@@ -789,3 +790,12 @@ def test_a_row_per_missing_id_shows_its_own_id_of_ec2s_list() -> None:
     assert "i-00000003&#x27; (and 4 more of its call)" in page, page[-3000:]
     # The ledger and --output json keep EC2's words whole.
     assert report.problems[0].message == said
+
+
+def test_a_rate_that_fell_under_one_a_second_reads_as_what_it_is() -> None:
+    """StartInstances refills 2 instances a second at EC2, a tenth of a terminate's: a
+    run scaled down from it goes at 0.5/s, which "0.0/s" read as if nothing went."""
+    fall = Fall(best=1.04, low=0.5, since=10.0, until=100.0)
+    assert fall_text(fall).startswith("rate fell to 0.5/s from 1.0/s: ")
+    assert fall_text(fall, now_rate=0.049).startswith("rate fell to 0.049/s from 1.0/s")
+    assert fall_text(Fall(40.3, 2.06, 1.0, 9.0)).startswith("rate fell to 2.1/s from 40.3/s")
