@@ -133,6 +133,20 @@ def test_an_unknown_command_still_lists_the_way_to_help() -> None:
     assert done.returncode == 2 and "No such command 'termnate'" in done.stderr
 
 
+def as_cli_is_imported(statement: str) -> str:
+    """Code that runs ``statement`` as swarm's command line package is imported: where a
+    signal that comes a few tenths of a second after launch lands."""
+    return (
+        "import builtins\n"
+        "real = builtins.__import__\n"
+        "def meet(name, globals=None, locals=None, fromlist=(), level=0):\n"
+        "    if name == 'cli' and level == 1:\n"
+        f"        {statement}\n"
+        "    return real(name, globals, locals, fromlist, level)\n"
+        "builtins.__import__ = meet\n"
+    )
+
+
 @pytest.mark.parametrize("where", ["import", "build"])
 @pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
 def test_ctrl_c_while_the_command_line_starts_is_130_not_a_traceback(
@@ -142,13 +156,7 @@ def test_ctrl_c_while_the_command_line_starts_is_130_not_a_traceback(
     modules are imported, or while typer builds the command; each is made to meet it here."""
     argv = ["swarm", "terminate", "--ids", "x.txt", *(("-o", "json") if json_output else ())]
     meet = (
-        "import builtins\n"
-        "real = builtins.__import__\n"
-        "def meet(name, globals=None, locals=None, fromlist=(), level=0):\n"
-        "    if name == 'cli' and level == 1:\n"
-        "        raise KeyboardInterrupt\n"
-        "    return real(name, globals, locals, fromlist, level)\n"
-        "builtins.__import__ = meet\n"
+        as_cli_is_imported("raise KeyboardInterrupt")
         if where == "import"
         else "import typer.main\n"
         "def meet(*args, **kwargs):\n"
@@ -171,18 +179,8 @@ def test_sigterm_while_the_command_line_is_imported_is_143_with_a_word(json_outp
     (a few tenths of a second), before any command has a handler for it. A real signal,
     sent to the process itself as the command line's package is imported."""
     argv = ["swarm", "terminate", "--ids", "x.txt", *(("-o", "json") if json_output else ())]
-    code = (
-        "import builtins, os, signal, sys\n"
-        "real = builtins.__import__\n"
-        "def meet(name, globals=None, locals=None, fromlist=(), level=0):\n"
-        "    if name == 'cli' and level == 1:\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return real(name, globals, locals, fromlist, level)\n"
-        "builtins.__import__ = meet\n"
-        "from swarm_cli.entry import main\n"
-        f"sys.argv = {argv!r}\n"
-        "main()\n"
-    )
+    meet = as_cli_is_imported("import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+    code = f"import sys\n{meet}from swarm_cli.entry import main\nsys.argv = {argv!r}\nmain()\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 143, done.stderr
     assert done.stderr == "error: interrupted by SIGTERM while starting: nothing was read or sent\n"
