@@ -20,7 +20,13 @@ from typing import Any
 from rich.console import Console
 
 from .actions import DESCRIBE_LIMITS, ActionSpec
-from .ec2 import MISSING_CODES, BatchCall, answered_by, classify_exception
+from .ec2 import (
+    MISSING_CODES,
+    BatchCall,
+    answered_by,
+    classify_exception,
+    describe_instances_by_id,
+)
 from .outcome import Kind, Outcome
 from .report import Pair, Report
 from .run import Job, RunOptions
@@ -152,8 +158,7 @@ class DescribeBatch(BatchCall):
             return dict(self._found)
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
-        response: Mapping[str, Any] = self.client.describe_instances(InstanceIds=list(ids))
-        return response
+        return describe_instances_by_id(self.client, ids)
 
     def named(self, instance_id: str, outcome: Outcome) -> Outcome:
         return _missing(instance_id, outcome)

@@ -534,6 +534,24 @@ def _as_it_is(instance_id: str, outcome: Outcome) -> Outcome:
     return outcome
 
 
+def describe_instances_by_id(client: Any, ids: Sequence[str]) -> dict[str, Any]:
+    """DescribeInstances of these IDs, every page of it. An answer may hold only some of
+    the reservations, and a NextToken (moto's holds 100; instances launched one by one
+    are a reservation each): an instance on a later page is not missing. The first
+    page's metadata stands for the answer."""
+    request: dict[str, Any] = {"InstanceIds": list(ids)}
+    response = dict(client.describe_instances(**request))
+    reservations = list(response.get("Reservations", []))
+    token = response.pop("NextToken", None)
+    while token:
+        page = client.describe_instances(**request, NextToken=token)
+        reservations += page.get("Reservations", [])
+        # A token that comes back unchanged would page for ever.
+        token = None if page.get("NextToken") == token else page.get("NextToken")
+    response["Reservations"] = reservations
+    return response
+
+
 def answered_by(response: Mapping[str, Any]) -> tuple[int | None, str | None]:
     """The HTTP status and request ID of an answer, for its outcomes."""
     meta = response.get("ResponseMetadata", {})

@@ -18,7 +18,13 @@ from typing import Any
 from rich.console import Console
 
 from .actions import ACTIONS, DESCRIBE_LIMITS, ActionSpec
-from .ec2 import MISSING_CODES, BatchCall, answered_by, classify_exception
+from .ec2 import (
+    MISSING_CODES,
+    BatchCall,
+    answered_by,
+    classify_exception,
+    describe_instances_by_id,
+)
 from .engine import Clock
 from .ledger import (
     MAYBE_DONE,
@@ -153,8 +159,7 @@ class WaitForState(Waiting):
         self._dead_ends = dead_ends(target)
 
     def send(self, ids: Sequence[str]) -> Mapping[str, Any]:
-        response: Mapping[str, Any] = self.client.describe_instances(InstanceIds=list(ids))
-        return response
+        return describe_instances_by_id(self.client, ids)
 
     def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
         status, request_id = answered_by(response)

@@ -739,3 +739,26 @@ def test_a_plan_of_ids_that_do_not_exist_says_the_run_would_send_them(
     said = " ".join((result.stdout + result.stderr).split())
     assert "the run would send the 2 that do not exist, to find them missing" in said, said
     assert "the run would make no call" not in said
+
+
+def test_instances_on_a_later_page_of_describe_are_found_not_missing(sandbox: Sandbox) -> None:
+    """Instances launched one by one are a reservation each, and an answer holds 100
+    reservations and a NextToken: the plan, the rails and --wait read every page."""
+    from swarm_cli.sandbox import IMAGE_ID, INSTANCE_TYPE
+    from swarm_cli.wait import WaitForState
+
+    admin = sandbox.client()
+    ids = [
+        admin.run_instances(ImageId=IMAGE_ID, MinCount=1, MaxCount=1, InstanceType=INSTANCE_TYPE)[
+            "Instances"
+        ][0]["InstanceId"]
+        for _ in range(130)
+    ]
+    first = admin.describe_instances(InstanceIds=ids)
+    assert "NextToken" in first and len(first["Reservations"]) < 130  # the sandbox pages
+
+    found = describe({HERE: ids}, clients(sandbox), quiet(), options=QUIET)[HERE]
+    assert all(found[i] is not None and found[i].state == "running" for i in ids)
+    client = make_client(HERE.region, endpoint_url=sandbox.endpoint, credentials=CREDENTIALS)
+    seen = WaitForState(client, "running")(ids)
+    assert {o.code for o in seen.values()} == {"Reached"}
