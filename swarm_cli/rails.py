@@ -162,18 +162,26 @@ def split_protected(
 
 
 def check_max_count(
-    count: int, max_count: int | None, *, action: str = "terminate", resource: str = "instance"
+    count: int,
+    max_count: int | None,
+    *,
+    action: str = "terminate",
+    resource: str = "instance",
+    protecting: bool = False,
 ) -> None:
     """Refuse (code 3) to act on more than ``max_count`` instances (or other resources);
-    None is no limit."""
+    None is no limit. ``protecting``: a --protect-tag rail is to take some out after this
+    count, which is made before any tag is read."""
     if max_count is None:
         return
     if max_count < 0:
         raise RailError(f"--max-count {max_count}: expected 0 or more", EXIT_USAGE)
     if count > max_count:
         noun = resource if count == 1 else plural(resource)
+        before = " (counted before --protect-tag keeps any)" if protecting else ""
         raise RailError(
-            f"refusing to {action} {count} {noun}: --max-count is {max_count}; nothing was sent"
+            f"refusing to {action} {count} {noun}{before}: --max-count is {max_count}; "
+            "nothing was sent"
         )
 
 

@@ -94,7 +94,13 @@ def test_each_rail_refuses_with_its_exit_code_and_sends_nothing(
     )
     assert code == 3 and ACCOUNT in err
     code, _, err = swarm(*base, "--ledger", str(tmp_path / "b.jsonl"), "--max-count", "5")
-    assert code == 3 and "--max-count is 5" in err
+    assert code == 3 and "refusing to terminate 6 instances: --max-count is 5" in err
+    # Counted before any tag is read: a --protect-tag that would keep some does not lower it.
+    code, _, err = swarm(
+        *base, "--ledger", str(tmp_path / "b2.jsonl"), "--max-count", "5", "--protect-tag", "keep"
+    )
+    assert code == 3
+    assert "6 instances (counted before --protect-tag keeps any): --max-count is 5" in err
     code, _, err = swarm(*base[:-1], "--ledger", str(tmp_path / "c.jsonl"))  # no --yes, no tty
     assert code == 3
     assert sandbox.counters.accepted + sandbox.counters.throttled == 0

@@ -462,7 +462,13 @@ def _run_action(
     # (Those no longer selected are looked up, never sent: no rail counts them.)
     total = sum(len(ids) for ids in groups.values()) - sum(map(len, unselected.values()))
     try:
-        check_max_count(total, flags.max_count, action=spec.name, resource=spec.resource)
+        check_max_count(
+            total,
+            flags.max_count,
+            action=spec.name,
+            resource=spec.resource,
+            protecting=bool(flags.protect_tags),
+        )
     except RailError as exc:
         raise error_for(exc.code, exc.message) from exc
     options = replace(
@@ -1503,7 +1509,12 @@ def rollback(
         if not groups:
             raise UsageError(f"run {plan.run} ({plan.of}) got nothing done: nothing to undo")
         try:
-            check_max_count(sum(map(len, groups.values())), max_count, action=plan.action.name)
+            check_max_count(
+                sum(map(len, groups.values())),
+                max_count,
+                action=plan.action.name,
+                protecting=bool(protect_tag),
+            )
         except RailError as exc:
             raise error_for(exc.code, exc.message) from exc
         found: dict[str, Instance] = {}
