@@ -326,6 +326,9 @@ class RateWatch:
     through its samples, and whether it fell under ``share`` of the best it reached for
     ``lasting`` seconds or more while work for that long at the best rate was left.
 
+    Once a throttle shows the bucket ran dry, the best is what spans since have reached:
+    a burst spent at ten times the refill is no rate to fall from.
+
     Fed the series as it grows (``update`` reads only the new points), so a view may ask
     at every refresh; a series that was halved is read again from its start.
     """
@@ -346,6 +349,7 @@ class RateWatch:
         self.best = 0.0
         self.falling: Fall | None = None  # the fall under way, however long so far
         self.longest: Fall | None = None  # the longest fall over, that lasted long enough
+        self._dry_at: float | None = None  # the first point with a throttle behind it
 
     def update(self, series: Sequence[Sample], total: int) -> RateWatch:
         n = len(self._t)
@@ -365,6 +369,12 @@ class RateWatch:
     def _add(self, p: Sample, total: int) -> None:
         self._t.append(p.t)
         self._done.append(p.done)
+        if p.throttled and self._dry_at is None:
+            # The bucket ran dry: what its burst let through, however fast, is no rate the
+            # refill keeps up (10x it at EC2's limits), and no best to fall from.
+            self._dry_at = p.t
+            self.best = 0.0
+            self.falling = None
         if p.t < self.span:
             return
         # What was done before the span is read at the first point inside it.
@@ -380,7 +390,8 @@ class RateWatch:
                 f.low = min(f.low, rate)
                 f.until = p.t
                 return
-        self.best = max(self.best, rate)
+        if self._dry_at is None or p.t - self.span >= self._dry_at:
+            self.best = max(self.best, rate)  # over a span wholly before or after it
         if rate < self.share * self.best and left > self.best * self.lasting:
             self.falling = Fall(self.best, rate, p.t, p.t)
 

@@ -577,14 +577,22 @@ def test_summary_of_several_pairs_has_a_row_each() -> None:
     assert report.to_dict()["window"] is None and len(report.to_dict()["pairs"]) == 2
 
 
-def run_at(rates: list[tuple[float, float]], total: int = 2000) -> Stats:
+def run_at(
+    rates: list[tuple[float, float]], total: int = 2000, throttled_at: float | None = None
+) -> Stats:
     """A pair's stats fed as if ``rate`` intents per second were done for ``seconds``,
-    one stretch after another (an answer per intent)."""
+    one stretch after another (an answer per intent); one call throttled at
+    ``throttled_at`` if given."""
     stats = Stats()
     stats(Event("queued", 0.0, ids=tuple(f"i-{n}" for n in range(total)), cwnd=4))
     at, n = 0.0, 0
+    throttle = Outcome(Kind.THROTTLED, "RequestLimitExceeded", None)
     for seconds, rate in rates:
         for _ in range(int(seconds * rate)):
+            if throttled_at is not None and at + 1 / rate >= throttled_at:
+                stats(Event("answered", throttled_at, cwnd=4, outcome=throttle))
+                stats(Event("throttled", throttled_at, ids=("i-x",), cwnd=4, outcome=throttle))
+                throttled_at = None
             at += 1 / rate
             stats(Event("answered", at, cwnd=4, in_flight=2))
             stats(Event("succeeded", at, ids=(f"i-{n}",), cwnd=4))
@@ -600,6 +608,17 @@ def test_a_rate_that_fell_far_below_its_best_for_a_while_is_a_fall() -> None:
     assert fall.best == pytest.approx(40.0, rel=0.05)
     assert fall.low == pytest.approx(2.0, rel=0.15)
     assert fall.lasted >= 5.0
+
+
+def test_a_burst_spent_then_the_refill_kept_up_is_no_fall() -> None:
+    """EC2's limits: a burst of 1,000 spent at 200/s, then the refill's 20/s. The rate
+    falls to a tenth of the burst's, as it should: no fall, and no word of throttles."""
+    burst = run_at([(5.0, 200.0), (60.0, 20.0)], total=2400, throttled_at=5.0).snapshot()
+    assert RateWatch().update(burst.series, burst.total).fell() is None
+    # A throttle early on, then 40/s that sank to 2/s: a fall from what came after it.
+    sank = run_at([(10.0, 40.0), (12.0, 2.0)], throttled_at=0.5).snapshot()
+    fall = RateWatch().update(sank.series, sank.total).fell()
+    assert fall is not None and fall.best == pytest.approx(40.0, rel=0.05)
 
 
 def test_a_short_dip_or_the_end_of_the_list_is_no_fall() -> None:
