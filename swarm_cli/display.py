@@ -926,10 +926,11 @@ def render_summary(report: Report, console: Console) -> None:
             )
             return
         finish = report.extra.get("finish")
-        if finish and c["failed"] + c["pending"] > stuck:
-            # An undo (swarm rollback) cut short or refused in part: the undo again, of the
-            # one run. A retry of what the ledger holds of its action would take in other
-            # runs' intents too (a start the ledger left pending, undone or not).
+        if finish:
+            # An undo (swarm rollback) cut short, refused in part or not seen through by
+            # its wait: the undo again, of its runs. A retry of what the ledger holds of
+            # its action would take in other runs' intents too (a start the ledger left
+            # pending, undone or not).
             say(f"  to finish it: {literal(finish)}")
             return
         if not report.intents_recorded:

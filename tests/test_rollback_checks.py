@@ -450,3 +450,67 @@ def test_a_run_whose_records_name_two_actions_is_named_not_said_absent(tmp_path:
     for run in (None, "run1"):
         with pytest.raises(SagaError, match=r"run run1 .*several actions \(start, stop\)"):
             undo_plan([str(ledger)], run=run)
+
+
+def write_run(path: Path, run: str, action: str, ids: list[str]) -> None:
+    writer = LedgerWriter(str(path), run, action, EAST)
+    writer.write_ahead(ids)
+    for instance_id in ids:
+        writer.write(instance_id, "succeeded")
+    assert writer.close() == []
+
+
+def test_the_finish_of_an_undo_of_several_runs_names_each_and_runs_as_printed(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    first, second = sandbox.launch(2), sandbox.launch(2)
+    sandbox.client().stop_instances(InstanceIds=first + second)
+    ledger = tmp_path / "l.jsonl"
+    write_run(ledger, "shard1", "stop", first)
+    write_run(ledger, "shard2", "stop", second)
+    sandbox.fail_action("DescribeInstances", 403, "UnauthorizedOperation", "no")
+    base = ("rollback", str(ledger), "--run", "shard1", "--run", "shard2")
+    code, out, err = swarm(
+        *base, "--endpoint-url", sandbox.endpoint, "--protect-tag", "keep", "--yes", "-o", "json"
+    )
+    assert code == 3, err
+    finish = json.loads(out)["finish"]
+    argv = shlex.split(finish)
+    assert argv[:7] == ["swarm", "rollback", str(ledger), "--run", "shard1", "--run", "shard2"]
+    sandbox.fail_action("DescribeInstances", None)
+    code, _, err = swarm(*argv[1:], "--yes", "--progress", "none")
+    assert code == 0, err
+    assert set(sandbox.states(first + second).values()) == {"running"}
+
+
+def test_an_undo_its_wait_did_not_see_through_is_finished_by_the_undo_not_a_retry(
+    tmp_path: Path,
+) -> None:
+    """The wait saw none of them back (the Describe calls it made were all answered by a
+    login page): the way on is the undo again, with its wait; a retry of the ledger's
+    starts would start another run's instances too."""
+    from test_ec2_ops import LOGIN_PAGE
+
+    from swarm_cli.sandbox import BucketSpec, SandboxConfig
+
+    with Sandbox(SandboxConfig(BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000))) as box:
+        theirs, ours = box.launch(2), box.launch(2)
+        box.client().stop_instances(InstanceIds=theirs + ours)
+        ledger = tmp_path / "l.jsonl"
+        other = LedgerWriter(str(ledger), "run0", "start", EAST)
+        other.write_ahead(theirs)  # left pending
+        assert other.close() == []
+        write_run(ledger, "run1", "stop", ours)
+
+        box.unreadable_answers("DescribeInstances", body=LOGIN_PAGE)
+        code, out, err = swarm(
+            *("rollback", str(ledger), "--run", "run1", "--endpoint-url", box.endpoint),
+            *("--wait", "--wait-timeout", "2", "--yes", "--progress", "none"),
+        )
+        text = out + err
+        assert code == 1, text
+        assert "ledger failed" not in text, text
+        (line,) = [x for x in text.splitlines() if "to finish it:" in x]
+        argv = shlex.split(line.split("to finish it: ", 1)[1])
+        assert argv[3:5] == ["--run", "run1"] and "--wait" in argv
+        assert set(box.states(theirs).values()) == {"stopped"}

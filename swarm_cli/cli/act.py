@@ -35,6 +35,7 @@ from ..errors import (
     error_for,
 )
 from ..ledger import (
+    PERMANENT_CODES,
     LedgerError,
     LedgerInUse,
     Record,
@@ -48,7 +49,7 @@ from ..rails import (
     check_max_count,
     protect_tags,
 )
-from ..report import Pair, Recorded
+from ..report import Pair, Recorded, Report
 from ..run import Job, RunOptions
 from ..targets import INSTANCES
 from ..text import literal, one_or_more, plural
@@ -134,6 +135,7 @@ from .reach import (
 if TYPE_CHECKING:
     from ..plan import Estimate, Plan, Row
 
+DEFAULT_WAIT_TIMEOUT = 600.0  # --wait-timeout, seconds
 REHEARSAL_REGION = "us-east-1"  # --sandbox without --region or AWS_REGION
 EXIT_CODES = (
     "Exit codes: 0 all done · 1 some failed, missing or pending (see the ledger), or the run "
@@ -1199,7 +1201,7 @@ def register(
                     "which EC2 refuses to undo before they are there)."
                 ),
             ),
-        ] = 600.0,
+        ] = DEFAULT_WAIT_TIMEOUT,
         batch_size: Annotated[
             str,
             typer.Option(
@@ -1397,7 +1399,7 @@ def rollback(
             help="Seconds --wait waits at most; and the undo first, for instances still "
             "stopping or pending (EC2 refuses to undo them before they are there).",
         ),
-    ] = 600.0,
+    ] = DEFAULT_WAIT_TIMEOUT,
     output: OutputOpt = Output.text,
     progress: ProgressOpt = ProgressChoice.auto,
     expect_account: ExpectAccountOpt = None,
@@ -1536,11 +1538,31 @@ def rollback(
         report.retry_args = retry_args(plan.action, where)
         # What is left of the undo is finished by the undo of the same run: it acts on
         # that run's instances only (its options, less the region the ledger names).
-        if report.counts["failed"] + report.counts["pending"]:
-            given = "".join(f" {shlex.quote(arg)}" for arg in retry_args(plan.action, flags))
-            report.extra["finish"] = f"swarm rollback {shlex.quote(ledger)} --run {plan.run}{given}"
+        runs = list(run) if run else [plan.run]
+        again = _finish_rollback(plan.action, report, ledger, runs, flags)
+        if again:
+            report.extra["finish"] = again
         step_summary(report, err)
         return finish(report, output, out, err)
+
+
+def _finish_rollback(
+    spec: ActionSpec, report: Report, ledger: str, runs: Sequence[str], flags: Flags
+) -> str | None:
+    """The command that finishes an undo cut short, refused in part or not seen through
+    by its wait: the undo again, of the same runs, behind the same options (less the
+    region the ledger names). None when nothing is left that another try could do."""
+    stuck = sum(1 for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES)
+    waited = report.extra.get("wait") or {}
+    unseen = waited.get("timed_out") or waited.get("not_checked")
+    if report.counts["failed"] + report.counts["pending"] <= stuck and not unseen:
+        return None
+    args = list(retry_args(spec, flags))
+    if not flags.wait and flags.wait_timeout != DEFAULT_WAIT_TIMEOUT:
+        args += ["--wait-timeout", f"{flags.wait_timeout:g}"]  # also for instances on their way
+    named = "".join(f" --run {shlex.quote(r)}" for r in runs)
+    given = "".join(f" {shlex.quote(a)}" for a in args)
+    return f"swarm rollback {shlex.quote(ledger)}{named}{given}"
 
 
 EC2_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
