@@ -543,11 +543,12 @@ def describe_instances_by_id(client: Any, ids: Sequence[str]) -> dict[str, Any]:
     response = dict(client.describe_instances(**request))
     reservations = list(response.get("Reservations", []))
     token = response.pop("NextToken", None)
-    while token:
+    seen: set[str] = set()
+    while token and token not in seen:  # a token seen before would page for ever
+        seen.add(token)
         page = client.describe_instances(**request, NextToken=token)
         reservations += page.get("Reservations", [])
-        # A token that comes back unchanged would page for ever.
-        token = None if page.get("NextToken") == token else page.get("NextToken")
+        token = page.get("NextToken")
     response["Reservations"] = reservations
     return response
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ from .outcome import Kind
 from .report import PairReport, Sample, WindowReport
 
 MAX_SAMPLES = 2000  # past this, every other point is dropped and the spacing doubles
+BURST_SPANS = 3  # a first throttle within this many spans ends a burst (EC2's: 5-15 s)
 RATE_SPAN = 5.0  # seconds of history behind a rate: long enough to smooth a sawtooth
 # A rate under this share of the best one reached, for this long, while work for as long
 # at the best rate was left, is a fall worth a word: throttles that slowing down does not
@@ -326,8 +328,9 @@ class RateWatch:
     through its samples, and whether it fell under ``share`` of the best it reached for
     ``lasting`` seconds or more while work for that long at the best rate was left.
 
-    Once a throttle shows the bucket ran dry, the best is what spans since have reached:
-    a burst spent at ten times the refill is no rate to fall from.
+    When the first throttle comes early on (a burst spent: ten times the refill at EC2's
+    limits), the best is what spans since have reached: a burst's rate is no rate to fall
+    from.
 
     Fed the series as it grows (``update`` reads only the new points), so a view may ask
     at every refresh; a series that was halved is read again from its start.
@@ -370,11 +373,15 @@ class RateWatch:
         self._t.append(p.t)
         self._done.append(p.done)
         if p.throttled and self._dry_at is None:
-            # The bucket ran dry: what its burst let through, however fast, is no rate the
-            # refill keeps up (10x it at EC2's limits), and no best to fall from.
             self._dry_at = p.t
-            self.best = 0.0
-            self.falling = None
+            if p.t <= BURST_SPANS * self.span:
+                # The bucket ran dry early: what its burst let through, however fast, is
+                # no rate the refill keeps up (10x it at EC2's limits), and no best to
+                # fall from. (Dry later, the rate before it was kept up for a while.)
+                self._close()
+                self.best = 0.0
+            else:
+                self._dry_at = -math.inf
         if p.t < self.span:
             return
         # What was done before the span is read at the first point inside it.

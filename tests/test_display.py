@@ -619,6 +619,14 @@ def test_a_burst_spent_then_the_refill_kept_up_is_no_fall() -> None:
     sank = run_at([(10.0, 40.0), (12.0, 2.0)], throttled_at=0.5).snapshot()
     fall = RateWatch().update(sank.series, sank.total).fell()
     assert fall is not None and fall.best == pytest.approx(40.0, rel=0.05)
+    # 20/s kept up for a minute, then throttles and 2/s: the minute was no burst.
+    late = run_at([(60.0, 20.0), (20.0, 2.0)], throttled_at=61.0).snapshot()
+    fall = RateWatch().update(late.series, late.total).fell()
+    assert fall is not None and fall.best == pytest.approx(20.0, rel=0.05)
+    # Sunk from 100/s to 1/s before its first throttle: the fall under way is kept.
+    stalled = run_at([(30.0, 100.0), (30.0, 1.0)], total=5000, throttled_at=40.0).snapshot()
+    fall = RateWatch().update(stalled.series, stalled.total).fell()
+    assert fall is not None and fall.best == pytest.approx(100.0, rel=0.05)
 
 
 def test_a_short_dip_or_the_end_of_the_list_is_no_fall() -> None:
