@@ -20,6 +20,15 @@ from swarm_cli.sandbox import Sandbox
 EAST = "us-east-1"
 
 
+def write_run(path: Path, run: str, action: str, ids: list[str]) -> None:
+    """A run of ``action`` that got every one of ``ids`` done."""
+    writer = LedgerWriter(str(path), run, action, EAST)
+    writer.write_ahead(ids)
+    for instance_id in ids:
+        writer.write(instance_id, "succeeded")
+    assert writer.close() == []
+
+
 def write_stop(path: Path, outcomes: list[tuple[str, str]], region: str = EAST) -> None:
     writer = LedgerWriter(str(path), "run1", "stop", region)
     writer.write_ahead([i for i, _ in outcomes])
@@ -368,13 +377,7 @@ def test_a_resume_s_already_in_state_is_undone_when_the_killed_run_may_have_sent
 
 
 def test_an_undo_leaves_alone_what_later_runs_undid_already(tmp_path: Path) -> None:
-    def run(path: Path, name: str, action: str, done: list[str]) -> None:
-        writer = LedgerWriter(str(path), name, action, EAST)
-        writer.write_ahead(done)
-        for i in done:
-            writer.write(i, "succeeded")
-        assert writer.close() == []
-
+    run = write_run
     ids = ["i-00000001", "i-00000002"]
     ledger = tmp_path / "l.jsonl"
     run(ledger, "run1", "stop", ids)
@@ -450,14 +453,6 @@ def test_a_run_whose_records_name_two_actions_is_named_not_said_absent(tmp_path:
     for run in (None, "run1"):
         with pytest.raises(SagaError, match=r"run run1 .*several actions \(start, stop\)"):
             undo_plan([str(ledger)], run=run)
-
-
-def write_run(path: Path, run: str, action: str, ids: list[str]) -> None:
-    writer = LedgerWriter(str(path), run, action, EAST)
-    writer.write_ahead(ids)
-    for instance_id in ids:
-        writer.write(instance_id, "succeeded")
-    assert writer.close() == []
 
 
 def test_the_finish_of_an_undo_of_several_runs_names_each_and_runs_as_printed(
