@@ -140,6 +140,9 @@ class Engine:
         if max_attempts < 1:
             raise ValueError("max attempts must be at least 1")
         self.action = action
+        # An action that may answer without calling the endpoint (a wait past its
+        # deadline) says so: read once, not at every step of the dispatcher.
+        self._answers_unsent: Callable[[], bool] | None = getattr(action, "answers_unsent", None)
         self.window = window
         self.batching = batch_size
         self.batch_size = batch_size if isinstance(batch_size, int) else batch_size.size
@@ -311,8 +314,7 @@ class Engine:
         """Whether the action answers its next calls without calling the endpoint (a wait
         past its deadline, which times out what is left): the pace and the window, set
         for the endpoint, hold none of them back."""
-        answers_unsent = getattr(self.action, "answers_unsent", None)
-        return answers_unsent is not None and bool(answers_unsent())
+        return self._answers_unsent is not None and bool(self._answers_unsent())
 
     def _send(self, now: float) -> _Call:
         if isinstance(self.batching, AutoBatch):
