@@ -8,7 +8,6 @@ import shlex
 import threading
 import time
 from bisect import bisect_right
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -16,7 +15,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from .actions import ACTIONS
-from .ledger import IN_TRANSITION_CODE, PERMANENT_CODES
+from .ledger import IN_TRANSITION_CODE
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .states import PASSING_TO, REFUSED_ON_THE_WAY
@@ -907,9 +906,7 @@ def render_summary(report: Report, console: Console) -> None:
         # A ledger the disk refused from its first line is removed again: not named as kept.
         kept = os.path.exists(report.ledger)
         say(f"  ledger: {literal(report.ledger)}{'' if kept else ' (none written)'}")
-        codes = Counter(
-            p.code for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES
-        )
+        codes = report.failed_for_good()
         stuck = sum(codes.values())
         if stuck:
             which = ", ".join(f"{n} {literal(code or '')}" for code, n in sorted(codes.items()))

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from .events import RESOLVED
+from .ledger.record import PERMANENT_CODES
 from .outcome import Outcome
 
 
@@ -236,6 +237,13 @@ class Report:
     @property
     def stopped(self) -> Reason | None:
         return self.budget_spent or next((p.stopped for p in self.pairs if p.stopped), None)
+
+    def failed_for_good(self) -> Counter[str | None]:
+        """The codes of the failures a retry would only repeat (protected, in a state
+        the action does not apply to, ...), by how many failed so."""
+        return Counter(
+            p.code for p in self.problems if p.status == "failed" and p.code in PERMANENT_CODES
+        )
 
     def why(self, skip: Collection[str] = ()) -> str:
         """The errors behind what did not succeed, the commonest first ("InternalError x

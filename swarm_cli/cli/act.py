@@ -35,7 +35,6 @@ from ..errors import (
     error_for,
 )
 from ..ledger import (
-    PERMANENT_CODES,
     LedgerError,
     LedgerInUse,
     Record,
@@ -1552,7 +1551,7 @@ def _finish_rollback(
     """The command that finishes an undo cut short, refused in part or not seen through
     by its wait: the undo again, of the same runs, behind the same options (less the
     region the ledger names). None when nothing is left that another try could do."""
-    stuck = sum(1 for p in report.problems if p.status == "failed" and p.code in PERMANENT_CODES)
+    stuck = sum(report.failed_for_good().values())
     waited = report.extra.get("wait") or {}
     unseen = waited.get("timed_out") or waited.get("not_checked")
     if report.counts["failed"] + report.counts["pending"] <= stuck and not unseen:
