@@ -79,6 +79,9 @@ class Recorded:
         for resource_id in resource_ids:
             self._where.pop(resource_id, None)
 
+    def ids(self) -> set[str]:
+        return set(self._where)
+
     def holds(self, resource_id: str, pair: Pair, *, named: bool = False) -> bool:
         """Whether an intent of ``resource_id`` was recorded in ``pair`` (an unnamed region
         or account, as older ledgers leave them, matches any; with ``named``, an unnamed

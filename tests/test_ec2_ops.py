@@ -1064,6 +1064,60 @@ def test_a_resume_by_filter_looks_up_what_a_killed_run_may_have_deleted_and_send
     assert still_there(sandbox, "delete-volume", made) == {moved}
 
 
+def test_a_resume_by_filter_accounts_for_intents_never_sent_the_selection_left_out(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A run stopped by SIGTERM records what it never sent pending (nothing of it left).
+    A resume by --filter whose selection no longer holds some of them (retagged, or
+    deleted by someone else) exited 0 and left them pending for good: the ledger's own
+    gate (swarm ledger failed) failed on what the resume called done. They, and one
+    that failed, are looked up as those a run may have acted on are: never sent, recorded
+    failed (NotSelected), and the resume exits 1."""
+    from swarm_cli.engine import INTERRUPTED
+    from swarm_cli.ledger import LedgerWriter
+
+    made = sandbox.seed(volumes=6)["volumes"]
+    client = sandbox.client()
+    client.create_tags(Resources=made, Tags=[{"Key": "team", "Value": "x"}])
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "r1", "delete-volume", "us-east-1")
+    writer.write_ahead(made)
+    client.delete_volume(VolumeId=made[0])
+    writer.write(made[0], "succeeded")
+    for i in made[1:5]:
+        writer.write(
+            i, "pending", code=INTERRUPTED, message="stopped by SIGTERM before it was sent"
+        )
+    writer.write(made[5], "failed", code="InternalError", message="retry it")
+    writer.close()
+    client.delete_volume(VolumeId=made[1])  # someone else's doing
+    moved = [made[2], made[5]]  # another team's since
+    client.create_tags(Resources=moved, Tags=[{"Key": "team", "Value": "y"}])
+    again = (
+        "ec2", "delete-volume", "--filter", "tag:team=x", "--endpoint-url", sandbox.endpoint,
+        "--ledger", str(ledger), "--yes", "--resume", "--progress", "none",
+    )  # fmt: skip
+    code, out, err = swarm(*again, "--dry-run", "--output", "json")
+    assert code == 1, err
+    rows = {r["id"]: r["prediction"] for r in json.loads(out)["rows"]}
+    assert {i: rows[i] for i in [made[1], *moved]} == dict.fromkeys(
+        [made[1], *moved], "not selected"
+    )
+    code, out, err = swarm(*again)
+    assert code == 1, err
+    assert "3 more the ledger holds not known deleted are not selected now" in err
+    assert still_there(sandbox, "delete-volume", made) == set(moved)
+    got = statuses(ledger)
+    assert {i for i, (status, _) in got.items() if status == "succeeded"} == {made[0], *made[3:5]}
+    assert {i: got[i] for i in [made[1], *moved]} == dict.fromkeys(
+        [made[1], *moved], ("failed", "NotSelected")
+    )
+    code, out, _ = swarm("ledger", "failed", str(ledger))
+    assert sorted(out.split()) == sorted([made[1], *moved])
+    code, out, err = swarm(*again)
+    assert code == 0, err
+
+
 def test_the_sandbox_refuses_to_tag_what_it_does_not_have_as_ec2_does(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

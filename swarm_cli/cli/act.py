@@ -11,7 +11,6 @@ annotations``).
 
 import contextlib
 import os
-import shlex
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -51,7 +50,7 @@ from ..rails import (
 from ..report import Pair, Recorded, Report
 from ..run import Job, RunOptions
 from ..targets import INSTANCES
-from ..text import literal, one_or_more, plural
+from ..text import literal, one_or_more, plural, shell_quote
 from ..views import run_job
 from .common import app, consoles, finish, interruptible, require_sandbox
 from .exits import emit_json, exit_meaning, warn
@@ -218,10 +217,16 @@ def _stops_before_sending(stage: _Stage) -> Iterator[None]:
 
 
 def _unselected(
-    groups: Mapping[Pair, Sequence[str]], maybe: set[str], listed: set[str], recorded: Recorded
+    groups: Mapping[Pair, Sequence[str]],
+    maybe: set[str],
+    listed: set[str],
+    recorded: Recorded,
+    unsent: Recorded | None = None,
 ) -> dict[Pair, list[str]]:
-    """The IDs a stopped run of the ledger may have acted on that a selection made again
-    (``listed``) leaves out, by the selection's pair the ledger holds each in."""
+    """The IDs of the ledger's intents not known done that a selection made again
+    (``listed``) leaves out, by the selection's pair the ledger holds each in: those a
+    stopped run may have acted on (``maybe``, where ``recorded``), and the others
+    (``unsent``)."""
     out: dict[Pair, list[str]] = {}
     for i in sorted(maybe - listed):
         # Only where the ledger names the region: one looked up in the wrong one would
@@ -229,6 +234,11 @@ def _unselected(
         pair = next((p for p in groups if recorded.holds(i, p, named=True)), None)
         if pair is not None:
             out.setdefault(pair, []).append(i)
+    if unsent is not None:
+        for i in sorted(unsent.ids() - maybe - listed):
+            pair = next((p for p in groups if unsent.holds(i, p, named=True)), None)
+            if pair is not None:
+                out.setdefault(pair, []).append(i)
     return out
 
 
@@ -292,7 +302,7 @@ def _held_by_rail(
             held.setdefault(pair, {})[i] = Outcome(Kind.PERMANENT, record.code, message)
     count = sum(map(len, held.values()))
     if count:
-        shown = " ".join(f"--protect-tag {shlex.quote(r)}" for r in rails) or "--protect-tag"
+        shown = " ".join(f"--protect-tag {shell_quote(r)}" for r in rails) or "--protect-tag"
         err.print(
             f"resume: {count} {one_or_more(noun)} an earlier run's {shown} held back "
             "(protected, or their tags unread) are held back again, not sent: this resume "
@@ -404,6 +414,9 @@ def _run_action(
     # record so: those are looked up too (and never sent), or the ledger keeps them pending.
     # (A dry run of such a resume predicts what the run would record of them.)
     maybe: set[str] | None = set() if selecting and not flags.sandbox else None
+    # ... and so are the other intents not known done (never sent, or failed), or the
+    # ledger keeps them so while the resume reports none of them.
+    unsent = Recorded() if maybe is not None else None
     # What a rail of an earlier run held back: without that rail now, it stays unsent.
     railed: dict[str, Record] = {}
     done = (
@@ -415,6 +428,7 @@ def _run_action(
             recorded=recorded,
             unconfirmed=unconfirmed,
             railed=railed,
+            unsent=unsent,
         )
         if flags.resume
         else None
@@ -442,11 +456,17 @@ def _run_action(
             markup=False,
         )
         listed = {i for ids in groups.values() for i in ids}
-        unselected = _unselected(groups, maybe or set(), listed, recorded)
+        unselected = _unselected(groups, maybe or set(), listed, recorded, unsent)
         if unselected:
+            count = sum(map(len, unselected.values()))
+            some = sum(1 for ids in unselected.values() for i in ids if i in (maybe or ()))
+            what = (
+                f"a stopped run of the ledger may have {spec.verb}"
+                if some == count
+                else f"the ledger holds not known {spec.verb}"
+            )
             err.print(
-                f"resume: {sum(map(len, unselected.values()))} more a stopped run of the "
-                f"ledger may have {spec.verb} are not selected now: looked up, never sent",
+                f"resume: {count} more {what} are not selected now: looked up, never sent",
                 markup=False,
             )
             for pair, ids in unselected.items():
@@ -862,14 +882,17 @@ def show_plan(
         from ..resume import GONE_IS_DONE
 
         # As the run's look-up: gone is done where the action makes things vanish (a
-        # deletion, a terminate); what is still there is left out.
+        # deletion, a terminate) and a stopped run may have acted on it; what is still
+        # there, or gone with no run's call of it, is left out.
         gone_done = operation is not None or spec.name in GONE_IS_DONE
         kept = (Prediction.ALREADY, Prediction.IGNORED)
         plan.rows = [
             r
             if r.id not in unselected or r.prediction in kept
             else replace(r, prediction=Prediction.ALREADY, reason="gone: a stopped run's doing")
-            if r.prediction is Prediction.DOES_NOT_EXIST and gone_done
+            if r.prediction is Prediction.DOES_NOT_EXIST
+            and gone_done
+            and r.id in (already or {}).get(r.pair, {})
             else replace(r, prediction=Prediction.NOT_SELECTED, reason=NOT_SELECTED.message or "")
             for r in plan.rows
         ]
@@ -1559,9 +1582,9 @@ def _finish_rollback(
     args = list(retry_args(spec, flags))
     if not flags.wait and flags.wait_timeout != DEFAULT_WAIT_TIMEOUT:
         args += ["--wait-timeout", f"{flags.wait_timeout:g}"]  # also for instances on their way
-    named = "".join(f" --run {shlex.quote(r)}" for r in runs)
-    given = "".join(f" {shlex.quote(a)}" for a in args)
-    return f"swarm rollback {shlex.quote(ledger)}{named}{given}"
+    named = "".join(f" --run {shell_quote(r)}" for r in runs)
+    given = "".join(f" {shell_quote(a)}" for a in args)
+    return f"swarm rollback {shell_quote(ledger)}{named}{given}"
 
 
 EC2_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")

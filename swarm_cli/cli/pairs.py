@@ -379,6 +379,7 @@ def succeeded(
     recorded: Recorded | None = None,
     unconfirmed: set[str] | None = None,
     railed: dict[str, Record] | None = None,
+    unsent: Recorded | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending`` and ``recorded`` (with where), when given, the IDs a run may have acted
@@ -392,6 +393,10 @@ def succeeded(
 
     Into ``railed``, when given: the IDs a rail held back unsent (``--protect-tag``: a
     protected one, or one whose tags it could not read), with that record.
+
+    Into ``unsent``, when given (a resume by selection), with where: every other intent
+    not known done (never sent, stopped before it was, or failed). Left out by the
+    selection made again, it would stay so in the ledger, unreported.
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -468,6 +473,15 @@ def succeeded(
                 recorded.add(r.id, r.region, r.account, last_word.get(r.run))
             if pending is not None:
                 pending.add(r.id)
+    if unsent is not None:
+        for (act, _), r in state.items():
+            if (
+                act == action
+                and r.status != "succeeded"
+                and r.id not in left_out
+                and (pending is None or r.id not in pending)
+            ):
+                unsent.add(r.id, r.region, r.account, accepted=True)
     return done
 
 
