@@ -474,6 +474,34 @@ def test_credentials_that_fail_to_refresh_mid_run_stop_with_four_and_say_why(
     assert running(sandbox, ids) == set(ids)
 
 
+def test_a_stop_whose_credentials_fail_mid_run_does_not_wait_with_them(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run stops on its credentials (4); its --wait went on with the same ones, and
+    a helper that hung made the command take another minute. What the run stopped is
+    recorded not checked, and the helper is not asked again."""
+    credential_process(tmp_path, monkeypatch, good=3)
+    ids = sandbox.launch(6)
+    ledger = tmp_path / "l.jsonl"
+    code, out, err = swarm(
+        *("stop", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes", "-o", "json"),
+        *("--ledger", str(ledger), "--endpoint-url", sandbox.endpoint, "--profile", "ci"),
+        *("--wait", "--batch-size", "1"),
+    )
+    assert code == 4, err
+    report = json.loads(out)
+    assert report["fatal"]["code"] == "CredentialRetrievalError"
+    stopped = report["counts"]["succeeded"]
+    assert stopped >= 1, report
+    assert "--wait skipped in us-east-1: the run stopped on its credentials" in err
+    wait = report["wait"]
+    assert (wait["reached"], wait["not_checked"]) == (0, stopped)
+    assert "CredentialRetrievalError" in wait["not_checked_why"]
+    unchecked = {r.id for r in read_records(str(ledger)) if r.code == "NotChecked"}
+    assert len(unchecked) == stopped
+    assert failed_list(ledger) == set(ids)
+
+
 @pytest.mark.parametrize("good", [1, 0], ids=["mid-run", "at-start"])
 def test_a_credential_process_that_prints_no_credentials_stops_with_four(
     sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: int

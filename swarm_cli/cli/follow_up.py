@@ -5,12 +5,11 @@ step summary and the HTML report."""
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -28,7 +27,7 @@ from ..outcome import Outcome
 from ..report import Pair, Report, parse_ts
 from ..run import Job, RunOptions
 from ..states import INCORRECT_STATE, ON_ITS_WAY_TO, PASSING_TO, REFUSED_ON_THE_WAY
-from ..text import literal
+from ..text import literal, shell_quote
 from ..views import run_job
 from .exits import error, warn
 from .guards import unverified_count
@@ -53,7 +52,8 @@ def follow_up(
         if flags.rollback or flags.wait:
             err.print("--rollback and --wait skipped: the run was stopped short", markup=False)
         if flags.wait and not report.ledger_error:
-            _not_waited_for(spec, flags, job, report, err)
+            why = f"the run was stopped by {report.signal or 'a signal'} before its --wait"
+            _not_waited_for(spec, flags, job, report, err, report.done, why)
         return
     if flags.rollback and report.budget_spent is not None:
         from ..describe import ReadInterrupted
@@ -95,7 +95,7 @@ def follow_up(
                     report.signal = report.signal or exc.signal
                     report.exit_code = EXIT_SIGNALLED + signal.Signals[exc.signal].value
                     back = (
-                        f"swarm rollback {shlex.quote(ledger)} --run {plan.run}"
+                        f"swarm rollback {shell_quote(ledger)} --run {plan.run}"
                         if ledger
                         else "the run wrote no ledger to undo it from"
                     )
@@ -117,7 +117,7 @@ def follow_up(
                 if ledger and c["pending"] + c["failed"]:
                     # Cut short (a signal) or refused in part: the way to finish the undo,
                     # rather than a resume of the run, which would act again on what it undid.
-                    finish = f"swarm rollback {shlex.quote(ledger)} --run {plan.run}"
+                    finish = f"swarm rollback {shell_quote(ledger)} --run {plan.run}"
                     report.extra["rollback"]["finish"] = finish
                 report.signal = report.signal or undo.signal  # the command was stopped
                 if undo.exit_code:
@@ -148,7 +148,26 @@ def follow_up(
         from ..wait import WaitReport, record_reached, wait_for
 
         waited: WaitReport
-        done = sum(len(ids) for ids in report.done.values())
+        # A pair whose credentials failed sends nothing more with them (a helper that
+        # hung would hang the wait's calls too): what it did is recorded not checked.
+        lost = _credentials_lost(report)
+        skipped = {p: ids for p, ids in report.done.items() if p in lost and ids}
+        if skipped:
+            why = (
+                "the run stopped on its credentials ("
+                + ", ".join(sorted({lost[p] for p in skipped}))
+                + ") before its --wait"
+            )
+            err.print(
+                f"--wait skipped in {', '.join(sorted(p.label for p in skipped))}: {why}",
+                markup=False,
+            )
+            if not _not_waited_for(spec, flags, job, report, err, skipped, why):
+                return
+            if all(p in lost for p in report.done):
+                return
+        waiting = {p: ids for p, ids in report.done.items() if p not in skipped}
+        done = sum(len(ids) for ids in waiting.values())
         if done and not flags.quiet and job.options.progress != "none":
             # What the calls did, before a wait that may be long (or cut short by a kill).
             target = spec.target_state if operation is None else operation.verb
@@ -162,13 +181,13 @@ def follow_up(
             from ..wait_gone import wait_gone
 
             waited = wait_gone(
-                operation, job, report.done, reach.client, err, timeout=flags.wait_timeout
+                operation, job, waiting, reach.client, err, timeout=flags.wait_timeout
             )
         elif operation is None and spec.target_state:
-            waited = wait_for(job, report.done, reach.client, err, timeout=flags.wait_timeout)
+            waited = wait_for(job, waiting, reach.client, err, timeout=flags.wait_timeout)
         else:
             return
-        report.extra["wait"] = waited.extra.get("wait", {})
+        report.extra["wait"] = _with_skipped(waited.extra.get("wait", {}), report, skipped)
         if job.options.ledger:
             try:
                 record_reached(
@@ -226,24 +245,58 @@ def _rolled_back(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: 
         report.exit_code = EXIT_LEDGER
 
 
-def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: Console) -> None:
-    """A --wait run stopped before its wait: what it did is recorded not known there
-    (``pending``, NotChecked), as a wait stopped midway records it, so that `swarm ledger
-    failed` lists it and a --resume --wait looks it up (its success alone would pass
-    the gate with instances still stopping, or started again since)."""
+def _credentials_lost(report: Report) -> dict[Pair, str]:
+    """The pairs whose run stopped on its credentials (missing, expired, a helper that
+    failed or hung), not on one call's permission: the code of each."""
+    from ..plan import credentials_failure
+
+    return {
+        Pair(p.account, p.region): p.fatal.code or "fatal"
+        for p in report.pairs
+        if p.fatal is not None and credentials_failure([p.fatal])
+    }
+
+
+def _with_skipped(
+    wait: dict[str, Any], report: Report, skipped: Mapping[Pair, Sequence[str]]
+) -> dict[str, Any]:
+    """A wait's summary with the pairs it skipped counted not checked, as recorded."""
+    if not skipped:
+        return wait
+    extra = report.extra.get("wait", {})
+    return {
+        **wait,
+        "not_checked": wait.get("not_checked", 0) + extra.get("not_checked", 0),
+        "not_checked_why": wait.get("not_checked_why") or extra.get("not_checked_why"),
+    }
+
+
+def _not_waited_for(
+    spec: ActionSpec,
+    flags: Flags,
+    job: Job,
+    report: Report,
+    err: Console,
+    done: Mapping[Pair, Sequence[str]],
+    why: str,
+) -> bool:
+    """A --wait run stopped before its wait (``why``): what it did (``done``) is
+    recorded not known there (``pending``, NotChecked), as a wait stopped midway records
+    it, so that `swarm ledger failed` lists it and a --resume --wait looks it up (its
+    success alone would pass the gate with instances still stopping, or started again
+    since). False when the ledger could not be written."""
     from ..wait import append_records
 
     ledger = job.options.ledger
     # Only where a resume can look it up (a reboot leaves no state that says it was done,
     # and one not known done would be sent again), and not a final success (terminate's,
     # a deletion's: it outranks a wait's records, and the reports must not count it).
-    if flags.dry_run or not checked_by_wait(spec.name) or not ledger or not report.done:
-        return
-    why = f"the run was stopped by {report.signal or 'a signal'} before its --wait"
+    if flags.dry_run or not checked_by_wait(spec.name) or not ledger or not done:
+        return True
     message = f"--wait could not check it ({why}); {MAYBE_DONE}"
     records = [
         (i, "pending", NOT_CHECKED_CODE, message, None, pair)
-        for pair, ids in report.done.items()
+        for pair, ids in done.items()
         for i in ids
     ]
     try:
@@ -253,7 +306,7 @@ def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, er
         error(err, f"--wait: {exc}")
         report.ledger_error = str(exc)
         report.exit_code = EXIT_LEDGER
-        return
+        return False
     err.print(
         f"--wait: the {len(records)} it {spec.verb} are recorded not seen there (NotChecked): "
         "`swarm ledger failed` lists them, and a --resume --wait looks them up",
@@ -267,6 +320,7 @@ def _not_waited_for(spec: ActionSpec, flags: Flags, job: Job, report: Report, er
         "not_checked": len(records),
         "not_checked_why": why,
     }
+    return True
 
 
 def settle(
