@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 import threading
 import time
 from bisect import bisect_right
@@ -20,7 +19,7 @@ from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .states import PASSING_TO, REFUSED_ON_THE_WAY
 from .stats import FALL_LASTING, RATE_SPAN, STORM_LASTING, Fall, RateWatch, Snapshot, Stats
-from .text import clip, literal, one_or_more, own_part
+from .text import clip, literal, one_or_more, own_part, shell_quote
 
 SPARKS = "▁▂▃▄▅▆▇█"
 PLAIN_INTERVAL = 2.0  # seconds between plain lines when neither flag nor env says
@@ -942,13 +941,13 @@ def render_summary(report: Report, console: Console) -> None:
             # are those this run was already allowed to act on.
             # Through a file and &&: a list that cannot be made (a ledger of several
             # actions, a typo) stops the retry, where <(...) would send nothing, exit 0.
-            given = "".join(f" {literal(shlex.quote(arg))}" for arg in report.retry_args)
+            given = "".join(f" {shell_quote(arg)}" for arg in report.retry_args)
             # The list beside the ledger, named after it: no other file is emptied by the
             # redirection (a ledger named left.txt was), and a path starting with - is no
             # option.
             path = report.ledger if not report.ledger.startswith("-") else f"./{report.ledger}"
-            ledger = literal(shlex.quote(path))
-            left = literal(shlex.quote(f"{path}.left"))
+            ledger = shell_quote(path)
+            left = shell_quote(f"{path}.left")
             again = (
                 f"{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
                 f"--ledger {ledger} --ids {left} --resume"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 
 from rich.text import Text
 
@@ -36,6 +37,29 @@ def literal(value: object) -> str:
     if s.isprintable():
         return s
     return "".join(c if c.isprintable() else _escape(c) for c in s)
+
+
+def shell_quote(value: str) -> str:
+    """``value`` as one word of a shell command that is visible text and runs as given:
+    shlex's quoting, or where it holds characters :func:`literal` would escape, bash's
+    ``$'...'`` with those as escapes (a byte not valid UTF-8, held as a surrogate, as
+    that byte)."""
+    if value.isprintable():
+        return shlex.quote(value)
+    return "$'" + "".join(_ansi_c(c) for c in value) + "'"
+
+
+def _ansi_c(char: str) -> str:
+    if char in "\\'":
+        return "\\" + char
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def text(value: object, style: str = "") -> Text:

@@ -360,3 +360,35 @@ def test_a_merge_over_damage_that_may_have_held_intents_exits_1(tmp_path: Path) 
     code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(merged))
     assert code == 1 and "1 intent(s) have no readable record" in err
     assert merged.exists()  # written all the same, for what it holds
+
+
+def test_the_retry_command_carries_a_tag_shown_escaped_as_it_was_given(tmp_path: Path) -> None:
+    """A tag with a bidi override was printed in the retry escaped (\\u202e) inside
+    shell quotes: run as printed, the resume was refused (another run's tags), and with a
+    new ledger it would have set the escape's text on every resource left."""
+    config = SandboxConfig(BucketSpec(100, 100), BucketSpec(1000, 1000), error_rate=1.0)
+    tag = "who=\u202eevil"
+    with Sandbox(config) as box:
+        volumes = box.seed(volumes=2)["volumes"]
+        code, summary, err = swarm(
+            *("ec2", "create-tags", "--ids", write_ids(tmp_path / "ids.txt", volumes)),
+            *("--tag", tag, "--yes", "--endpoint-url", box.endpoint, "--progress", "none"),
+            *("--ledger", str(tmp_path / "l.jsonl"), "--max-attempts", "1"),
+        )
+        assert code == 1, err
+        (line,) = [x for x in summary.splitlines() if "retry the rest:" in x]
+        printed = line.split("retry the rest:", 1)[1].strip()
+        assert "$'who=\\u202eevil'" in printed and "\u202e" not in printed
+        box._front().config = replace(config, error_rate=0.0)
+        env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        done = subprocess.run(
+            ["bash", "-c", printed], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        tags = box.client().describe_tags(Filters=[{"Name": "key", "Values": ["who"]}])["Tags"]
+        assert sorted((t["ResourceId"], t["Value"]) for t in tags) == sorted(
+            (v, "\u202eevil") for v in volumes
+        )

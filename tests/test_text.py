@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -342,3 +343,20 @@ def test_a_count_of_addresses_reads_addresses_not_addresss() -> None:
 
     assert one_or_more("snapshot") == "snapshot(s)" and plural("snapshot") == "snapshots"
     assert one_or_more("address") == "address(es)" and plural("address") == "addresses"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["plain", "with space", "it's", "who=\u202eevil", "a\nb", "tab\there", "\x1b[31m", "é\u0085",
+     "back\\slash\u200b'q'", "emoji \U0001f600\U000e0001", "raw\udcff"],
+)  # fmt: skip
+def test_a_word_of_a_command_shown_is_visible_and_runs_as_given(value: str) -> None:
+    """A command swarm prints to run next (retry the rest, finish an undo) passes each
+    argument as it was: one with a character shown escaped (a bidi override in a tag)
+    was printed shlex-quoted and then escaped, and ran with the escape's text instead."""
+    from swarm_cli.text import shell_quote
+
+    word = shell_quote(value)
+    assert word.isprintable() and word == literal(word)
+    done = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True)
+    assert done.stdout == value.encode("utf-8", "surrogateescape")

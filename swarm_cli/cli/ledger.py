@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import shlex
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from ..ledger import (
 )
 from ..ledger.merge import UNDOES, UNDONE_CODE
 from ..targets import Target, Targets, TargetsError, read_ids
-from ..text import literal
+from ..text import literal, shell_quote
 from .common import ledger_app
 from .exits import emit_json
 from .options import Output, OutputOpt
@@ -239,7 +238,7 @@ def ledger_failed(
     unwaited = [r for r in unwaited if ids is None or r.id in listed]
     if unwaited:
         # Their run's lines say it was to wait; nothing after them says it did (a kill).
-        where = shlex.quote(str(paths[0])) if len(paths) == 1 else "LEDGER"
+        where = shell_quote(str(paths[0])) if len(paths) == 1 else "LEDGER"
         typer.echo(
             f"note: {len(unwaited)} of them their run accepted and was to --wait for "
             f"({literal(unwaited[0].waits or '')}), and no record of its wait follows (killed?): "
