@@ -145,6 +145,8 @@ class DescribeBatch(BatchCall):
     costs a few calls, not one per ID.
     """
 
+    changes = False
+
     split_codes = BAD_ID_CODES
 
     def __init__(self, client: Any) -> None:
@@ -186,6 +188,8 @@ class AttributeCheck(BatchCall):
     one; a larger batch is sent back to travel alone rather than cost several
     calls inside one engine call, which the window could not see.
     """
+
+    changes = False
 
     split_codes = BAD_ID_CODES
 

@@ -571,6 +571,8 @@ class BatchCall(ABC):
     """
 
     split_codes: Collection[str] = PER_INSTANCE_CODES
+    # Whether a call may change anything: one of a read that got no answer did nothing.
+    changes: bool = True
 
     def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
         try:

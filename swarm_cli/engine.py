@@ -143,6 +143,8 @@ class Engine:
         # An action that may answer without calling the endpoint (a wait past its
         # deadline) says so: read once, not at every step of the dispatcher.
         self._answers_unsent: Callable[[], bool] | None = getattr(action, "answers_unsent", None)
+        # A read's call with no answer did nothing: its intents are never "maybe done".
+        self._changes = bool(getattr(action, "changes", True))
         self.window = window
         self.batching = batch_size
         self.batch_size = batch_size if isinstance(batch_size, int) else batch_size.size
@@ -616,11 +618,11 @@ class Engine:
                 self._emit(Retried, ids=(intent.id,), outcome=outcome, attempts=intent.attempts)
         return False
 
-    @staticmethod
-    def _unanswered(intent: _Intent, outcome: Outcome) -> None:
-        """A call of ``intent`` got no answer: it may have happened, unless it never left."""
+    def _unanswered(self, intent: _Intent, outcome: Outcome) -> None:
+        """A call of ``intent`` got no answer: it may have happened, unless it never left
+        (or is a read's)."""
         intent.unanswered = outcome
-        intent.maybe = intent.maybe or outcome.code not in NEVER_LEFT
+        intent.maybe = intent.maybe or (self._changes and outcome.code not in NEVER_LEFT)
 
     def _resolve(self, intent: _Intent, status: Status, outcome: Outcome | None) -> None:
         del self._open[intent.id]

@@ -122,6 +122,8 @@ _IN_USE = "swarm:in_use"  # where Look.send leaves why each item would be refuse
 class Look(BatchCall):
     """An engine action: one filtered Describe call for a batch of IDs."""
 
+    changes = False
+
     split_codes: frozenset[str] = frozenset()
 
     def __init__(self, client: Any, observe: Observe, in_use: bool = True) -> None:
@@ -196,6 +198,8 @@ class TagLook(BatchCall):
     Every ID of a call that answered is read (with no tags if none of ``keys`` is on it,
     or if it does not exist); the IDs of a call that failed are not.
     """
+
+    changes = False
 
     split_codes: frozenset[str] = frozenset()
 

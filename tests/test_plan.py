@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import OPEN
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import NoCredentialsError
 from rich.console import Console
@@ -762,3 +763,16 @@ def test_instances_on_a_later_page_of_describe_are_found_not_missing(sandbox: Sa
     client = make_client(HERE.region, endpoint_url=sandbox.endpoint, credentials=CREDENTIALS)
     seen = WaitForState(client, "running")(ids)
     assert {o.code for o in seen.values()} == {"Reached"}
+
+
+def test_a_read_that_got_no_answer_is_not_said_to_have_maybe_acted(tmp_path: Path) -> None:
+    """A plan only reads: its rows unread for server errors said "an earlier call may
+    have acted (HTTP 500): may or may not be done"."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(2)
+        # A region the sandbox does not serve: every call answered 500.
+        code, plan = plan_cli(box, tmp_path, ids, "--region", "eu-wset-1", "--max-attempts", "2")
+    assert code == 1, plan
+    reasons = [r["reason"] for r in plan["rows"]]
+    assert all("HTTP 500" in r for r in reasons), reasons
+    assert not any("may have acted" in r or "may or may not" in r for r in reasons), reasons
