@@ -382,7 +382,8 @@ class Engine:
                     why = Outcome(
                         Kind.UNREACHABLE,
                         cause.code if cause else "NoAnswer",
-                        f"in flight when the run stopped: {MAYBE_DONE}",
+                        "in flight when the run stopped"
+                        + (f": {MAYBE_DONE}" if self._changes else ""),
                     )
                 elif intent.maybe and intent.unanswered is not None:
                     # An earlier call of it got no answer (or one that does not say it did

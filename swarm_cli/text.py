@@ -42,8 +42,8 @@ def literal(value: object) -> str:
 def shell_quote(value: str) -> str:
     """``value`` as one word of a shell command that is visible text and runs as given:
     shlex's quoting, or where it holds characters :func:`literal` would escape, bash's
-    ``$'...'`` with those as escapes (a byte not valid UTF-8, held as a surrogate, as
-    that byte)."""
+    ``$'...'`` with those as the escapes of their UTF-8 bytes (a byte not valid UTF-8,
+    held as a surrogate, as that byte)."""
     if value.isprintable():
         return shlex.quote(value)
     return "$'" + "".join(_ansi_c(c) for c in value) + "'"
@@ -54,12 +54,8 @@ def _ansi_c(char: str) -> str:
         return "\\" + char
     if char.isprintable():
         return char
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:
-        return f"\\x{code - 0xDC00:02x}"
-    if code < 0x80:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    # As UTF-8 bytes: bash reads a \u escape by the shell's locale (as text in C's).
+    return "".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogateescape"))
 
 
 def text(value: object, style: str = "") -> Text:

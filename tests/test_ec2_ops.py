@@ -1089,10 +1089,15 @@ def test_a_resume_by_filter_accounts_for_intents_never_sent_the_selection_left_o
             i, "pending", code=INTERRUPTED, message="stopped by SIGTERM before it was sent"
         )
     writer.write(made[5], "failed", code="InternalError", message="retry it")
+    # Settled outcomes stay as they are: one missing, one failed for good.
+    ghost = "vol-0123456789abcdef0"
+    writer.write_ahead([ghost])
+    writer.write(ghost, "missing", code="InvalidVolume.NotFound")
+    writer.write(made[4], "failed", code="VolumeInUse", message="attached")
     writer.close()
     client.delete_volume(VolumeId=made[1])  # someone else's doing
     moved = [made[2], made[5]]  # another team's since
-    client.create_tags(Resources=moved, Tags=[{"Key": "team", "Value": "y"}])
+    client.create_tags(Resources=[*moved, made[4]], Tags=[{"Key": "team", "Value": "y"}])
     again = (
         "ec2", "delete-volume", "--filter", "tag:team=x", "--endpoint-url", sandbox.endpoint,
         "--ledger", str(ledger), "--yes", "--resume", "--progress", "none",
@@ -1106,14 +1111,18 @@ def test_a_resume_by_filter_accounts_for_intents_never_sent_the_selection_left_o
     code, out, err = swarm(*again)
     assert code == 1, err
     assert "3 more the ledger holds not known deleted are not selected now" in err
-    assert still_there(sandbox, "delete-volume", made) == set(moved)
+    assert still_there(sandbox, "delete-volume", made) == {*moved, made[4]}
     got = statuses(ledger)
-    assert {i for i, (status, _) in got.items() if status == "succeeded"} == {made[0], *made[3:5]}
+    assert {i for i, (status, _) in got.items() if status == "succeeded"} == {made[0], made[3]}
+    assert (got[ghost], got[made[4]]) == (
+        ("missing", "InvalidVolume.NotFound"),
+        ("failed", "VolumeInUse"),
+    )
     assert {i: got[i] for i in [made[1], *moved]} == dict.fromkeys(
         [made[1], *moved], ("failed", "NotSelected")
     )
     code, out, _ = swarm("ledger", "failed", str(ledger))
-    assert sorted(out.split()) == sorted([made[1], *moved])
+    assert sorted(out.split()) == sorted([made[1], *moved, made[4]])
     code, out, err = swarm(*again)
     assert code == 0, err
 

@@ -378,7 +378,7 @@ def test_the_retry_command_carries_a_tag_shown_escaped_as_it_was_given(tmp_path:
         assert code == 1, err
         (line,) = [x for x in summary.splitlines() if "retry the rest:" in x]
         printed = line.split("retry the rest:", 1)[1].strip()
-        assert "$'who=\\u202eevil'" in printed and "\u202e" not in printed
+        assert "$'who=\\xe2\\x80\\xaeevil'" in printed and "\u202e" not in printed
         box._front().config = replace(config, error_rate=0.0)
         env = {
             **os.environ,

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OPEN
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import NoCredentialsError
 from rich.console import Console

@@ -407,3 +407,25 @@ def test_a_run_where_nothing_exists_suggests_the_region_and_the_gate_says_what_i
     assert code == 0 and listed == ""
     assert "3 ID(s) EC2 said do not exist where they were sent are not listed" in err
     assert "--missing lists them" in err
+
+
+def test_a_resume_by_filter_leaves_a_success_a_later_run_undid_be(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A stop a later start of the ledger undid is not known stopped now, but it was
+    sent, and the start was someone's will: a stop resumed by a selection that no longer
+    holds it recorded it failed "not sent" (NotSelected), exit 1."""
+    from swarm_cli.ledger import fold, read_records
+
+    a, b = sandbox.launch(2)
+    ledger = str(tmp_path / "l.jsonl")
+    common = ("--endpoint-url", sandbox.endpoint, "--ledger", ledger, "--yes")
+    code, _, err = swarm("stop", "--ids", write_ids(tmp_path / "ab.txt", [a, b]), *common)
+    assert code == 0, err
+    code, _, err = swarm("start", "--ids", write_ids(tmp_path / "b.txt", [b]), *common)
+    assert code == 0, err
+    code, _, err = swarm("stop", "--filter", f"instance-id={a}", "--resume", *common)
+    assert code == 0, err
+    stops = {r.id: r for (act, _), r in fold(read_records(ledger)).items() if act == "stop"}
+    assert stops[b].code != "NotSelected" and stops[a].status == "succeeded"
+    assert sandbox.states([a, b]) == {a: "stopped", b: "running"}

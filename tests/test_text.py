@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -358,5 +359,11 @@ def test_a_word_of_a_command_shown_is_visible_and_runs_as_given(value: str) -> N
 
     word = shell_quote(value)
     assert word.isprintable() and word == literal(word)
-    done = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True)
-    assert done.stdout == value.encode("utf-8", "surrogateescape")
+    for locale in ("C.UTF-8", "C"):  # bash reads a \u escape by the locale
+        done = subprocess.run(
+            ["bash", "-c", f"printf %s {word}"],
+            capture_output=True,
+            check=True,
+            env={**os.environ, "LC_ALL": locale},
+        )
+        assert done.stdout == value.encode("utf-8", "surrogateescape"), locale

@@ -264,10 +264,11 @@ def _with_skipped(
     if not skipped:
         return wait
     extra = report.extra.get("wait", {})
+    whys = [w for w in (extra.get("not_checked_why"), wait.get("not_checked_why")) if w]
     return {
         **wait,
         "not_checked": wait.get("not_checked", 0) + extra.get("not_checked", 0),
-        "not_checked_why": wait.get("not_checked_why") or extra.get("not_checked_why"),
+        "not_checked_why": "; ".join(whys) or None,
     }
 
 
@@ -301,7 +302,9 @@ def _not_waited_for(
     ]
     try:
         # Started after the run: they outrank its successes, as a wait's records do.
-        append_records(ledger, report.run, spec.name, records, utc_now(), report.ledger_seq)
+        report.ledger_seq += append_records(
+            ledger, report.run, spec.name, records, utc_now(), report.ledger_seq
+        )
     except LedgerError as exc:
         error(err, f"--wait: {exc}")
         report.ledger_error = str(exc)

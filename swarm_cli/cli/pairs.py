@@ -28,6 +28,7 @@ from ..ledger import (
     describe_damage,
     fold,
     may_have_acted,
+    permanent,
     read_records,
     undone,
 )
@@ -394,9 +395,10 @@ def succeeded(
     Into ``railed``, when given: the IDs a rail held back unsent (``--protect-tag``: a
     protected one, or one whose tags it could not read), with that record.
 
-    Into ``unsent``, when given (a resume by selection), with where: every other intent
-    not known done (never sent, stopped before it was, or failed). Left out by the
-    selection made again, it would stay so in the ledger, unreported.
+    Into ``unsent``, when given (a resume by selection), with where: the other intents
+    not known done that a retry would send (never sent, or failed for a reason a retry
+    could mend). Left out by the selection made again, they would stay so in the
+    ledger, unreported.
 
     None when there is no ledger yet, or one without records (a run stopped
     before its first intent); a file that is not a swarm ledger (no line is a
@@ -477,9 +479,16 @@ def succeeded(
         for (act, _), r in state.items():
             if (
                 act == action
-                and r.status != "succeeded"
                 and r.id not in left_out
                 and (pending is None or r.id not in pending)
+                and (
+                    # Never sent (a success undone since was sent, and a later run's
+                    # doing: left be) ...
+                    (r.status == "pending" and r.code != UNDONE_CODE)
+                    # ... or failed where a retry could help (not missing, not for good,
+                    # not a rail's).
+                    or (r.status == "failed" and not permanent(r) and r.code not in RAIL_CODES)
+                )
             ):
                 unsent.add(r.id, r.region, r.account, accepted=True)
     return done
