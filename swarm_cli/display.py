@@ -18,7 +18,16 @@ from .ledger import IN_TRANSITION_CODE
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .states import PASSING_TO, REFUSED_ON_THE_WAY
-from .stats import FALL_LASTING, RATE_SPAN, STORM_LASTING, Fall, RateWatch, Snapshot, Stats
+from .stats import (
+    FALL_LASTING,
+    FALL_SHARE,
+    RATE_SPAN,
+    STORM_LASTING,
+    Fall,
+    RateWatch,
+    Snapshot,
+    Stats,
+)
 from .text import clip, literal, one_or_more, own_part, shell_quote
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -376,17 +385,37 @@ class LiveView:
         self._arrays = [SeriesArrays() for _ in rows]
         self._rates = [RateWatch() for _ in rows]
         self._charts: dict[int, tuple[tuple[object, ...], Chart]] = {}
+        self._refresh_per_second = refresh_per_second
+        self._live = self._new_live()
+        self._suspend_was: Any = None  # the SIGTSTP handler before the view's
+
+    def _new_live(self) -> Any:
         from rich.live import Live  # only a terminal gets the live view
 
-        self._live = Live(
+        return Live(
             get_renderable=self._render,
-            console=console,
-            refresh_per_second=refresh_per_second,
+            console=self.console,
+            refresh_per_second=self._refresh_per_second,
             transient=False,
         )
 
     def _render(self) -> RenderableType:
         return self.render()
+
+    def _suspend(self, signum: int, frame: object) -> None:
+        """Ctrl-Z: the view stops where it is and gives the cursor back, the process
+        stops; at fg, a view starts below what the shell printed meanwhile (the old one
+        would move up over it)."""
+        import signal
+
+        self._live.stop()
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        try:
+            os.kill(os.getpid(), signal.SIGTSTP)  # until SIGCONT
+        finally:
+            signal.signal(signal.SIGTSTP, self._suspend)
+            self._live = self._new_live()
+            self._live.start()
 
     def render(self, now: float | None = None, width: int | None = None) -> RenderableType:
         """The whole view at ``now`` (the engine's clock; default: the monotonic clock)."""
@@ -517,8 +546,12 @@ class LiveView:
             and not settled
             and s.outage_since is None
             and t_now - fall.since >= FALL_LASTING
+            # (A rate back over the fall's line: it is ending.)
+            and (rate is None or rate < FALL_SHARE * fall.best)
         ):
-            speed.append(Text(fall_text(fall, rate), "yellow"))
+            # Its cause as the summary will give it: stretches with no answer, if any.
+            cause = unanswered_text(s.outages, s.timeouts) or FELL_WORDS
+            speed.append(Text(fall_text(fall, rate, why=cause), "yellow"))
 
         counts = [
             Text(f"succeeded {s.succeeded}", "green" if s.succeeded else ""),
@@ -571,10 +604,19 @@ class LiveView:
         return cached[1]
 
     def __enter__(self) -> LiveView:
+        import signal
+
         self._live.__enter__()
+        if hasattr(signal, "SIGTSTP") and threading.current_thread() is threading.main_thread():
+            self._suspend_was = signal.signal(signal.SIGTSTP, self._suspend)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._suspend_was is not None:
+            signal.signal(signal.SIGTSTP, self._suspend_was)
+            self._suspend_was = None
         self._live.__exit__(None, None, None)
 
 

@@ -659,6 +659,27 @@ def test_the_live_view_and_the_summary_say_when_the_rate_fell() -> None:
     assert re.search(r"slowing down \(for \d+s\)", text)
 
 
+def test_the_live_view_gives_a_fall_the_cause_the_summary_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After an outage the view said the rate fell to "throttles that do not answer to
+    slowing down", where the summary said the endpoint did not answer; and with the
+    rate back over the fall's line it said "rate fell to 1.0/s from 1.0/s"."""
+    import swarm_cli.display as display
+
+    stats = run_at([(10.0, 40.0), (12.0, 2.0)])
+    stats.outages, stats.timeouts = 1, 6
+    out = console(terminal=True)
+    screen = " ".join(screen_of(LiveView(out, [("us-east-1", stats)], "stop"), 22.0, out))
+    assert re.search(r"rate fell to 2\.\d/s from (39|40|41)\.\d/s: the endpoint did not", screen)
+    assert "slowing down" not in screen
+    # The fall under way, the rate read now back over a quarter of its best: not said.
+    monkeypatch.setattr(display, "recent_rate", lambda s, t: 12.0)
+    out = console(terminal=True)
+    screen = " ".join(screen_of(LiveView(out, [("us-east-1", stats)], "stop"), 22.0, out))
+    assert "rate fell" not in screen
+
+
 def test_a_fall_over_an_endpoint_that_did_not_answer_is_said_to_be_that() -> None:
     # The endpoint hung for 30 s: the summary said "rate fell ...: throttles that do not
     # answer to slowing down", and nothing of the outage.
@@ -826,3 +847,38 @@ def test_a_rate_that_fell_under_one_a_second_reads_as_what_it_is() -> None:
     assert fall_text(fall).startswith("rate fell to 0.5/s from 1.0/s: ")
     assert fall_text(fall, now_rate=0.049).startswith("rate fell to 0.049/s from 1.0/s")
     assert fall_text(Fall(40.3, 2.06, 1.0, 9.0)).startswith("rate fell to 2.1/s from 40.3/s")
+
+
+def test_ctrl_z_gives_the_cursor_back_and_fg_draws_below_what_the_shell_printed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The view hid the cursor and did nothing on SIGTSTP: the shell's prompt had no
+    cursor, and at fg the view moved up over what the shell had printed, leaving part of
+    an old frame on the screen."""
+    import signal
+
+    import swarm_cli.display as display
+
+    stops: list[int] = []
+    monkeypatch.setattr(display.os, "kill", lambda pid, sig: stops.append(sig))
+    out = Console(file=io.StringIO(), width=100, height=40, force_terminal=True)
+    view = LiveView(out, [("us-east-1", recorded_run())], "terminate", refresh_per_second=1)
+    before = signal.getsignal(signal.SIGTSTP)
+    with view:
+        assert signal.getsignal(signal.SIGTSTP) == view._suspend
+        view._live.refresh()
+        start = out.file.tell()  # type: ignore[attr-defined]
+        view._suspend(signal.SIGTSTP, None)  # as Ctrl-Z: the process stops in os.kill
+        assert stops == [signal.SIGTSTP]
+        assert signal.getsignal(signal.SIGTSTP) == view._suspend  # again, for the next
+        stopped = out.file.getvalue()[start:]  # type: ignore[attr-defined]
+        # The last frame, the cursor shown (while stopped), hidden again at fg.
+        assert stopped.endswith("\x1b[?25h\x1b[?25l")
+        out.file.write("[1]+  Stopped    swarm terminate\n$ fg\n")  # type: ignore[attr-defined]
+        mark = out.file.tell()  # type: ignore[attr-defined]
+        view._live.refresh()
+        redrawn = out.file.getvalue()[mark:]  # type: ignore[attr-defined]
+    # A fresh view: it does not move up into the shell's lines first.
+    assert "\x1b[1A" not in redrawn.split("terminate", 1)[0], repr(redrawn[:80])
+    assert "us-east-1" in redrawn
+    assert signal.getsignal(signal.SIGTSTP) == before
