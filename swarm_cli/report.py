@@ -220,6 +220,8 @@ class Report:
     retry_args: tuple[str, ...] = field(default=(), repr=False)
     # False when the write-ahead block was cut short: the ledger lacks some intents.
     intents_recorded: bool = field(default=True, repr=False)
+    # What the run's --rollback undid (its undo's successes); not printed.
+    undone: frozenset[str] = field(default=frozenset(), repr=False)
 
     @property
     def total(self) -> int:

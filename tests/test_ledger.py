@@ -1284,6 +1284,33 @@ def test_a_later_opposite_run_undoes_a_success_only_where_it_may_have_acted(
     assert {stopped[i].code for i in ids[2:5]} == {"UndoneSince"}
 
 
+def test_of_two_overlapping_runs_the_one_that_acted_last_counts_merged(tmp_path: Path) -> None:
+    """A stop of ten instances on one ledger, and a start of the last on another begun
+    while the stop ran: the start answered first, the stop reached it after. Ranked by
+    when each run began, the merged ledger said the start was done and the stop undone,
+    where the instance was stopped."""
+    import time
+
+    from swarm_cli.ledger import undone
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    x = "i-0000000a"
+    stop = LedgerWriter(str(a), "run-a", "stop", "us-east-1")
+    stop.write_ahead([x])
+    time.sleep(0.01)
+    start = LedgerWriter(str(b), "run-b", "start", "us-east-1")
+    start.write_ahead([x])
+    start.write(x, "succeeded", code="WasAlready")
+    start.close()
+    time.sleep(0.01)
+    stop.write(x, "succeeded")
+    stop.close()
+    for paths in ([a, b], [b, a]):
+        state = undone(fold(r for p in paths for r in read_records(str(p))))
+        assert state[("stop", x)].status == "succeeded"
+        assert (state[("start", x)].status, state[("start", x)].code) == ("pending", "UndoneSince")
+
+
 def test_a_success_that_its_run_was_to_wait_for_and_never_did_is_not_known_done(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

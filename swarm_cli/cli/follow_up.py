@@ -108,6 +108,7 @@ def follow_up(
                 undo = run_plan(
                     plan.action, groups, options, reach, err, "rollback", wait=flags.wait
                 )
+                report.undone = frozenset(i for ids in undo.done.values() for i in ids)
                 # The undo's own after-run (what it found on its way; with --wait, its
                 # instances waited for until they are back), as `swarm rollback` has.
                 undoing = Job(plan.action, groups, options)
@@ -219,8 +220,8 @@ def checked_by_wait(name: str) -> bool:
 
 def _rolled_back(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: Console) -> None:
     """A --wait run undone by its --rollback: its wait is not to come, and its records
-    say it was to (``waits``). Its successes are recorded again without it, in the run,
-    so that one the undo left (nothing to undo, or the undo refused) does not read as a
+    say it was to (``waits``). The successes the undo left (nothing to undo, or the undo
+    refused) are recorded again without it, in the run, so that they do not read as a
     wait cut short; one undone reads so by the undo's own records, which are later."""
     from ..wait import append_records
 
@@ -230,10 +231,12 @@ def _rolled_back(spec: ActionSpec, flags: Flags, job: Job, report: Report, err: 
     if report.signal:
         return  # the undo was stopped short: what it did not reach stays not known done
     message = "the run was rolled back: its --wait did not run"
+    # Not one the undo did: its success stays older than the undo's, which outranks it.
     records = [
         (i, "succeeded", None, message, None, pair)
         for pair, ids in report.done.items()
         for i in ids
+        if i not in report.undone
     ]
     try:
         append_records(

@@ -90,7 +90,7 @@ def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Rec
             later = state.get((other, instance))
             if (
                 later is not None
-                and _run_key(later) > _run_key(record)
+                and _after(later, record)
                 # A later call refused (a 4xx), or never sent, undid nothing.
                 and (later.status == "succeeded" or may_have_acted(later) or _unsure(later))
             ):
@@ -137,6 +137,15 @@ def _unsure(record: Record) -> bool:
     """A failure that does not say the call did nothing: a 5xx, which EC2 may have carried
     out before it failed (a refusal is a 4xx, or swarm's own with no HTTP status)."""
     return record.status == "failed" and (record.http_status or 0) >= 500
+
+
+def _after(later: Record, record: Record) -> bool:
+    """Whether ``later`` acted after ``record``: by their runs' starts, or where both
+    are successes of two runs, by when each was answered (runs on two ledgers may
+    overlap: the one that started first may have acted last)."""
+    if later.status == record.status == "succeeded" and later.run != record.run:
+        return (later.ts, later.run, later.seq) > (record.ts, record.run, record.seq)
+    return _run_key(later) > _run_key(record)
 
 
 def _run_key(record: Record) -> tuple[str, str, str, int]:
