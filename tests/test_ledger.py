@@ -1311,6 +1311,38 @@ def test_of_two_overlapping_runs_the_one_that_acted_last_counts_merged(tmp_path:
         assert (state[("start", x)].status, state[("start", x)].code) == ("pending", "UndoneSince")
 
 
+def test_a_stop_a_wait_saw_arrive_before_a_start_of_another_run_is_undone_by_it(
+    tmp_path: Path,
+) -> None:
+    """A wait writes its Reached records when it ends: ordered by that record's time, a
+    stop whose wait went on after another run started the instance outranked the start,
+    and the ledger said stopped of a running instance. It took effect when the wait
+    saw it there."""
+    import time
+
+    from swarm_cli.ledger import undone, utc_now
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    x = "i-0000000a"
+    stop = LedgerWriter(str(a), "run-a", "stop", "us-east-1", waits="stopped")
+    stop.write_ahead([x])
+    stop.write(x, "succeeded", attempts=1)
+    time.sleep(0.01)
+    seen = utc_now()  # the wait saw it stopped ...
+    time.sleep(0.01)
+    start = LedgerWriter(str(b), "run-b", "start", "us-east-1")
+    start.write_ahead([x])
+    start.write(x, "succeeded", attempts=1)  # ... then another run started it
+    start.close()
+    time.sleep(0.01)
+    stop.write(x, "succeeded", code=REACHED_CODE, reached=seen)  # the wait ends
+    stop.close()
+    for paths in ([a, b], [b, a]):
+        state = undone(fold(r for p in paths for r in read_records(str(p))))
+        assert (state[("stop", x)].status, state[("stop", x)].code) == ("pending", "UndoneSince")
+        assert state[("start", x)].status == "succeeded"
+
+
 def test_a_success_that_its_run_was_to_wait_for_and_never_did_is_not_known_done(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

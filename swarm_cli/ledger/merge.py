@@ -9,6 +9,7 @@ import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import TypeVar
 
 from .blocks import CutShort, WriteAheadCheck
@@ -141,11 +142,24 @@ def _unsure(record: Record) -> bool:
 
 def _after(later: Record, record: Record) -> bool:
     """Whether ``later`` acted after ``record``: by their runs' starts, or where both
-    are successes of two runs, by when each was answered (runs on two ledgers may
+    are successes of two runs, by when each took effect (runs on two ledgers may
     overlap: the one that started first may have acted last)."""
     if later.status == record.status == "succeeded" and later.run != record.run:
-        return (later.ts, later.run, later.seq) > (record.ts, record.run, record.seq)
+        a, b = _took_effect(later), _took_effect(record)
+        if a is not None and b is not None and a != b:
+            return a > b
     return _run_key(later) > _run_key(record)
+
+
+def _took_effect(record: Record) -> datetime | None:
+    """When a success took effect: when its --wait saw it there (a Reached record is
+    written when the wait ends, later), else when it was answered."""
+    text = record.reached or record.ts
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 def _run_key(record: Record) -> tuple[str, str, str, int]:
