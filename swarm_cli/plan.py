@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .actions import ActionSpec, Bucket
 from .describe import (
     MAX_DESCRIBE_BATCH,
+    NOT_LISTED_CODE,
     InstanceInfo,
     classify_setup,
     describe_job,
@@ -204,6 +205,9 @@ class Plan:
     # Rows a --protect-tag rail could not check (their tags unread, or held back so by an
     # earlier run): the run sends none of them, records them RailUnverified and exits 3.
     rail_unseen: int = 0
+    # Rows DescribeInstances left out of an answer with no error naming them: the run's
+    # --protect-tag cannot read their tags either, and refuses them (RailUnverified).
+    unlisted: set[tuple[Pair, str]] = field(default_factory=set)
 
     @property
     def total(self) -> int:
@@ -372,6 +376,11 @@ def make_plan(
             rows.append(Row(pair, i, info, prediction, reason))
 
     plan = Plan(spec, rows, calls, protection_checked=attribute is not None)
+    plan.unlisted = {
+        (Pair(p.account, p.region or ""), p.id)
+        for p in described.problems
+        if p.code == NOT_LISTED_CODE
+    }
     plan.fatal = credentials_failure(fatal)
     if permission:
         check_plan_permission(

@@ -775,3 +775,34 @@ def test_a_read_that_got_no_answer_is_not_said_to_have_maybe_acted(tmp_path: Pat
     reasons = [r["reason"] for r in plan["rows"]]
     assert all("HTTP 500" in r for r in reasons), reasons
     assert not any("may have acted" in r or "may or may not" in r for r in reasons), reasons
+
+
+def test_an_instance_left_out_of_describes_answer_is_refused_by_the_plans_rail_as_the_runs(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer that leaves an instance out with no error naming it (a proxy, a page
+    lost): the run's --protect-tag cannot read its tags and refuses it (exit 3); the
+    plan said "does not exist", and with --missing-ok passed (exit 0)."""
+    import swarm_cli.describe as describe_module
+
+    ids = sandbox.launch(3)
+    hidden = ids[0]
+    real = describe_module.describe_instances_by_id
+
+    def leaving_out(client: Any, wanted: Any) -> Any:
+        answer = dict(real(client, wanted))
+        answer["Reservations"] = [
+            {**r, "Instances": [i for i in r["Instances"] if i["InstanceId"] != hidden]}
+            for r in answer["Reservations"]
+        ]
+        return answer
+
+    monkeypatch.setattr(describe_module, "describe_instances_by_id", leaving_out)
+    for extra in ((), ("--missing-ok",)):
+        code, plan = plan_cli(sandbox, tmp_path, ids, "--protect-tag", "keep", *extra)
+        assert code == 3, plan
+        row = next(r for r in plan["rows"] if r["id"] == hidden)
+        assert row["prediction"] == "unknown" and "not listed" in row["reason"], row
+    # Without a rail, nothing reads its tags: as before, predicted not there.
+    code, plan = plan_cli(sandbox, tmp_path, ids)
+    assert next(r for r in plan["rows"] if r["id"] == hidden)["prediction"] == "does not exist"

@@ -846,7 +846,18 @@ def show_plan(
         unseen = {(r.pair, r.id) for r in plan.rows if r.id not in read.get(r.pair, {})}
     elif predicate is not None:
         # As the run will: a tagged instance is recorded failed (Protected), never sent;
-        # one whose tags could not be read is already predicted unknown (and refused).
+        # one whose tags could not be read is already predicted unknown (and refused), as
+        # is one DescribeInstances left out of its answer with no error naming it.
+        plan.rows = [
+            replace(
+                r,
+                prediction=Prediction.UNKNOWN,
+                reason="not listed by DescribeInstances, no error naming it: its tags unread",
+            )
+            if (r.pair, r.id) in plan.unlisted and r.prediction is Prediction.DOES_NOT_EXIST
+            else r
+            for r in plan.rows
+        ]
         unseen = {
             (r.pair, r.id)
             for r in plan.rows
