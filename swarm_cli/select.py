@@ -8,6 +8,7 @@ only ``--older-than`` and ``--exclude-ids`` are applied here, to what EC2 return
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -216,6 +217,49 @@ def _old_enough(instance: Selected, older_than: timedelta, now: datetime) -> boo
     return now - launched >= older_than
 
 
+def contradicts(chosen: Selected, filters: Sequence[Filter], *, instances: bool) -> str | None:
+    """The first of ``filters`` that ``chosen`` plainly does not match, shown as given
+    (None: none). Only the filters its own fields answer: ``tag:KEY``, ``tag-key``,
+    and for instances ``instance-state-name`` and ``instance-id``; values match as EC2's
+    do (``*`` and ``?`` wildcards, a backslash before one for the character itself)."""
+    for f in filters:
+        name, values = f["Name"], list(f["Values"])
+        if name.startswith("tag:"):
+            key = name[4:]
+            ok = key in chosen.tags and _any_match(values, chosen.tags[key])
+        elif name == "tag-key":
+            ok = any(_any_match(values, k) for k in chosen.tags)
+        elif instances and name == "instance-state-name":
+            ok = _any_match(values, chosen.state)
+        elif instances and name == "instance-id":
+            ok = _any_match(values, chosen.id)
+        else:
+            continue
+        if not ok:
+            return f"{name}={','.join(values)}"
+    return None
+
+
+def _any_match(patterns: Sequence[str], value: str) -> bool:
+    return any(_pattern(p).fullmatch(value) for p in patterns)
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(text: str) -> re.Pattern[str]:
+    """An EC2 filter value as a regular expression: ``*`` any run, ``?`` one character,
+    ``\\*``, ``\\?`` and ``\\\\`` the character itself."""
+    parts = re.split(r"(\\[*?\\]|[*?])", text)
+    out = []
+    for k, part in enumerate(parts):
+        if k % 2 == 0:  # between the specials
+            out.append(re.escape(part))
+        elif part in ("*", "?"):
+            out.append(".*" if part == "*" else ".")
+        else:
+            out.append(re.escape(part[1]))
+    return re.compile("".join(out), re.DOTALL)
+
+
 def select(
     client: Any,
     filters: Sequence[Filter],
@@ -293,7 +337,18 @@ def select(
             window.on_success(ticket, end - started, end, in_flight=1)
         pause = FIRST_PAUSE
         # Keyed by ID: an instance changing state between pages may be listed twice.
-        found.update((chosen.id, chosen) for chosen in listing.items(page))
+        for chosen in listing.items(page):
+            wrong = contradicts(chosen, filters, instances=listing is INSTANCES)
+            if wrong is not None:
+                # The endpoint did not apply the filters (a proxy, a stand-in for EC2): what
+                # it lists is no selection to act on.
+                raise SelectError(
+                    f"{listing.api} listed {chosen.id}, which does not match the filter "
+                    f"{wrong}: the endpoint did not apply the filters; nothing was sent",
+                    code="FilterNotApplied",
+                    exit_code=EXIT_FAILED,
+                )
+            found[chosen.id] = chosen
         # EC2 may answer a page with no instances and a token: only a missing token ends it.
         token = page.get("NextToken")
         if not token:

@@ -345,3 +345,42 @@ def test_parse_age_refuses(text: str) -> None:
 def test_selected_without_tags() -> None:
     s = Selected("i-1", "running", "t3.micro", None)
     assert s.tags == {} and s.name is None
+
+
+def test_an_endpoint_that_does_not_apply_the_filters_selects_nothing(
+    populated: tuple[Sandbox, dict[str, list[str]]],
+) -> None:
+    """An endpoint that ignores Filters (a proxy, a stand-in for EC2) lists every
+    instance, each with its own tags: the selection took them all, and a plan predicted
+    "would act" of instances the filter left out. What it lists is checked against the
+    filters its fields answer; one that does not match stops the selection."""
+    box, _ = populated
+    client = make_client(REGION, endpoint_url=box.endpoint)
+
+    class Unfiltered:
+        def describe_instances(self, **request: Any) -> Any:
+            request.pop("Filters", None)
+            return client.describe_instances(**request)
+
+    for specs in (["tag:env=ci"], ["instance-state-name=stopped"], ["tag:env=c*"]):
+        with pytest.raises(SelectError) as caught:
+            select(Unfiltered(), parse_filters(specs), now=now(), page_size=5)
+        assert caught.value.code == "FilterNotApplied" and caught.value.exit_code == EXIT_FAILED
+        assert "does not match the filter" in str(caught.value), specs
+    # Filters its fields do not answer are EC2's alone.
+    assert select(Unfiltered(), parse_filters(["instance-type=t3.micro"]), now=now())
+
+
+def test_filter_values_match_as_ec2s_wildcards() -> None:
+    from swarm_cli.select import contradicts
+
+    one = Selected("i-0123456789abcdef0", "running", None, None, {"env": "ci-1", "a*": "x"})
+
+    def ok(*specs: str) -> bool:
+        return contradicts(one, parse_filters(list(specs)), instances=True) is None
+
+    assert ok("tag:env=ci-?") and ok("tag:env=c*") and ok("tag:env=prod,ci-1")
+    assert not ok("tag:env=ci") and not ok("tag:env=CI-1") and not ok("tag:team=x")
+    assert ok("tag-key=a\\*") and not ok("tag-key=ab") and ok("tag-key=e*")
+    assert ok("instance-state-name=running,stopped") and not ok("instance-state-name=stopped")
+    assert contradicts(one, parse_filters(["tag:env=ci"]), instances=True) == "tag:env=ci"
