@@ -196,6 +196,14 @@ def test_the_summary_tells_permanent_failures_from_what_a_retry_can_fix(
     assert (code, out) == (0, "") and "1 failed permanently (1 Protected)" in err
 
 
+def run_printed(command: str, cwd: Path) -> None:
+    """A command swarm printed, run by bash where the run was, with this swarm first on
+    the PATH."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path) -> None:
     """The printed retry repeats --region, --endpoint-url, the rails and the failure
     budget, not the ID source."""
@@ -226,14 +234,7 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
         assert "--resume" in command
         # Run it as printed, by a shell, where the run was.
         box._front().config = replace(config, error_rate=0.0)
-        env = {
-            **os.environ,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        }
-        done = subprocess.run(
-            ["bash", "-c", printed], cwd=tmp_path, env=env, capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
+        run_printed(printed, tmp_path)
         assert (tmp_path / "l.jsonl.left").read_text().split() == ids
         assert box.states(ids, region="eu-west-1") == {i: "terminated" for i in ids}
 
@@ -380,14 +381,7 @@ def test_the_retry_command_carries_a_tag_shown_escaped_as_it_was_given(tmp_path:
         printed = line.split("retry the rest:", 1)[1].strip()
         assert "$'who=\\xe2\\x80\\xaeevil'" in printed and "\u202e" not in printed
         box._front().config = replace(config, error_rate=0.0)
-        env = {
-            **os.environ,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        }
-        done = subprocess.run(
-            ["bash", "-c", printed], cwd=tmp_path, env=env, capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
+        run_printed(printed, tmp_path)
         tags = box.client().describe_tags(Filters=[{"Name": "key", "Values": ["who"]}])["Tags"]
         assert sorted((t["ResourceId"], t["Value"]) for t in tags) == sorted(
             (v, "\u202eevil") for v in volumes
