@@ -333,7 +333,39 @@ def make_client(
     )
     client = session.client("ec2", endpoint_url=endpoint_url, config=config)
     client.meta.events.register("before-parse.ec2.*", _raise_unparsable_errors)
+    client.meta.events.register("after-call.ec2", _require_the_list)
     return client
+
+
+def _require_the_list(
+    http_response: Any = None, parsed: Any = None, model: Any = None, **_: Any
+) -> None:
+    """botocore ``after-call`` handler: a Describe call's answer without its one list (a
+    ``<tagSet>`` left out, where EC2 sends an empty one) is no answer, not one listing
+    nothing: read so, a protected resource would show no tags, one still there none."""
+    if model is None or not isinstance(parsed, Mapping) or not model.name.startswith("Describe"):
+        return
+    if getattr(http_response, "status_code", 200) >= 300:
+        return
+    lists = _list_members(model)
+    if len(lists) == 1 and lists[0] not in parsed:
+        raise ResponseParserError(f"answer to {model.name} without its list ({lists[0]})")
+
+
+def _list_members(model: Any) -> tuple[str, ...]:
+    with _lists_lock:
+        known = _lists.get(model.name)
+    if known is None:
+        shape = model.output_shape
+        members = shape.members.items() if shape is not None else ()
+        known = tuple(name for name, member in members if member.type_name == "list")
+        with _lists_lock:
+            _lists[model.name] = known
+    return known
+
+
+_lists: dict[str, tuple[str, ...]] = {}
+_lists_lock = threading.Lock()
 
 
 def classify_error(err: ClientError) -> Outcome:

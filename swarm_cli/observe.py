@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from botocore.parsers import ResponseParserError
 from rich.console import Console
 
 from .actions import DESCRIBE_LIMITS, ActionSpec
@@ -222,12 +223,17 @@ class TagLook(BatchCall):
             filters.append({"Name": "key", "Values": self.keys})
         request: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
         found: list[Mapping[str, Any]] = []
+        seen: set[str] = set()
         while True:
             page: Mapping[str, Any] = self.client.describe_tags(**request)
             found.extend(page.get("Tags", []))
             token = page.get("NextToken")
-            if not token or token == request.get("NextToken"):
+            if not token:
                 return {**page, "Tags": found}
+            if token in seen:
+                # The pages after it unread: their resources' tags are not known none.
+                raise ResponseParserError("DescribeTags repeated a page token")
+            seen.add(token)
             request["NextToken"] = token
 
     def read(self, ids: Sequence[str], response: Mapping[str, Any]) -> Mapping[str, Outcome]:
@@ -384,11 +390,24 @@ def reconcile_gone(
 
 
 def describe(client: Any, observe: Observe, ids: Sequence[str]) -> Mapping[str, Any]:
-    """One filtered Describe call for ``ids`` (at most :data:`MAX_FILTER_VALUES`)."""
-    response: Mapping[str, Any] = getattr(client, observe.method)(
-        Filters=[{"Name": observe.filter, "Values": list(ids)}], **dict(observe.always)
-    )
-    return response
+    """A filtered Describe call for ``ids`` (at most :data:`MAX_FILTER_VALUES`), its pages
+    followed (one left unread would leave its resources as gone)."""
+    request: dict[str, Any] = {
+        "Filters": [{"Name": observe.filter, "Values": list(ids)}],
+        **dict(observe.always),
+    }
+    items: list[Any] = []
+    seen: set[str] = set()
+    while True:
+        response: Mapping[str, Any] = getattr(client, observe.method)(**request)
+        items.extend(response.get(observe.key) or [])
+        token = response.get("NextToken")
+        if not token:
+            return {**response, observe.key: items}
+        if token in seen:
+            raise ResponseParserError(f"{observe.api} repeated a page token")
+        seen.add(token)
+        request["NextToken"] = token
 
 
 def observe_api(op: Operation) -> str:

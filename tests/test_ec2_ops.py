@@ -1316,3 +1316,85 @@ def test_a_page_answered_200_in_place_of_ec2s_answer_is_no_deletion(tmp_path: Pa
         }
         assert all("ResponseParserError" in p["message"] for p in report["wait"]["problems"])
         assert code == 1, err
+
+
+NO_LIST = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<{op}Response '
+    b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r-1</requestId></{op}Response>'
+)
+
+
+def test_a_describe_answer_without_its_list_is_no_answer_and_the_rail_refuses(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """DescribeTags answered 200 without its <tagSet> (where EC2 sends an empty one):
+    read as "no tags", --protect-tag let protected snapshots be deleted. Such an answer
+    is no answer: the rail cannot see, so it refuses, and nothing is deleted."""
+    made = sandbox.seed(snapshots=4)["snapshots"]
+    sandbox.client().create_tags(Resources=made[:2], Tags=[{"Key": "keep", "Value": "yes"}])
+    sandbox.unreadable_answers("DescribeTags", body=NO_LIST.replace(b"{op}", b"DescribeTags"))
+    ids = write_ids(tmp_path / "ids.txt", made)
+    code, _, err = ec2(
+        sandbox, "delete-snapshot", ids, tmp_path / "l.jsonl", "--protect-tag", "keep",
+        "--max-attempts", "2",
+    )  # fmt: skip
+    assert code == 3, err
+    assert still_there(sandbox, "delete-snapshot", made) == set(made)
+    assert {s for s, _ in statuses(tmp_path / "l.jsonl").values()} == {"failed"}
+
+
+def test_a_look_up_follows_every_page_of_its_answer() -> None:
+    """A resume's look-up made one filtered call and never read NextToken: the IDs on
+    later pages were taken as gone, recorded done, and still existed."""
+    import boto3
+    from botocore.parsers import ResponseParserError
+    from botocore.stub import Stubber
+
+    from swarm_cli.observe import describe
+
+    client = boto3.client("ec2", region_name="us-east-1")
+    observe = OPERATIONS["delete-snapshot"].observe
+    assert observe is not None
+    ids = ["snap-0123456789abcdef0", "snap-0123456789abcdef1"]
+    asked = {"Filters": [{"Name": "snapshot-id", "Values": ids}]}
+    with Stubber(client) as stub:
+        stub.add_response(
+            "describe_snapshots", {"Snapshots": [{"SnapshotId": ids[0]}], "NextToken": "t1"}, asked
+        )
+        stub.add_response(
+            "describe_snapshots",
+            {"Snapshots": [{"SnapshotId": ids[1]}]},
+            {**asked, "NextToken": "t1"},
+        )
+        got = describe(client, observe, ids)
+    assert [s["SnapshotId"] for s in got["Snapshots"]] == ids
+    with Stubber(client) as stub, pytest.raises(ResponseParserError, match="repeated a page token"):
+        stub.add_response("describe_snapshots", {"Snapshots": [], "NextToken": "t1"}, asked)
+        stub.add_response(
+            "describe_snapshots", {"Snapshots": [], "NextToken": "t1"}, {**asked, "NextToken": "t1"}
+        )
+        describe(client, observe, ids)
+
+
+def test_a_tag_read_that_repeats_its_page_token_reads_nothing() -> None:
+    """DescribeTags repeating a page token: the pages after it were taken as no tags, so
+    --protect-tag saw none on resources it had not read."""
+    import boto3
+    from botocore.parsers import ResponseParserError
+    from botocore.stub import Stubber
+
+    from swarm_cli.observe import TagLook
+
+    client = boto3.client("ec2", region_name="us-east-1")
+    ids = ["snap-0123456789abcdef0"]
+    asked = {
+        "Filters": [{"Name": "resource-id", "Values": ids}, {"Name": "key", "Values": ["keep"]}],
+        "MaxResults": 1000,
+    }
+    look = TagLook(client, ["keep"])
+    with Stubber(client) as stub, pytest.raises(ResponseParserError, match="repeated"):
+        stub.add_response("describe_tags", {"Tags": [], "NextToken": "t1"}, asked)
+        stub.add_response(
+            "describe_tags", {"Tags": [], "NextToken": "t1"}, {**asked, "NextToken": "t1"}
+        )
+        look.send(ids)
