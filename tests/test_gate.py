@@ -54,6 +54,23 @@ def test_every_id_of_the_list_not_known_done_is_listed_with_those_in_no_ledger(
     assert code == 0 and out.split() == [IDS[1], IDS[2]]
 
 
+def test_ids_in_no_ledger_do_not_turn_one_regions_list_into_csv(tmp_path: Path) -> None:
+    """A gate over one region's ledger printed CSV (with a blank region for the IDs no
+    ledger held) where the README promises CSV only for several regions or accounts."""
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(
+        "".join(
+            json.dumps({**json.loads(record(i, status)), "region": "us-east-1"}) + "\n"
+            for i, status in ((IDS[0], "succeeded"), (IDS[1], "pending"))
+        )
+    )
+    code, out, err = swarm(
+        "ledger", "failed", "--ids", write_ids(tmp_path / "ids.txt", IDS[:3]), str(ledger)
+    )
+    assert code == 1, err
+    assert out.split() == [IDS[1], IDS[2]]
+
+
 def test_retryable_leaves_out_permanent_failures(tmp_path: Path) -> None:
     ids, one, two = shards(tmp_path)
     code, out, err = swarm("ledger", "failed", "--retryable", "--ids", ids, one, two)

@@ -190,7 +190,8 @@ def ledger_failed(
         stuck = [r for r in stuck if r.id in listed]
         never = [t for t in targets.items if (action, t.id) not in state]
         rows += [(t.id, t.region, t.account) for t in never]
-    places = {(account, region) for _, region, account in rows}
+    # (An ID of --ids that no ledger holds has no place of its own: it is not another.)
+    places = {(account, region) for _, region, account in rows if region or account}
     if form is ListFormat.csv or (
         form is ListFormat.auto and (len(places) > 1 or any(a for a, _ in places))
     ):
@@ -253,7 +254,8 @@ def ledger_failed(
             # Not done either: most often another region or account than the run's.
             typer.echo(
                 f"note: {unfound} ID(s) EC2 said do not exist where they were sent are not "
-                "listed (another region or account, a typo?): --missing lists them",
+                "listed (another region or account, a typo?): "
+                + ("as --missing-ok asks" if missing_ok else "--missing lists them"),
                 err=True,
             )
     if ids is not None:
