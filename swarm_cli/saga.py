@@ -108,7 +108,7 @@ def undo_plan(
     got done (their ``succeeded`` records, ``Reached`` ones included: a wait only
     confirms what the run did), grouped by the account and region of their
     records, in ledger order. Raises :class:`SagaError` when there is no such
-    run, its action cannot be undone, or it got nothing done (unless
+    run, its action cannot be undone, or it changed nothing (unless
     ``allow_empty``: it may have left intents pending, :attr:`UndoPlan.unsure`);
     ``LedgerError`` when a ledger cannot be read.
     """
@@ -299,7 +299,7 @@ def _plan(
                 "undone by later runs",
             )
         raise SagaError(
-            f"run {label} ({action}) got nothing done: nothing to undo", "it changed nothing"
+            f"run {label} ({action}) changed nothing: nothing to undo", "it changed nothing"
         )
     first = min(began[r] for r in runs)
     return UndoPlan(
@@ -349,7 +349,7 @@ def undo_report(report: Report) -> UndoPlan:
     undo = _undo_spec(report.run, report.action)
     groups = {pair: list(ids) for pair, ids in report.done.items() if ids}
     if not groups:
-        raise SagaError(f"run {report.run} ({report.action}) got nothing done: nothing to undo")
+        raise SagaError(f"run {report.run} ({report.action}) changed nothing: nothing to undo")
     return UndoPlan(report.run, undo, groups)
 
 

@@ -83,7 +83,7 @@ def test_the_pending_intents_of_a_run_are_unsure(tmp_path: Path) -> None:
     assert undo_plan([str(stopped)]).unsure == {Pair(None, EAST): [ids[2], more[4]]}
     nothing = tmp_path / "nothing.jsonl"
     write_stop(nothing, [(ids[1], "pending")])
-    with pytest.raises(SagaError, match="got nothing done"):
+    with pytest.raises(SagaError, match="changed nothing"):
         undo_plan([str(nothing)])
     assert undo_plan([str(nothing)], allow_empty=True).unsure == {Pair(None, EAST): [ids[1]]}
 

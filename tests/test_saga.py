@@ -184,7 +184,7 @@ def test_errors_name_the_missing_run_and_the_empty_one(tmp_path: Path) -> None:
 
     with pytest.raises(SagaError, match="no run nope in"):
         undo_plan([str(ledger)], run="nope")
-    with pytest.raises(SagaError, match=r"run r1 \(stop\) got nothing done: nothing to undo"):
+    with pytest.raises(SagaError, match=r"run r1 \(stop\) changed nothing: nothing to undo"):
         undo_plan([str(ledger)])
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

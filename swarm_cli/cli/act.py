@@ -1542,7 +1542,7 @@ def rollback(
                 "can be read"
             )
         if not groups:
-            raise UsageError(f"run {plan.run} ({plan.of}) got nothing done: nothing to undo")
+            raise UsageError(f"run {plan.run} ({plan.of}) changed nothing: nothing to undo")
         try:
             check_max_count(
                 sum(map(len, groups.values())),

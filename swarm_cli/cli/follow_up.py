@@ -79,7 +79,7 @@ def follow_up(
                 )
             count = sum(len(ids) for ids in groups.values())
             if not count and not unread:
-                err.print(f"rollback: run {plan.run} got nothing done: nothing to undo")
+                err.print(f"rollback: run {plan.run} changed nothing: nothing to undo")
             else:
                 err.print(
                     f"rollback: the failure budget is spent; {plan.action.name} the "
