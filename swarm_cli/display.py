@@ -866,7 +866,7 @@ def render_summary(report: Report, console: Console) -> None:
         )
         say(
             f"{where}calls {row.calls} · throttled {row.throttled_calls}"
-            f" · retried {row.retries} · window peak {w.peak:.0f}, final {w.final:.0f}"
+            f" · retried {row.retries} · allowed in flight: peak {w.peak:.0f}, final {w.final:.0f}"
             f", {w.decreases} decreases",
         )
         fall = RateWatch().update(row.series, row.total).fell()

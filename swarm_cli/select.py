@@ -336,8 +336,19 @@ def select(
             end = clock()
             window.on_success(ticket, end - started, end, in_flight=1)
         pause = FIRST_PAUSE
+        try:
+            # (Reading a page may ask more: which AMIs use the snapshots listed.)
+            items = list(listing.items(page))
+        except Exception as err:
+            outcome = classify_exception(err)
+            detail = f": {outcome.message}" if outcome.message else ""
+            raise SelectError(
+                f"{listing.api}: what uses them could not be read: {outcome.code}{detail}",
+                code=outcome.code,
+                exit_code=EXIT_CREDENTIALS if outcome.kind is Kind.FATAL else EXIT_FAILED,
+            ) from None
         # Keyed by ID: an instance changing state between pages may be listed twice.
-        for chosen in listing.items(page):
+        for chosen in items:
             wrong = contradicts(chosen, filters, instances=listing is INSTANCES)
             if wrong is not None:
                 # The endpoint did not apply the filters (a proxy, a stand-in for EC2): what

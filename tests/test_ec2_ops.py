@@ -1398,3 +1398,20 @@ def test_a_tag_read_that_repeats_its_page_token_reads_nothing() -> None:
             "describe_tags", {"Tags": [], "NextToken": "t1"}, {**asked, "NextToken": "t1"}
         )
         look.send(ids)
+
+
+def test_a_listing_whose_in_use_read_fails_says_so_not_credentials(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """DescribeImages (which AMIs use the snapshots listed) answered without its list:
+    the selection stopped as a credentials problem (exit 4). It is the listing's read
+    that failed: exit 1, named so, nothing sent."""
+    made = sandbox.seed(snapshots=3)["snapshots"]
+    sandbox.unreadable_answers("DescribeImages", body=NO_LIST.replace(b"{op}", b"DescribeImages"))
+    code, _, err = swarm(
+        "ec2", "delete-snapshot", "--filter", "status=completed", "--yes", "--endpoint-url",
+        sandbox.endpoint, "--ledger", str(tmp_path / "l.jsonl"), "--progress", "none",
+    )  # fmt: skip
+    assert code == 1, err
+    assert "what uses them could not be read: ResponseParserError" in " ".join(err.split())
+    assert still_there(sandbox, "delete-snapshot", made) == set(made)
