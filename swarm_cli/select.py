@@ -29,6 +29,7 @@ MIN_PAGE_SIZE = 5
 # in a row, so that a bucket refilling at a few tokens a second is not hammered.
 FIRST_PAUSE = 0.1
 MAX_PAUSE = 5.0
+ITEM_ATTEMPTS = 5  # reads of what uses a page's resources, server errors (throttles apart)
 
 _AGE = re.compile(r"(?:\d+[smhdw])+", re.ASCII)
 _AGE_PART = re.compile(r"(\d+)([smhdw])", re.ASCII)
@@ -298,6 +299,7 @@ def select(
     found: dict[str, Selected] = {}
     tokens_seen: set[str] = set()
     pause = FIRST_PAUSE
+    item_errors = 0
     while True:
         if window is not None:
             wait = window.send_at() - clock()
@@ -341,9 +343,15 @@ def select(
             items = list(listing.items(page))
         except Exception as err:
             outcome = classify_exception(err)
+            item_errors += outcome.kind is not Kind.THROTTLED
+            if outcome.kind in (Kind.THROTTLED, Kind.TRANSIENT) and item_errors < ITEM_ATTEMPTS:
+                sleep(pause)  # the page asked again, and what it asks
+                pause = min(pause * 2, MAX_PAUSE)
+                continue
             detail = f": {outcome.message}" if outcome.message else ""
             raise SelectError(
-                f"{listing.api}: what uses them could not be read: {outcome.code}{detail}",
+                f"{listing.api}: what uses them (DescribeImages) could not be read: "
+                f"{outcome.code}{detail}",
                 code=outcome.code,
                 exit_code=EXIT_CREDENTIALS if outcome.kind is Kind.FATAL else EXIT_FAILED,
             ) from None

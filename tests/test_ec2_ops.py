@@ -1413,5 +1413,34 @@ def test_a_listing_whose_in_use_read_fails_says_so_not_credentials(
         sandbox.endpoint, "--ledger", str(tmp_path / "l.jsonl"), "--progress", "none",
     )  # fmt: skip
     assert code == 1, err
-    assert "what uses them could not be read: ResponseParserError" in " ".join(err.split())
+    assert "what uses them (DescribeImages) could not be read: ResponseParserError" in " ".join(
+        err.split()
+    )
     assert still_there(sandbox, "delete-snapshot", made) == set(made)
+
+
+def test_a_throttled_in_use_read_is_asked_again(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One throttle on DescribeImages (which AMIs use the snapshots listed) ended the
+    whole listing, where a throttled page is asked again."""
+    from botocore.exceptions import ClientError
+
+    import swarm_cli.observe as observe
+
+    made = sandbox.seed(snapshots=2)["snapshots"]
+    real, calls = observe.images_using, []
+
+    def throttled_once(client: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            error = {"Error": {"Code": "RequestLimitExceeded", "Message": "slow down"}}
+            raise ClientError(
+                {**error, "ResponseMetadata": {"HTTPStatusCode": 503}}, "DescribeImages"
+            )
+        return real(client)
+
+    monkeypatch.setattr(observe, "images_using", throttled_once)
+    code, out, err = swarm("list", "snapshots", "--endpoint-url", sandbox.endpoint)
+    assert code == 0, err
+    assert sorted(out.split()) == sorted(made) and len(calls) == 2

@@ -403,3 +403,17 @@ def test_the_retry_command_carries_a_tag_shown_escaped_as_it_was_given(tmp_path:
         assert sorted((t["ResourceId"], t["Value"]) for t in tags) == sorted(
             (v, "\u202eevil") for v in volumes
         )
+
+
+def test_a_list_of_ids_in_no_ledger_prints_them_in_every_format(tmp_path: Path) -> None:
+    """Every ID left in no ledger, with --format ids: the place check met no place at
+    all and ended in a traceback."""
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(
+        json.dumps({**json.loads(record(IDS[0], "succeeded")), "region": "eu-west-1"}) + "\n"
+    )
+    ids = write_ids(tmp_path / "ids.txt", IDS[1:3])
+    for form in ("ids", "auto", "csv"):
+        code, out, err = swarm("ledger", "failed", "--ids", ids, "--format", form, str(ledger))
+        assert code == 1 and "Traceback" not in err, err
+        assert [line.split(",")[0] for line in out.split()][-2:] == IDS[1:3], form
