@@ -214,7 +214,7 @@ def ledger_failed(
                 "leaves out; --format csv keeps each in its place",
                 err=True,
             )
-        elif rows and places and places != {(None, None)}:
+        elif form is ListFormat.ids and rows and places and places != {(None, None)}:
             ((account, region),) = places
             place = literal("/".join(x for x in (account, region) if x))
             hint = (
