@@ -202,6 +202,17 @@ def fall_text(fall: Fall, now_rate: float | None = None, why: str = FELL_WORDS) 
     return f"rate fell to {per_second(low)} from {per_second(fall.best)}: {why}"
 
 
+def refusal_text(report: Report) -> str | None:
+    """What a rail that could not see refused (exit 3), in words; None if nothing."""
+    unverified = report.extra.get("rail_unverified")
+    if not unverified:
+        return None
+    return (
+        f"refused: {unverified} {one_or_more(noun_of(report.action))} a rail could not check "
+        "were not sent (RailUnverified)"
+    )
+
+
 def per_second(rate: float) -> str:
     """A rate of IDs per second as a person reads it: one decimal, or under one a second
     two figures (a refill of 0.5/s is not "0.0/s")."""
@@ -913,13 +924,9 @@ def render_summary(report: Report, console: Console) -> None:
         )
     if report.crashed:
         say(f"  crashed: {literal(report.crashed.message)}", style="bold red")
-    unverified = report.extra.get("rail_unverified")
-    if unverified:
-        say(
-            f"  refused: {unverified} {one_or_more(noun_of(report.action))} a rail could not "
-            "check were not sent (RailUnverified)",
-            style="bold red",
-        )
+    refused = refusal_text(report)
+    if refused:
+        say(f"  {refused}", style="bold red")
     if report.fatal:
         say(
             f"  stopped: {literal(report.fatal.code)}: {literal(report.fatal.message)}",

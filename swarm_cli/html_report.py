@@ -206,7 +206,7 @@ def _summary(report: Report) -> str:
 
 
 # What came after the run, said in the notes (``display.follow_ups``).
-FOLLOW_UPS = frozenset({"wait", "rollback", "rollback_stopped"})
+FOLLOW_UPS = frozenset({"wait", "rollback", "rollback_stopped", "rail_unverified"})
 
 
 def _notes(report: Report) -> str:
@@ -225,7 +225,11 @@ def _notes(report: Report) -> str:
         )
     if report.gave_up:
         items.append(("bad", "gave up: the endpoint stayed unreachable"))
-    from .display import follow_ups
+    from .display import follow_ups, refusal_text
+
+    refused = refusal_text(report)
+    if refused:
+        items.append(("bad", _e(refused)))
 
     items += [
         ("ok" if ok else "bad", _e(_cut(line, NOTE_CHARS))) for _, ok, line in follow_ups(report)

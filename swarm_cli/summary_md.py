@@ -116,7 +116,11 @@ def _notes(report: Report) -> list[str]:
         )
     if report.ledger_error:
         notes.append(f"**Ledger not fully written:** {_note(report.ledger_error)}")
-    from .display import STORM_WORDS, duration, follow_ups
+    from .display import STORM_WORDS, duration, follow_ups, refusal_text
+
+    refused = refusal_text(report)
+    if refused:
+        notes.append(f"**Refused:** {_note(refused.removeprefix('refused: '))}")
 
     heads = {
         "wait": "Waited",

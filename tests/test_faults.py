@@ -497,6 +497,9 @@ def test_a_stop_whose_credentials_fail_mid_run_does_not_wait_with_them(
     wait = report["wait"]
     assert (wait["reached"], wait["not_checked"]) == (0, stopped)
     assert "CredentialRetrievalError" in wait["not_checked_why"]
+    # In the shape a wait's own summary has, with what it did not check listed.
+    assert {"timed_out", "wrong_state", "not_listed", "outages", "gave_up"} <= set(wait)
+    assert [p["code"] for p in wait["problems"]] == ["NotChecked"] * stopped
     unchecked = {r.id for r in read_records(str(ledger)) if r.code == "NotChecked"}
     assert len(unchecked) == stopped
     assert failed_list(ledger) == set(ids)

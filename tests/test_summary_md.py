@@ -340,3 +340,16 @@ def test_a_summary_after_a_page_with_no_last_line_end_starts_a_line(tmp_path: Pa
     target.write_text("someone's text")
     assert append_step_summary(recorded_report(), {"GITHUB_STEP_SUMMARY": str(target)})
     assert target.read_text().startswith("someone's text\n## swarm stop: ")
+
+
+def test_a_rails_refusal_is_said_in_words_in_the_step_summary_and_the_report() -> None:
+    """A run whose rail could not see refused some (exit 3): the terminal said so, the
+    step summary showed plain failures, and the HTML report the raw key and number."""
+    from swarm_cli.html_report import render_html
+
+    report = recorded_report()
+    report.extra["rail_unverified"] = 4
+    said = "4 instance(s) a rail could not check were not sent (RailUnverified)"
+    assert f"**Refused:** {said}" in markdown_summary(report)
+    page = render_html(report)
+    assert said in page and "<dt>rail_unverified</dt>" not in page

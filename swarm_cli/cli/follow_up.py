@@ -272,6 +272,7 @@ def _with_skipped(
         **wait,
         "not_checked": wait.get("not_checked", 0) + extra.get("not_checked", 0),
         "not_checked_why": "; ".join(whys) or None,
+        "problems": [*extra.get("problems", ()), *wait.get("problems", ())],
     }
 
 
@@ -318,13 +319,30 @@ def _not_waited_for(
         "`swarm ledger failed` lists them, and a --resume --wait looks them up",
         markup=False,
     )
-    # The summary and the reports count them as a wait stopped midway would.
+    # The summary and the reports count them as a wait stopped midway would, in the
+    # shape a wait's own summary has.
     report.extra["wait"] = {
         "target": spec.target_state,
         "timeout_seconds": flags.wait_timeout,
         "reached": 0,
+        "timed_out": 0,
+        "wrong_state": 0,
+        "not_listed": 0,
         "not_checked": len(records),
         "not_checked_why": why,
+        "outages": 0,
+        "gave_up": False,
+        "problems": [
+            {
+                "id": i,
+                "status": status,
+                "code": code,
+                "message": message,
+                "region": pair.region or None,
+                "account": pair.account,
+            }
+            for i, status, code, message, _, pair in records
+        ],
     }
     return True
 
