@@ -62,6 +62,8 @@ POLL = 0.05
 # The dispatcher back this much later than it meant to be: the process itself stood still
 # (starved of CPU, stopped), and the threads reading answers stood still with it.
 STOOD_STILL = 0.5
+# ... and this long: stopped (Ctrl-Z), not starved; the pace is found again from the start.
+STOOD_STILL_LONG = 5.0
 # Seconds a call that has not left for want of something of this machine's (a credential
 # helper that does not answer) waits in all before what it waits on is taken as hung.
 STUCK_PATIENCE = 60.0
@@ -455,7 +457,14 @@ class Engine:
         self._deadlines = [(at + late, ticket) for at, ticket in self._deadlines]  # still a heap
         for call in self._calls.values():
             call.deadline += late
+            call.sent_at += late  # its round trip is the endpoint's, not this machine's pause
         self.outage.stood_still(late)
+        if late >= STOOD_STILL_LONG:
+            # Stopped for long (Ctrl-Z, a suspended VM): what the window measured of the
+            # pace is stale, and the bucket refilled meanwhile. Found again from the start,
+            # as after an outage.
+            self.window.restart(now)
+            self._emit(WindowChanged)
 
     def _expire(self, now: float) -> None:
         """Give up on calls past their deadline: their intents count as unanswered."""

@@ -734,6 +734,42 @@ def test_a_call_answered_while_the_client_stood_still_is_not_timed_out() -> None
     assert runtime.now > 3.0  # the stall did happen
 
 
+def test_a_long_stand_still_is_no_round_trip_and_the_pace_is_found_again() -> None:
+    """Ctrl-Z for 50 s mid-run: the calls in flight measured a 50 s round trip, and what
+    the controller had measured of the pace spanned the stop. After fg the run went at a
+    third of its pace. The stop is no round trip, and after a long one the pace is found
+    again from the start."""
+    from swarm_cli.window import ADAPTIVE, new_controller
+
+    runtime = StandsStill(latency=0.1, at=5.0, seconds=50.0)
+    sent: list[float] = []
+    bucket = {"tokens": 5.0, "at": 0.0}  # 5 calls of burst, 20 a second
+
+    def action(batch: Sequence[str]) -> Mapping[str, Outcome]:
+        now = runtime.now
+        sent.append(now)
+        bucket["tokens"] = min(5.0, bucket["tokens"] + (now - bucket["at"]) * 20.0)
+        bucket["at"] = now
+        if bucket["tokens"] < 1.0:
+            return dict.fromkeys(batch, Outcome(Kind.THROTTLED, "RequestLimitExceeded"))
+        bucket["tokens"] -= 1.0
+        return {i: Outcome(Kind.SUCCEEDED) for i in batch}
+
+    events: list[Event] = []
+    result = Engine(
+        action,
+        new_controller(ADAPTIVE),
+        backoff=lambda n: 0.0,
+        subscribers=[events.append],
+        runtime=runtime,
+    ).run(ids(400))
+    assert result.counts["succeeded"] == 400
+    latencies = [e.latency for e in events if e.type == "answered" and e.latency is not None]
+    assert latencies and max(latencies) < 1.0, max(latencies)
+    after = [t for t in sent if t > 56.0]
+    assert after and max(b - a for a, b in itertools.pairwise(after)) < 1.0
+
+
 def test_an_outage_is_not_given_up_for_the_time_the_client_stood_still() -> None:
     # The endpoint answers nothing until 3 s, and may do so for 5 s; the process stands
     # still from 1 s to 11 s. That stand-still is not the endpoint's: once back, the run
