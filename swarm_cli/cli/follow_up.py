@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from ..ledger import (
     utc_now,
 )
 from ..outcome import Outcome
-from ..report import Pair, Report, parse_ts
+from ..report import Pair, Problem, Report, parse_ts
 from ..run import Job, RunOptions
 from ..states import INCORRECT_STATE, ON_ITS_WAY_TO, PASSING_TO, REFUSED_ON_THE_WAY
 from ..text import literal, shell_quote
@@ -333,14 +333,7 @@ def _not_waited_for(
         "outages": 0,
         "gave_up": False,
         "problems": [
-            {
-                "id": i,
-                "status": status,
-                "code": code,
-                "message": message,
-                "region": pair.region or None,
-                "account": pair.account,
-            }
+            asdict(Problem(i, status, code, message, pair.region or None, pair.account))
             for i, status, code, message, _, pair in records
         ],
     }
