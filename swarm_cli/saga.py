@@ -31,6 +31,11 @@ _COUNT = re.compile(r"\d+", re.ASCII)
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%", re.ASCII)
 
 
+CHANGED_NOTHING = "it changed nothing"
+UNDONE_LATER = "undone by later runs"
+TERMINATED_SINCE = "terminated since"
+
+
 class SagaError(Exception):
     """No run can be undone as asked; the message is one line for the user. ``why``, for a
     run with nothing to undo: in a few words, why ("undone by later runs")."""
@@ -38,6 +43,13 @@ class SagaError(Exception):
     def __init__(self, message: str, why: str = "") -> None:
         super().__init__(message)
         self.why = why
+
+    @property
+    def nothing_to_undo(self) -> bool:
+        """Whether what the run changed is as it was before it already: it changed nothing,
+        or later runs undid it. A rollback has then done its job (not so for instances
+        terminated since: those it cannot bring back)."""
+        return self.why in (CHANGED_NOTHING, UNDONE_LATER)
 
 
 def parse_budget(text: str, total: int) -> int:
@@ -290,17 +302,15 @@ def _plan(
             raise SagaError(
                 f"run {label} ({action}): its {terminated} instance(s) were terminated since "
                 "(a terminate in the ledger): nothing to undo",
-                "terminated since",
+                TERMINATED_SINCE,
             )
         if superseded:
             raise SagaError(
                 f"run {label} ({action}): its {superseded} instance(s) were undone by later runs "
                 "of the ledger already: nothing to undo (roll back the latest run)",
-                "undone by later runs",
+                UNDONE_LATER,
             )
-        raise SagaError(
-            f"run {label} ({action}) changed nothing: nothing to undo", "it changed nothing"
-        )
+        raise SagaError(f"run {label} ({action}) changed nothing: nothing to undo", CHANGED_NOTHING)
     first = min(began[r] for r in runs)
     return UndoPlan(
         label, undo, groups, action, unsure, terminated, damaged, superseded, first or None
@@ -349,7 +359,9 @@ def undo_report(report: Report) -> UndoPlan:
     undo = _undo_spec(report.run, report.action)
     groups = {pair: list(ids) for pair, ids in report.done.items() if ids}
     if not groups:
-        raise SagaError(f"run {report.run} ({report.action}) changed nothing: nothing to undo")
+        raise SagaError(
+            f"run {report.run} ({report.action}) changed nothing: nothing to undo", CHANGED_NOTHING
+        )
     return UndoPlan(report.run, undo, groups)
 
 

@@ -725,9 +725,39 @@ def test_rollback_of_a_run_killed_while_writing_its_intents_sends_nothing(tmp_pa
         writer.write_ahead(ids[:4], run_intents=6)  # the kill came before the rest
         writer.close()
         code, _, err = swarm("rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes")
-        assert code != 0 and "nothing to undo" in err, err
+        # As it was before the run already: the rollback's job is done.
+        assert code == 0 and "changed nothing: nothing to undo" in err, err
         assert box.states(ids[:2]) == dict.fromkeys(ids[:2], "stopped")
         assert box.calls_by("StartInstances") == 0
+
+
+def test_rollback_of_a_run_that_changed_nothing_passes_and_says_so(tmp_path: Path) -> None:
+    """A CI step that rolls back after a failed run: the run found every instance stopped
+    already, so there is nothing to undo, and the step passes (exit 0) saying so, in its
+    JSON too. A run whose instances were terminated since cannot be undone: refused."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(4)
+        box.client().stop_instances(InstanceIds=ids)
+        ledger = tmp_path / "l.jsonl"
+        assert act(box, "stop", write_ids(tmp_path / "ids.txt", ids), ledger)[0] == 0
+        code, out, err = swarm(
+            "rollback", str(ledger), "--endpoint-url", box.endpoint, "--yes", "--output", "json"
+        )
+        assert code == 0, err
+        said = json.loads(out)
+        assert said["exit_code"] == 0 and "changed nothing" in said["nothing_to_undo"], said
+        assert box.calls_by("StartInstances") == 0
+        assert box.states(ids) == dict.fromkeys(ids, "stopped")
+
+        other = box.launch(2)
+        gone = tmp_path / "gone.jsonl"
+        assert act(box, "stop", write_ids(tmp_path / "o.txt", other), gone)[0] == 0
+        assert act(box, "terminate", write_ids(tmp_path / "o.txt", other), gone)[0] == 0
+        stop = next(r.run for r in read_records(str(gone)) if r.action == "stop")
+        code, out, err = swarm(
+            "rollback", str(gone), "--endpoint-url", box.endpoint, "--yes", "--run", stop
+        )
+        assert code == 2 and "terminated since" in err, err
 
 
 def test_rollback_wait_is_bounded_by_its_wait_timeout(tmp_path: Path) -> None:

@@ -1492,7 +1492,11 @@ def rollback(
                 )
         except LedgerInUse:
             raise  # exit 74, as for a run
-        except (SagaError, LedgerError) as exc:
+        except SagaError as exc:
+            if exc.nothing_to_undo:
+                return _nothing_to_undo(str(exc), output, err)
+            raise UsageError(str(exc)) from exc
+        except LedgerError as exc:
             raise UsageError(str(exc)) from exc
         flags = Flags(
             ids=ledger,
@@ -1542,7 +1546,10 @@ def rollback(
                 "can be read"
             )
         if not groups:
-            raise UsageError(f"run {plan.run} ({plan.of}) changed nothing: nothing to undo")
+            # What it may have done was looked up: none of it was.
+            return _nothing_to_undo(
+                f"run {plan.run} ({plan.of}) changed nothing: nothing to undo", output, err
+            )
         try:
             check_max_count(
                 sum(map(len, groups.values())),
@@ -1616,6 +1623,15 @@ def list_state_filter(filters: Sequence[str], states: Sequence[str]) -> list[str
             f"--state {', '.join(unknown)}: EC2's states are {', '.join(EC2_STATES)}, or all"
         )
     return [f"instance-state-name={','.join(named or LISTED_STATES)}"]
+
+
+def _nothing_to_undo(message: str, output: Output, err: Console) -> int:
+    """A rollback whose run is as it was before already: said, and done (exit 0), so that
+    a CI step that rolls back after a failed run passes when that run changed nothing."""
+    err.print(f"rollback: {message}", markup=False)
+    if output is Output.json:
+        emit_json({"exit_code": 0, "meaning": exit_meaning(0), "nothing_to_undo": message})
+    return 0
 
 
 def _listed(item: Any, operation: Operation | None) -> dict[str, Any]:
