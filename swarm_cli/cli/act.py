@@ -1450,6 +1450,7 @@ def rollback(
     """Undo a stop or start run from its ledger: start what it stopped, stop what it started.
 
     The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
+    A run with nothing left to undo (it changed nothing, or later runs undid it) exits 0, saying so.
     """  # noqa: E501 - rich keeps a docstring's line breaks
     with contextlib.ExitStack() as holds, _nothing_sent_if_stopped(stage := _Stage(holds)):
         from ..saga import SagaError, check_ids, undo_plan
