@@ -232,6 +232,20 @@ def unanswered_text(outages: int, timeouts: int) -> str | None:
     return f"the endpoint did not answer for a while ({', '.join(parts)})"
 
 
+def fall_cause(outages: int, timeouts: int, stood_still: float) -> str:
+    """Why a pair's rate fell, in words: the process standing still, stretches with no
+    answer, or else the throttles."""
+    parts = []
+    if stood_still >= 1.0:
+        parts.append(
+            f"this process stood still for {duration(stood_still)} (stopped with Ctrl-Z, or "
+            "its machine suspended or starved of CPU)"
+        )
+    if (unanswered := unanswered_text(outages, timeouts)) is not None:
+        parts.append(unanswered)
+    return "; ".join(parts) or FELL_WORDS
+
+
 def _cell_bits(dots: tuple[int, int, int, int]) -> list[int]:
     """Braille bits for each 4-bit column pattern (bit i: the i-th dot from the bottom)."""
     return [sum(dots[3 - i] for i in range(4) if pattern >> i & 1) for pattern in range(16)]
@@ -560,8 +574,8 @@ class LiveView:
             # (A rate back over the fall's line: it is ending.)
             and (rate is None or rate < FALL_SHARE * fall.best)
         ):
-            # Its cause as the summary will give it: stretches with no answer, if any.
-            cause = unanswered_text(s.outages, s.timeouts) or FELL_WORDS
+            # Its cause as the summary will give it.
+            cause = fall_cause(s.outages, s.timeouts, s.stood_still)
             speed.append(Text(fall_text(fall, rate, why=cause), "yellow"))
 
         counts = [
@@ -889,7 +903,7 @@ def render_summary(report: Report, console: Console) -> None:
                 style="yellow",
             )
         elif fall is not None:
-            cause = unanswered_text(row.outages, row.timeouts) or FELL_WORDS
+            cause = fall_cause(row.outages, row.timeouts, row.stood_still_seconds)
             say(
                 f"{where}{fall_text(fall, why=cause)} (for {duration(fall.lasted)})", style="yellow"
             )

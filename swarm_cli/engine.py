@@ -37,6 +37,7 @@ from .events import (
     Retried,
     Sent,
     Status,
+    StoodStill,
     Stopping,
     Throttled,
     TimedOut,
@@ -459,6 +460,7 @@ class Engine:
             call.deadline += late
             call.sent_at += late  # its round trip is the endpoint's, not this machine's pause
         self.outage.stood_still(late)
+        self._emit(StoodStill, latency=late)
         if late >= STOOD_STILL_LONG:
             # Stopped for long (Ctrl-Z, a suspended VM): what the window measured of the
             # pace is stale, and the bucket refilled meanwhile. Found again from the start,

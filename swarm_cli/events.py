@@ -29,6 +29,7 @@ EventType = Literal[
     "timed_out",
     "outage",
     "recovered",
+    "stood_still",
     "stopping",
     "window",
     "succeeded",
@@ -57,7 +58,7 @@ class Event:
     # slow-start, avoidance, recovery (answers to calls sent before the last decrease are
     # still due), paced (under one call in flight), outage, or the controller's own phase.
     phase: str = ""
-    latency: float = 0.0  # with Answered: how long the call took
+    latency: float = 0.0  # with Answered: how long the call took; with StoodStill, how long
     batch: int = 0  # IDs the next call may carry
 
     def __init__(
@@ -168,6 +169,16 @@ class Recovered(Event):
         to.on_recovered(self)
 
 
+class StoodStill(Event):
+    """The process itself stood still for ``latency`` seconds (stopped with Ctrl-Z, a
+    machine suspended, starved of CPU): nothing was sent or read meanwhile."""
+
+    type: ClassVar[EventType] = "stood_still"
+
+    def deliver(self, to: Subscriber) -> None:
+        to.on_stood_still(self)
+
+
 class Stopping(Event):
     """The run sends nothing more before its queue is empty; ``outcome`` says why."""
 
@@ -271,6 +282,9 @@ class Subscriber:
     def on_recovered(self, event: Recovered) -> None:
         pass
 
+    def on_stood_still(self, event: StoodStill) -> None:
+        pass
+
     def on_stopping(self, event: Stopping) -> None:
         pass
 
@@ -308,6 +322,7 @@ EVENT_TYPES: dict[EventType, type[Event]] = {
         TimedOut,
         OutageBegan,
         Recovered,
+        StoodStill,
         Stopping,
         WindowChanged,
         Succeeded,

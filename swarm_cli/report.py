@@ -170,6 +170,7 @@ class PairReport:
     retries: int = 0
     timeouts: int = 0
     outages: int = 0
+    stood_still_seconds: float = 0.0  # the process stood still (Ctrl-Z, suspended), in all
     peak_in_flight: int = 0
     elapsed_seconds: float = 0.0
     window: WindowReport = field(default_factory=WindowReport)

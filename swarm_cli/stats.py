@@ -17,6 +17,7 @@ from .events import (
     Resolved,
     Retried,
     Sent,
+    StoodStill,
     Stopping,
     Subscriber,
     Throttled,
@@ -50,6 +51,7 @@ class Snapshot:
     retries: int
     timeouts: int
     outages: int
+    stood_still: float
     outage_since: float | None
     outage: str  # what the endpoint does while down: "no answer from the endpoint"
     stopping: str | None
@@ -90,6 +92,7 @@ class Stats(Subscriber):
     retries: int = 0
     timeouts: int = 0  # calls that timed out with no answer (their IDs tried again)
     outages: int = 0
+    stood_still: float = 0.0  # seconds the process itself stood still, in all
     outage_since: float | None = None  # set while the endpoint is unreachable
     outage: str = outage_words(None)
     stopping: str | None = None  # why the run is winding down early
@@ -140,6 +143,7 @@ class Stats(Subscriber):
                 retries=self.retries,
                 timeouts=self.timeouts,
                 outages=self.outages,
+                stood_still=self.stood_still,
                 outage_since=self.outage_since,
                 outage=self.outage,
                 stopping=self.stopping,
@@ -225,6 +229,9 @@ class Stats(Subscriber):
         self.outage_since = None
         self._sample(event, keep=True)
 
+    def on_stood_still(self, event: StoodStill) -> None:
+        self.stood_still += event.latency
+
     def on_stopping(self, event: Stopping) -> None:
         self.stopping = event.outcome.message if event.outcome else "stopping"
 
@@ -280,6 +287,7 @@ class Stats(Subscriber):
             into.retries = self.retries
             into.timeouts = self.timeouts
             into.outages = self.outages
+            into.stood_still_seconds = round(self.stood_still, 1)
             into.peak_in_flight = self.peak_in_flight
             into.errors = dict(sorted(self.errors.items()))
             into.elapsed_seconds = round(self.elapsed(), 3)

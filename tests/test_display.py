@@ -680,6 +680,30 @@ def test_the_live_view_gives_a_fall_the_cause_the_summary_gives(
     assert "rate fell" not in screen
 
 
+def test_a_fall_over_a_stand_still_is_said_to_be_the_process_s_own() -> None:
+    """Ctrl-Z for 40 s mid-run: the summary and the live view said the rate fell to
+    "throttles that do not answer to slowing down", on a run that had not one throttle."""
+    stats = run_at([(10.0, 40.0), (12.0, 2.0)])
+    stats(Event("stood_still", 12.0, latency=40.0))
+    assert stats.stood_still == 40.0
+    row = stats.report(PairReport("us-east-1", total=2000))
+    assert row.stood_still_seconds == 40.0
+    out = console()
+    render_summary(Report(run="r", action="stop", pairs=[row]), out)
+    text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
+    assert re.search(r"rate fell to [12]\.\d/s from 40\.\d/s: this process stood still for", text)
+    assert "40s (stopped with Ctrl-Z" in text and "slowing down" not in text, text
+    out = console(terminal=True)
+    screen = " ".join(screen_of(LiveView(out, [("us-east-1", stats)], "stop"), 22.0, out))
+    assert "this process stood still for 40s" in screen and "slowing down" not in screen
+    # Both: the stand-still and the stretches with no answer are said.
+    both = replace(row, outages=1)
+    out = console()
+    render_summary(Report(run="r", action="stop", pairs=[both]), out)
+    text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
+    assert "CPU); the endpoint did not answer for a while (1 outage)" in text, text
+
+
 def test_a_fall_over_an_endpoint_that_did_not_answer_is_said_to_be_that() -> None:
     # The endpoint hung for 30 s: the summary said "rate fell ...: throttles that do not
     # answer to slowing down", and nothing of the outage.

@@ -764,6 +764,9 @@ def test_a_long_stand_still_is_no_round_trip_and_the_pace_is_found_again() -> No
         runtime=runtime,
     ).run(ids(400))
     assert result.counts["succeeded"] == 400
+    # Said as what it was (the view and the summary give it as a fall's cause).
+    stood = [e.latency for e in events if e.type == "stood_still"]
+    assert len(stood) == 1 and 49.0 < stood[0] < 51.0, stood
     latencies = [e.latency for e in events if e.type == "answered" and e.latency is not None]
     assert latencies and max(latencies) < 1.0, max(latencies)
     after = [t for t in sent if t > 56.0]
