@@ -17,6 +17,7 @@ ones, and ``swarm ledger failed`` is what turns one into a list of targets.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import gc
@@ -223,11 +224,32 @@ def read_targets(
     except IsADirectoryError:
         raise TargetsError(f"{path}: is a folder, not a file of IDs") from None
     except UnicodeDecodeError as err:
+        line = _undecodable_line(path)
+        where = f"line {line}: " if line is not None else ""
         raise TargetsError(
-            f"{path}: not UTF-8 text ({err.reason} at byte {err.start}){_utf16_hint(err)}"
+            f"{path}: {where}not UTF-8 text ({err.reason}){_utf16_hint(err)}"
         ) from None
     except PermissionError:
         raise TargetsError(f"{path}: permission denied") from None
+
+
+def _undecodable_line(path: str) -> int | None:
+    """The number of the first line of ``path`` that is not UTF-8 (read again in chunks:
+    the error of a text stream counts bytes of its own buffer, not lines)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 16):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as err:
+                    # The decoder's few held-back bytes of a character hold no line end.
+                    return line + chunk[: max(err.start, 0)].count(b"\n")
+                line += chunk.count(b"\n")
+    except OSError:
+        return None
+    return None
 
 
 def _utf16_hint(err: UnicodeDecodeError) -> str:
@@ -678,8 +700,13 @@ def _check(
 
 
 def _id_reason(text: str, rule: IdRule = INSTANCES) -> str:
-    if "\x00" in text:  # UTF-16 without its byte-order mark reads as UTF-8 with NULs
-        return "the list looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8 FILE"
+    if "\x00" in text:
+        if 2 * text.count("\x00") >= len(text.strip("\x00")):
+            # UTF-16 without its byte-order mark reads as UTF-8 with a NUL beside each letter.
+            return "the list looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8 FILE"
+        return "holds a NUL character"
+    if any("\udc80" <= c <= "\udcff" for c in text):  # standard input's undecodable bytes
+        return "not UTF-8 text"
     if ";" in text:  # a CSV of a spreadsheet in a locale whose separator is ;
         return "the list's columns are separated by commas or tabs, not ;"
     if rule is not INSTANCES:

@@ -505,6 +505,29 @@ def test_a_utf16_list_and_a_semicolon_csv_are_refused_with_what_to_do(tmp_path: 
     assert "UTF-16" not in str(caught.value)
 
 
+def test_bytes_that_are_not_utf8_are_named_by_their_line(tmp_path: Path) -> None:
+    """The error named "byte 86" of the reader's buffer: a user finds a line, not a byte.
+    A lone NUL is not UTF-16, and undecodable bytes on standard input say so too."""
+    ids = [f"i-0123456789abcdef{k}" for k in range(4)]
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(("\n".join(ids) + "\ni-0123456789abcdef9 # café\n").encode("latin-1"))
+    with pytest.raises(TargetsError) as caught:
+        read_targets(str(latin))
+    assert f"{latin}: line 5: not UTF-8 text (invalid continuation byte)" == str(caught.value)
+    # Past the first chunk the reader decodes: counted over the whole file.
+    long = tmp_path / "long.txt"
+    long.write_bytes(("\n".join(ids * 20000) + "\n").encode() + b"i-\xe9\n")
+    with pytest.raises(TargetsError) as caught:
+        read_targets(str(long))
+    assert "line 80001: not UTF-8" in str(caught.value)
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(f"{ids[0]}\n{ids[1]}\x00\n".encode())
+    bad = read_targets(str(nul)).bad
+    assert [(b.line, b.reason) for b in bad] == [(2, "holds a NUL character")]
+    piped = parse_targets([f"{ids[0]}\n", "i-0123\udce9456789abcdef\n"], source="standard input")
+    assert [(b.line, b.reason) for b in piped.bad] == [(2, "not UTF-8 text")]
+
+
 def test_an_id_column_beside_the_instance_column_is_a_row_number_unless_it_holds_ids() -> None:
     """A bare id beside InstanceId is taken for a row number; one holding another
     instance ID makes which to act on a guess, and that row is refused (in a table or a
