@@ -341,6 +341,31 @@ def test_a_list_or_a_ledger_given_twice_is_refused_before_anything_is_read(
     assert code == 2 and "--ids is given 2 times" in err
 
 
+def test_where_to_act_and_a_rail_s_limit_given_twice_or_empty_are_refused(tmp_path: Path) -> None:
+    """A second --region acted in that one alone; a second --max-count raised the rail
+    silently; --region "$R" with R unset acted in the default region."""
+    one = tmp_path / "one.txt"
+    one.write_text("i-0123456789abcdef9\n")
+    base = ("stop", "--ids", str(one), "--yes", "--ledger", str(tmp_path / "l.jsonl"))
+    for twice, option in (
+        (("--region", "us-east-1", "--region=eu-west-1"), "--region"),
+        (("--max-count", "5", "--max-count", "500"), "--max-count"),
+        (
+            ("--expect-account", "111111111111", "--expect-account", "222222222222"),
+            "--expect-account",
+        ),
+        (
+            ("--endpoint-url", "http://127.0.0.1:1", "--endpoint-url", "http://127.0.0.1:2"),
+            "--endpoint-url",
+        ),
+    ):
+        code, _, err = swarm(*base, *twice)
+        assert code == 2 and f"{option} is given 2 times; one value only" in err, err
+    code, _, err = swarm(*base, "--region", "")
+    assert code == 2 and "is empty (a variable that was not set?)" in err, err
+    assert not (tmp_path / "l.jsonl").exists()
+
+
 def test_profile_stands_whatever_aws_profile_names_and_the_sandbox_reads_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -304,7 +304,21 @@ def _summarize_early_end(argv: Sequence[str], code: int) -> None:
 
 
 # Options of one value whose repeat would drop what the first named: click keeps the last.
-_ONCE = ("--ids", "--exclude-ids", "--ledger")
+# (Where to act, as whom, and the rails' limits: a second would act elsewhere, or unguarded.)
+_ONCE = (
+    "--ids",
+    "--exclude-ids",
+    "--ledger",
+    "--region",
+    "--endpoint-url",
+    "--profile",
+    "--accounts",
+    "--role-arn",
+    "--expect-account",
+    "--max-count",
+    "--max-errors",
+)
+_LISTS = ("--ids", "--exclude-ids")
 
 
 def _given_twice(argv: list[str], group: Any = None) -> str | None:
@@ -315,7 +329,7 @@ def _given_twice(argv: list[str], group: Any = None) -> str | None:
     for option in _ONCE:
         given = [w for w in words if w == option or w.startswith(option + "=")]
         if len(given) > 1:
-            what = "ledger" if option == "--ledger" else "list"
+            what = "ledger" if option == "--ledger" else "list" if option in _LISTS else "value"
             return (
                 f"{option} is given {len(given)} times; one {what} only (the last would "
                 "win and the others be dropped)"

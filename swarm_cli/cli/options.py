@@ -196,6 +196,17 @@ OutputOpt = Annotated[
 ]
 
 
+def _region(value: str | None) -> str | None:
+    """A region named empty is refused: most often a variable the script did not set
+    (``--region "$R"``), and taking the default region for it acts somewhere else."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter(
+            "is empty (a variable that was not set?): name a region, or leave --region out "
+            "for the default one"
+        )
+    return value
+
+
 # Where and as whom: shared by every command that calls AWS.
 RegionOpt = Annotated[
     str | None,
@@ -203,6 +214,7 @@ RegionOpt = Annotated[
         "--region",
         metavar="REGION",
         envvar="AWS_REGION",
+        callback=_region,
         help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION or the profile's).",
     ),
 ]
