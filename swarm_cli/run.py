@@ -344,18 +344,26 @@ def exit_code(report: Report, *, missing_ok: bool = False) -> int:
     return EXIT_FAILED if left else EXIT_OK
 
 
+def heeded(signals: Sequence[signal.Signals]) -> list[signal.Signals]:
+    """Those of ``signals`` the process was not told to ignore (by whoever started it)."""
+    return [s for s in signals if signal.getsignal(s) is not signal.SIG_IGN]
+
+
 @contextlib.contextmanager
 def orderly_stops(stop: Callable[[int], None]) -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP call ``stop(signum)`` instead of killing the process.
 
     The handler only records the signal; each dispatcher sees it within its poll
-    interval, so no signal can land between two steps of an engine's bookkeeping.
+    interval, so no signal can land between two steps of an engine's bookkeeping. A
+    signal ignored when the process began stays ignored (``nohup`` ignores SIGHUP so that
+    the run outlives its terminal; a shell ignores SIGINT for a job it sends to the
+    background).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-    for s in STOP_SIGNALS:
+    previous = {s: signal.getsignal(s) for s in heeded(STOP_SIGNALS)}
+    for s in previous:
         signal.signal(s, lambda signum, frame: stop(signum))
     try:
         yield

@@ -124,6 +124,27 @@ def test_sigterm_and_sighup_stop_in_order_and_leave_nothing_unlisted(
         assert failed_list(ledger) == set()
 
 
+def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
+    """nohup ignores SIGHUP so that a run outlives the terminal it began in: swarm put its
+    own handler in, and stopped at the hang-up with most of the run left."""
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(80)
+
+        def nohup() -> None:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+        proc = start(
+            box, write_ids(tmp_path / "ids.txt", ids), ledger, "--batch-size", "1", preexec=nohup
+        )
+        wait_until(lambda: lines(ledger) >= 80 + 10, proc)
+        proc.send_signal(signal.SIGHUP)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert json.loads(out)["counts"]["succeeded"] == 80
+        assert running(box, ids) == set()
+
+
 @pytest.mark.slow
 def test_kill_9_at_random_points_then_retrying_ledger_failed_terminates_everything(
     tmp_path: Path,

@@ -48,7 +48,7 @@ from ..rails import (
     protect_tags,
 )
 from ..report import Pair, Recorded, Report
-from ..run import Job, RunOptions
+from ..run import Job, RunOptions, heeded
 from ..targets import INSTANCES
 from ..text import literal, one_or_more, plural, shell_quote
 from ..views import run_job
@@ -205,9 +205,8 @@ def _stops_before_sending(stage: _Stage) -> Iterator[None]:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
-    names = (signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.getsignal(s) for s in names}
-    for s in names:
+    previous = {s: signal.getsignal(s) for s in heeded((signal.SIGTERM, signal.SIGHUP))}
+    for s in previous:
         signal.signal(s, stop)
     try:
         yield
