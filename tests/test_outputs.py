@@ -231,6 +231,55 @@ def test_standard_output_on_a_full_disk_is_one_line_and_exit_74(
     assert "Traceback" not in refused.stderr and "could not write the output" in refused.stderr
 
 
+def _closed_pipe() -> int:
+    """The write end of a pipe whose reader is gone (``| true``, a log pipe that died)."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+def test_a_closed_standard_error_loses_nothing_of_standard_output(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """stderr into a log pipe that died: rich's answer to the broken pipe pointed stdout at
+    /dev/null, so the run's JSON was lost, and the command exited 0 all the same."""
+    ids = write_ids(tmp_path / "ids.txt", sandbox.launch(30))
+    ledger = str(tmp_path / "l.jsonl")
+    dead = _closed_pipe()
+    try:
+        env = {**os.environ, "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": sandbox.endpoint}
+        ran = subprocess.run(
+            [sys.executable, "-m", "swarm_cli", "terminate", "--ids", ids, "--ledger", ledger,
+             "--yes", "--progress", "plain", "--output", "json"],
+            env=env, stdout=subprocess.PIPE, stderr=dead, text=True,
+        )  # fmt: skip
+    finally:
+        os.close(dead)
+    assert ran.returncode == 0
+    assert json.loads(ran.stdout)["counts"]["succeeded"] == 30
+
+
+def test_a_closed_standard_output_is_said_and_exit_74(sandbox: Sandbox, tmp_path: Path) -> None:
+    """``swarm ... | true``: exit 1 ("some intents failed"), nothing said, for a run that
+    did all it was given; the same for a listing."""
+    ids = write_ids(tmp_path / "ids.txt", sandbox.launch(30))
+    ledger = str(tmp_path / "l.jsonl")
+    for args in (
+        ("terminate", "--ids", ids, "--ledger", ledger, "--yes", "--progress", "none"),
+        ("list", "--state", "terminated", "--output", "json"),
+        ("list", "--state", "terminated"),
+    ):
+        dead = _closed_pipe()
+        try:
+            ran = _cli(sandbox, *args, stdout=dead)
+        finally:
+            os.close(dead)
+        assert ran.returncode == 74, (args, ran.stderr)
+        assert "Traceback" not in ran.stderr
+        assert "could not write the output: its reader closed it (broken pipe)" in ran.stderr
+    assert {r.status for r in fold(read_records(ledger)).values()} == {"succeeded"}
+
+
 def test_a_plan_file_the_disk_refuses_is_not_left_cut_short(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ from .. import __version__
 from ..display import render_summary
 from ..errors import Interrupted, UsageError
 from ..report import Report
-from .exits import SwarmGroup, emit_json, exit_meaning
+from .exits import SwarmConsole, SwarmGroup, emit_json, exit_meaning
 from .options import Output
 
 app = typer.Typer(
@@ -38,8 +38,8 @@ app.add_typer(ledger_app, name="ledger")
 def consoles() -> tuple[Console, Console]:
     # Soft wrap: long IDs and paths stay whole in logs and when piped.
     return (
-        Console(soft_wrap=True, highlight=False),
-        Console(stderr=True, soft_wrap=True, highlight=False),
+        SwarmConsole(soft_wrap=True, highlight=False),
+        SwarmConsole(stderr=True, soft_wrap=True, highlight=False),
     )
 
 

@@ -9,9 +9,11 @@ object whatever happens.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import select
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -72,6 +74,57 @@ class _JsonOutput:
 _json = _JsonOutput()
 
 
+class _Output:
+    """Whether standard output's reader closed it (``| head``): the rest of what the
+    command prints goes nowhere, and it ends saying so."""
+
+    closed = False
+
+
+def stdout_closed() -> None:
+    """Standard output's reader is gone: what is still printed goes to /dev/null (a write
+    to the pipe would fail again, and the interpreter's last flush with it)."""
+    _Output.closed = True
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _reader_gone(exc: SystemExit) -> bool:
+    """Whether ``exc`` is click's exit after a write to a pipe whose reader is gone, and
+    that pipe is standard output (with standard error closed, standard output stands)."""
+    cause = exc.__context__
+    if not (isinstance(cause, OSError) and cause.errno == errno.EPIPE):
+        return False
+    try:
+        poll = select.poll()
+        poll.register(sys.__stdout__.fileno() if sys.__stdout__ else 1, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+OUTPUT_CLOSED = (
+    "could not write the output: its reader closed it (broken pipe); what was printed is "
+    "cut short (what a run did is in its ledger all the same)"
+)
+
+
+class SwarmConsole(Console):
+    """A rich console whose closed pipe ends nothing. rich's own answer to one points
+    standard output at /dev/null, whichever stream it was, and raises SystemExit in the
+    thread that printed (a view's, mid-run): a log pipe that died on standard error then
+    lost the run's JSON on standard output, and the command still exited 0. Here a closed
+    standard error only silences this console; a closed standard output is
+    :func:`stdout_closed`."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        if not self.stderr and getattr(self, "_file", None) is None:
+            stdout_closed()
+
+
 def _wants_json(argv: Sequence[str]) -> bool:
     for k, arg in enumerate(argv):
         if arg in ("--output=json", "-ojson"):
@@ -84,8 +137,11 @@ def _wants_json(argv: Sequence[str]) -> bool:
 def emit_json(data: Mapping[str, Any]) -> None:
     """The one object --output json prints on stdout."""
     _json.written = True
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()
 
 
 def error(err: Console, message: str) -> None:
@@ -119,6 +175,9 @@ def as_swarm_error(exc: BaseException) -> SwarmError | None:
 
     if unreadable_credentials(exc):
         return error_for(EXIT_CREDENTIALS, unreadable_credentials_text(exc))
+    if isinstance(exc, BrokenPipeError):  # a write of its own to standard output (JSON)
+        stdout_closed()
+        return error_for(EXIT_LEDGER, OUTPUT_CLOSED)
     if isinstance(exc, OSError) and exc.errno in _FULL:
         # Standard output on a full disk (or a device that takes nothing): what the command
         # did is done, only not all said; a run's ledger holds it all.
@@ -136,7 +195,7 @@ _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 def report(exc: SwarmError) -> int:
     """Say why the command stopped, on stderr; the exit code it ends with."""
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    err = SwarmConsole(stderr=True, soft_wrap=True, highlight=False)
     if exc.plain:
         err.print(exc.message, markup=False)
         if _json.error is None:  # the object says what stderr said
@@ -210,6 +269,7 @@ class SwarmGroup(TyperGroup):
         wants_json = _wants_json(argv)
         global _json
         _json = _JsonOutput()
+        _Output.closed = False
         kwargs["standalone_mode"] = False
         summary = _summary_size()
         twice = _given_twice(argv, self)
@@ -230,6 +290,9 @@ class SwarmGroup(TyperGroup):
                 said = report(full)
                 # The command's own end stands where it had one (a rail's refusal, say).
                 code = said if code == 0 else code
+        if _Output.closed:
+            said = report(error_for(EXIT_LEDGER, OUTPUT_CLOSED))
+            code = code or said  # a run's own end (failures, a signal) says more
         if code != 0 and summary is not None and _summary_size() == summary:
             _summarize_early_end(argv, code)
         sys.exit(code)
@@ -254,6 +317,10 @@ class SwarmGroup(TyperGroup):
             _json.error = _json.error or message
             return int(getattr(exc, "exit_code", 1))
         except SystemExit as exc:
+            if _reader_gone(exc):
+                # click's own answer to a write to a closed pipe (exit 1, nothing said).
+                stdout_closed()
+                return 0
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception as exc:
             known = as_swarm_error(exc)
@@ -300,7 +367,7 @@ def _summarize_early_end(argv: Sequence[str], code: int) -> None:
     why: list[str] = []
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if append_ended_early(command, code, meaning, _json.error, why=why) is None and why:
-        warn(Console(stderr=True), f"could not append the summary to {path}: {why[0]}")
+        warn(SwarmConsole(stderr=True), f"could not append the summary to {path}: {why[0]}")
 
 
 # Options of one value whose repeat would drop what the first named: click keeps the last.
