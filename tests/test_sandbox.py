@@ -119,6 +119,32 @@ def test_terminate_splits_a_batch_on_protected_and_missing_ids(sandbox: Sandbox)
     assert all(o.kind is Kind.SUCCEEDED for o in action(ids[1:4]).values())
 
 
+def test_describe_instances_names_every_unknown_id_as_ec2_does(
+    sandbox: Sandbox, tmp_path: Any
+) -> None:
+    """moto names one unknown ID per DescribeInstances, EC2 all of them: a plan of a list
+    with 300 gone cost a call per gone ID against the sandbox."""
+    ids = sandbox.launch(3)
+    ghosts = fake_ids(3)
+    with pytest.raises(ClientError) as caught:
+        raw_client(sandbox).describe_instances(InstanceIds=[ids[0], *ghosts, ids[1]])
+    error = caught.value.response["Error"]
+    assert error["Code"] == "InvalidInstanceID.NotFound"
+    assert error["Message"] == f"The instance IDs '{', '.join(ghosts)}' do not exist"
+    with pytest.raises(ClientError, match=f"The instance ID '{ghosts[0]}' does not exist"):
+        raw_client(sandbox).describe_instances(InstanceIds=ghosts[:1])
+    from test_cli import swarm, write_ids
+
+    listed = write_ids(tmp_path / "ids.txt", [*ids, *fake_ids(300)])
+    before = sandbox.calls_by("DescribeInstances")
+    code, _, err = swarm(
+        "plan", "terminate", "--ids", listed, "--endpoint-url", sandbox.endpoint,
+        "--missing-ok", "--no-check-protection",
+    )  # fmt: skip
+    assert code == 0, err
+    assert sandbox.calls_by("DescribeInstances") - before < 40
+
+
 def test_dry_run_terminates_nothing(sandbox: Sandbox) -> None:
     ids = sandbox.launch(3)
     outcomes = Terminate(raw_client(sandbox), dry_run=True)(ids)

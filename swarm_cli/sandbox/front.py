@@ -22,7 +22,9 @@ from .moto_backend import (
     _image_owner,
     _set_states_in_moto,
     _states_in_moto,
+    _unknown_instances,
     _untaggable,
+    not_found_message,
 )
 from .wire import (
     StartResponse,
@@ -533,6 +535,19 @@ class Ec2Front:
                     "401 Unauthorized",
                     "AuthFailure",
                     f"Not authorized for image:{image}",
+                )
+        if action == "DescribeInstances" and not dry_run and "InstanceId.1" in params:
+            # EC2 names every unknown ID of the call; moto, one: a list with many gone
+            # would cost a call per ID.
+            account = self._account_of(environ, caller)
+            with self._moto:
+                unknown = _unknown_instances(account, caller.region, _instance_ids(params))
+            if unknown:
+                return self._error(
+                    start_response,
+                    "400 Bad Request",
+                    "InvalidInstanceID.NotFound",
+                    not_found_message(list(dict.fromkeys(unknown))),
                 )
         if rule is None or dry_run:  # EC2 answers DryRun before looking at states
             with self._moto:

@@ -30,6 +30,30 @@ def _states_in_moto(account: str, region: str, ids: list[str]) -> dict[str, str]
     return {i.id: str(i.state) for i in instances}
 
 
+def _unknown_instances(account: str, region: str, ids: list[str]) -> list[str]:
+    """Those of ``ids`` moto's backend has no instance of, in their order ([] when the
+    region is not one moto has: moto answers alone)."""
+    from moto.ec2.models import ec2_backends
+
+    try:
+        backend = ec2_backends[account][region]
+    except KeyError:
+        return []
+    index = backend.__dict__.get("_swarm_index")
+    if index is not None:
+        held = index.held(ids)
+        return [i for i in ids if i not in held]
+    known = {i.id for r in backend.reservations.values() for i in r.instances}
+    return [i for i in ids if i not in known]
+
+
+def not_found_message(ids: list[str]) -> str:
+    """EC2's InvalidInstanceID.NotFound message: every unknown ID of the call."""
+    if len(ids) == 1:
+        return f"The instance ID '{ids[0]}' does not exist"
+    return f"The instance IDs '{', '.join(ids)}' do not exist"
+
+
 # A state on the way, the state it leads to, and their codes (EC2's low byte).
 ON_THE_WAY = {
     "StopInstances": ("stopping", 64, "stopped", 80),
