@@ -206,6 +206,30 @@ def test_resume_with_an_empty_ledger_sends_everything(sandbox: Sandbox, tmp_path
     assert sandbox.counters.accepted_by_action.get("StopInstances") == 2
 
 
+def test_a_resume_of_a_list_the_ledger_knows_nothing_of_is_warned(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A resume pointed at the wrong ledger, or given another list, or a mistyped --ledger
+    that does not exist: it sends the whole list all the same (a CI job passes --resume
+    from its first run on), but says so."""
+    first, other = sandbox.launch(3), sandbox.launch(2)
+    ledger = tmp_path / "l.jsonl"
+    assert run(sandbox, write_ids(tmp_path / "a.txt", first), ledger, "--yes")[0] == 0
+    code, err = run(sandbox, write_ids(tmp_path / "b.txt", other), ledger, "--resume", "--yes")
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert "warning: resume: none of the 2 ID(s) is in" in said, err
+    assert "which holds 3 other stop intent(s) (another list, or another ledger?)" in said
+    # Part of the list in it: the usual resume, no warning.
+    both = write_ids(tmp_path / "c.txt", [*first, *other])
+    code, err = run(sandbox, both, ledger, "--resume", "--yes")
+    assert code == 0 and "warning" not in err, err
+    typo = tmp_path / "typo.jsonl"
+    code, err = run(sandbox, both, typo, "--resume", "--yes")
+    assert code == 0, err
+    assert "(a first run, or a mistyped --ledger?)" in " ".join(err.split()), err
+
+
 def test_no_command_leaves_an_empty_ledger_behind(sandbox: Sandbox, tmp_path: Path) -> None:
     ids = sandbox.launch(3)
     ids_file = write_ids(tmp_path / "ids.txt", ids)

@@ -387,6 +387,7 @@ def _run_action(
         groups = exclude_from(groups, exclude, err)
     # Last of the checks of the command line: it creates the ledger (proving it writable).
     writes_ledger = not (flags.sandbox or flags.dry_run)
+    ledger_was = os.path.lexists(flags.ledger)  # before the check makes it
     if writes_ledger:
         try:
             check_ledger_path(flags.ledger, ids_path=flags.ids)
@@ -418,6 +419,7 @@ def _run_action(
     unsent = Recorded() if maybe is not None else None
     # What a rail of an earlier run held back: without that rail now, it stays unsent.
     railed: dict[str, Record] = {}
+    known: set[str] = set()
     done = (
         succeeded(
             flags.ledger,
@@ -428,6 +430,7 @@ def _run_action(
             unconfirmed=unconfirmed,
             railed=railed,
             unsent=unsent,
+            known=known,
         )
         if flags.resume
         else None
@@ -441,11 +444,26 @@ def _run_action(
             markup=False,
         )
     elif flags.resume and done is None:
-        err.print(
-            f"resume: no records in {literal(flags.ledger)} yet; every ID is to go", markup=False
-        )
+        if ledger_was:
+            err.print(
+                f"resume: no records in {literal(flags.ledger)} yet; every ID is to go",
+                markup=False,
+            )
+        else:
+            warn(
+                err,
+                f"resume: there is no {literal(flags.ledger)} (a first run, or a mistyped "
+                "--ledger?); every ID is to go, recorded there",
+            )
     elif done is not None:
         before = sum(len(ids) for ids in groups.values())
+        if known and before and not any(i in known for ids in groups.values() for i in ids):
+            warn(
+                err,
+                f"resume: none of the {before} ID(s) is in {literal(flags.ledger)}, which "
+                f"holds {len(known)} other {spec.name} intent(s) (another list, or another "
+                "ledger?); every ID is to go",
+            )
         groups = {p: [i for i in ids if i not in done] for p, ids in groups.items()}
         left = sum(len(ids) for ids in groups.values())
         resumed = before - left

@@ -381,6 +381,7 @@ def succeeded(
     unconfirmed: set[str] | None = None,
     railed: dict[str, Record] | None = None,
     unsent: Recorded | None = None,
+    known: set[str] | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending`` and ``recorded`` (with where), when given, the IDs a run may have acted
@@ -394,6 +395,8 @@ def succeeded(
 
     Into ``railed``, when given: the IDs a rail held back unsent (``--protect-tag``: a
     protected one, or one whose tags it could not read), with that record.
+
+    Into ``known``, when given: every ID the ledger holds a record of for ``action``.
 
     Into ``unsent``, when given (a resume by selection), with where: the other intents
     not known done that a retry would send (never sent, or failed for a reason a retry
@@ -433,6 +436,8 @@ def succeeded(
         if r.ts and r.ts > last_word.get(r.run, ""):
             last_word[r.run] = r.ts
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
+    if known is not None:
+        known.update(r.id for (act, _), r in state.items() if act == action)
     if railed is not None:
         railed.update(
             (r.id, r)
