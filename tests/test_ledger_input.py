@@ -206,6 +206,28 @@ def test_resume_with_an_empty_ledger_sends_everything(sandbox: Sandbox, tmp_path
     assert sandbox.counters.accepted_by_action.get("StopInstances") == 2
 
 
+def test_a_success_in_another_region_is_not_one_here(sandbox: Sandbox, tmp_path: Path) -> None:
+    """A ledger's success counts for its own region: a resume in us-east-1 skipped two
+    instances as stopped because the ledger had them stopped in eu-west-1, and exited 0
+    with both still running."""
+    from swarm_cli.ledger import LedgerWriter
+
+    ids = sandbox.launch(3)
+    ledger = tmp_path / "l.jsonl"
+    elsewhere = LedgerWriter(str(ledger), "run-a", "stop", "eu-west-1")
+    for i in ids[:2]:
+        elsewhere.write(i, "succeeded")
+    elsewhere.close()
+    here = LedgerWriter(str(ledger), "run-b", "stop", "us-east-1")
+    here.write(ids[2], "succeeded")
+    here.close()
+    code, err = run(sandbox, write_ids(tmp_path / "ids.txt", ids), ledger, "--resume", "--yes")
+    assert code == 0, err
+    assert "1 already stopped per" in " ".join(err.split()), err
+    assert sandbox.counters.accepted_by_action.get("StopInstances") == 2
+    assert set(sandbox.states(ids[:2]).values()) <= {"stopping", "stopped"}
+
+
 def test_a_resume_of_a_list_the_ledger_knows_nothing_of_is_warned(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:

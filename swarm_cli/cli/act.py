@@ -215,6 +215,18 @@ def _stops_before_sending(stage: _Stage) -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def _same_place(done: Pair | None, here: Pair) -> bool:
+    """Whether a ledger's success at ``done`` is one at ``here``: the same region, and the
+    same account where both name one (a ledger made with default credentials names
+    none). A record holds for its own place only: the same ID done in another region says
+    nothing of this one."""
+    if done is None:
+        return True
+    if done.region and done.region != here.region:
+        return False
+    return done.account is None or here.account is None or done.account == here.account
+
+
 def _unselected(
     groups: Mapping[Pair, Sequence[str]],
     maybe: set[str],
@@ -420,6 +432,7 @@ def _run_action(
     # What a rail of an earlier run held back: without that rail now, it stays unsent.
     railed: dict[str, Record] = {}
     known: set[str] = set()
+    done_at: dict[str, Pair] = {}
     done = (
         succeeded(
             flags.ledger,
@@ -431,6 +444,7 @@ def _run_action(
             railed=railed,
             unsent=unsent,
             known=known,
+            done_at=done_at,
         )
         if flags.resume
         else None
@@ -464,7 +478,10 @@ def _run_action(
                 f"holds {len(known)} other {spec.name} intent(s) (another list, or another "
                 "ledger?); every ID is to go",
             )
-        groups = {p: [i for i in ids if i not in done] for p, ids in groups.items()}
+        groups = {
+            p: [i for i in ids if i not in done or not _same_place(done_at.get(i), p)]
+            for p, ids in groups.items()
+        }
         left = sum(len(ids) for ids in groups.values())
         resumed = before - left
         err.print(

@@ -382,6 +382,7 @@ def succeeded(
     railed: dict[str, Record] | None = None,
     unsent: Recorded | None = None,
     known: set[str] | None = None,
+    done_at: dict[str, Pair] | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending`` and ``recorded`` (with where), when given, the IDs a run may have acted
@@ -396,7 +397,9 @@ def succeeded(
     Into ``railed``, when given: the IDs a rail held back unsent (``--protect-tag``: a
     protected one, or one whose tags it could not read), with that record.
 
-    Into ``known``, when given: every ID the ledger holds a record of for ``action``.
+    Into ``known``, when given: every ID the ledger holds a record of for ``action``; into
+    ``done_at``, where each ID held done was done (a record counts for its own account and
+    region only).
 
     Into ``unsent``, when given (a resume by selection), with where: the other intents
     not known done that a retry would send (never sent, or failed for a reason a retry
@@ -438,6 +441,12 @@ def succeeded(
     done = {r.id for (act, _), r in state.items() if act == action and r.status == "succeeded"}
     if known is not None:
         known.update(r.id for (act, _), r in state.items() if act == action)
+    if done_at is not None:
+        done_at.update(
+            (r.id, Pair(r.account, r.region or ""))
+            for (act, _), r in state.items()
+            if act == action and r.status == "succeeded"
+        )
     if railed is not None:
         railed.update(
             (r.id, r)
