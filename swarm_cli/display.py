@@ -995,8 +995,9 @@ def render_summary(report: Report, console: Console) -> None:
         if not report.intents_recorded:
             # `ledger failed` lists only the intents on disk; the rest would be lost.
             say(
-                "  nothing was sent, and the ledger holds only some of the intents: once it "
-                "can be written, run the same command again",
+                "  nothing was sent, and this run's intents are not all in the ledger (what "
+                "earlier runs recorded there stands): once it can be written, run the same "
+                "command again",
                 style="bold red",
             )
         else:

@@ -1485,6 +1485,8 @@ def rollback(
 
     The undo is a run of its own, appended to the same ledger. Terminate and reboot cannot be undone.
     A run with nothing left to undo (it changed nothing, or later runs undid it) exits 0, saying so.
+
+    Exit codes: 0 all undone, or nothing left to undo · 1 some failed or could not be looked up · 2 bad usage, or a run that cannot be undone (terminate, reboot, terminated since) · 3 refused by a rail or not confirmed · 4 credentials or permission · 74 the ledger (or the output) could not be written · 130 interrupted (Ctrl-C) · 128+N stopped by signal N.
     """  # noqa: E501 - rich keeps a docstring's line breaks
     with contextlib.ExitStack() as holds, _nothing_sent_if_stopped(stage := _Stage(holds)):
         from ..saga import SagaError, check_ids, undo_plan
@@ -1740,13 +1742,29 @@ def list_cmd(
             "2h, 7d, 1w); not for addresses, which EC2 gives no creation time.",
         ),
     ] = None,
-    exclude_ids: ExcludeOpt = None,
+    exclude_ids: Annotated[
+        str | None,
+        typer.Option(
+            "--exclude-ids",
+            metavar="FILE",
+            help="IDs never to list, taken out of what the filters select (an ID list of the "
+            "same kind, any format).",
+        ),
+    ] = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     endpoint_url: EndpointOpt = None,
     accounts: AccountsOpt = None,
     role_arn: RoleArnOpt = None,
-    output: OutputOpt = Output.text,
+    output: Annotated[
+        Output,
+        typer.Option(
+            "--output",
+            "-o",
+            help="text: the IDs, one per line (a CSV across several pairs); json: one object "
+            "on stdout with every item's details.",
+        ),
+    ] = Output.text,
     states: Annotated[
         list[str] | None,
         typer.Option(
@@ -1768,7 +1786,9 @@ def list_cmd(
 ) -> None:
     """Print the instances (or snapshots, volumes, images, addresses) the filters select: IDs one per line (a CSV with region and account across several), ready for --ids.
 
-    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes, and swarm list snapshots --unused --older-than 90d | swarm ec2 delete-snapshot --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them.
+    It composes: swarm list --filter tag:env=ci | swarm stop --ids - --yes, and swarm list snapshots --unused --older-than 90d | swarm ec2 delete-snapshot --ids - --yes. Terminated and shutting-down instances are left out unless --state (or a filter on instance-state-name) asks for them. With --output json, one object: the list under the kind's name ("instances", "snapshots"...).
+
+    Exit codes: 0 listed (an empty list included) · 1 the listing could not be read whole · 2 bad usage or input · 4 credentials or permission · 74 the output could not be written · 130 interrupted (Ctrl-C).
     """  # noqa: E501 - rich keeps a docstring's line breaks
     out, err = consoles()
     operation = _kind_of(kind)

@@ -107,6 +107,12 @@ if RuntimeParam is not None:
                             case_sensitive=info.case_sensitive,
                             ctx=ctx,
                         )
+                    except ValueError as exc:
+                        # Said plainly: Typer's adapter would say it behind pydantic's
+                        # "Value error, ".
+                        import typer
+
+                        raise typer.BadParameter(str(exc), ctx=ctx, param=param) from None
                     except Exception:
                         pass  # Typer's adapter says what is wrong
                 elif annotation not in _SAME_TYPE and routes_to_path(annotation, info):

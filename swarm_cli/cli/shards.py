@@ -39,6 +39,8 @@ def shards(
     machines. Shards that would hold no pair (N larger than the pairs) are left out of
     the matrix, with a note on stderr. A GitHub matrix runs at most 256 jobs; swarm has
     no such limit (examples/k8s-indexed-job.yaml runs thousands of shards).
+
+    Exit codes: 0 the matrix printed · 2 bad usage or input · 74 the output could not be written.
     """
     _, err = consoles()
     if not accounts and not ids:
