@@ -483,3 +483,10 @@ def test_a_resume_without_the_protect_tag_holds_back_what_the_first_run_protecte
     assert code == 1, err
     assert still_there(sandbox, "delete-snapshot", made) == {made[1]}
     assert statuses(ledger)[made[0]][0] == "succeeded"
+
+
+def test_a_selection_in_a_region_botocore_does_not_know_is_warned(sandbox: Sandbox) -> None:
+    """An ID list's unknown region was warned of as a typo; a selection's (--region, or
+    an accounts file's regions) went on without a word, to a raw error of the endpoint."""
+    code, _, err = swarm("list", "--region", "us-eats-1", "--endpoint-url", sandbox.endpoint)
+    assert "warning: region us-eats-1 is not one botocore knows: a typo?" in err, (code, err)

@@ -321,6 +321,7 @@ def select_groups(
         filters.append({"Name": "instance-state-name", "Values": SOURCE_STATES[spec.name]})
     exclude = load_exclusions(flags, err, operation)
     pairs = selection_pairs(accounts, region)
+    warn_unknown_regions({p.region for p in pairs}, err)  # an accounts file's regions too
     if flags.shard:
         # The shard's pairs alone are reached and listed: another shard's account (its
         # role, its permissions) is none of this one's.
