@@ -145,6 +145,46 @@ def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
         assert running(box, ids) == set()
 
 
+def test_a_terminal_that_hangs_up_stops_the_run_as_sighup(tmp_path: Path) -> None:
+    """The terminal's window closed mid-run: the live view's next frame failed (EIO) and
+    broke off the run before its summary, and the command ended 1, not 129."""
+    import fcntl
+    import pty
+    import termios
+
+    ledger = tmp_path / "l.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(300)
+        ids_file = write_ids(tmp_path / "ids.txt", ids)
+        master, slave = pty.openpty()
+
+        def own_terminal() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        env = {**os.environ, "AWS_ENDPOINT_URL": box.endpoint, "AWS_REGION": "us-east-1"}
+        env.pop("CI", None)  # a person's terminal: the live view
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "swarm_cli", "terminate", "--ids", ids_file, "--yes",
+             "--ledger", str(ledger), "--batch-size", "1"],
+            stdin=slave, stdout=slave, stderr=slave, preexec_fn=own_terminal, env=env,
+        )  # fmt: skip
+        os.close(slave)
+        os.set_blocking(master, False)
+        deadline = time.monotonic() + 60
+        while lines(ledger) < 300 + 40:
+            assert proc.poll() is None and time.monotonic() < deadline
+            with contextlib.suppress(OSError):
+                os.read(master, 65536)  # the view draws on: read, as a terminal does
+            time.sleep(0.02)
+        os.close(master)  # the window closes: SIGHUP, and every write fails
+        assert proc.wait(timeout=30) == 128 + signal.SIGHUP
+        records = fold(read_records(str(ledger))).values()
+        pending = [r for r in records if r.status == "pending"]
+        assert pending and all("SIGHUP" in (r.message or "") for r in pending)
+        assert running(box, ids) <= {r.id for r in pending}
+
+
 @pytest.mark.slow
 def test_kill_9_at_random_points_then_retrying_ledger_failed_terminates_everything(
     tmp_path: Path,

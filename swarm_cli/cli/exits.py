@@ -106,8 +106,9 @@ def _reader_gone(exc: SystemExit) -> bool:
 
 
 OUTPUT_CLOSED = (
-    "could not write the output: its reader closed it (broken pipe); what was printed is "
-    "cut short (what a run did is in its ledger all the same)"
+    "could not write the output: what it went to is gone (a pipe's reader closed it, or a "
+    "terminal hung up); what was printed is cut short (what a run did is in its ledger all "
+    "the same)"
 )
 
 
@@ -123,6 +124,18 @@ class SwarmConsole(Console):
         self.quiet = True
         if not self.stderr and getattr(self, "_file", None) is None:
             stdout_closed()
+
+    def _check_buffer(self) -> None:
+        # A terminal that hung up (its window closed) fails every write with EIO: the live
+        # view's last frame then broke off the run before its summary and its ledger's
+        # last records, and the command ended 1, not as stopped by SIGHUP.
+        try:
+            super()._check_buffer()
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            del self._buffer[:]
+            self.on_broken_pipe()
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
