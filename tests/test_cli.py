@@ -368,6 +368,35 @@ def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
     assert not env_file.exists()  # its endpoint is gone: a later wait must not find it
 
 
+def test_a_sandbox_s_instances_are_its_seed_s_and_protected_as_asked(tmp_path: Path) -> None:
+    """Launched through moto's RunInstances, 50,000 instances took over ten minutes, and a
+    sandbox started again had other IDs: made directly now, the same --seed gives the
+    same IDs; --protected still protects the first."""
+    lists = []
+    for k in range(2):
+        env_file, ids_file = tmp_path / f"s{k}.env", tmp_path / f"ids{k}.txt"
+        proc, env = sandbox_process(
+            env_file, "--count", "5", "--protected", "2", "--seed", "7", "--ids-out", str(ids_file)
+        )
+        try:
+            ids = ids_file.read_text().split()
+            run = subprocess.run(
+                [sys.executable, "-m", "swarm_cli", "terminate", "--ids", str(ids_file),
+                 "--yes", "--ledger", str(tmp_path / f"l{k}.jsonl"), "--output", "json"],
+                env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            report = json.loads(run.stdout)
+            assert report["counts"] == {"succeeded": 3, "failed": 2, "missing": 0, "pending": 0}
+            refused = {p["id"] for p in report["problems"]}
+            assert refused == set(ids[:2]), report["problems"]
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=20)
+        lists.append(ids)
+    assert len(lists[0]) == 5 and lists[0] == lists[1]
+
+
 def test_a_sandbox_stops_instances_through_stopping_when_asked(tmp_path: Path) -> None:
     env_file, ids_file = tmp_path / "sandbox.env", tmp_path / "ids.txt"
     proc, env = sandbox_process(

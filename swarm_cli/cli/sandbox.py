@@ -166,7 +166,13 @@ ResourcesOutOpt = Annotated[
     ),
 ]
 SeedOpt = Annotated[
-    int, typer.Option("--seed", metavar="N", help="Random seed for latency and faults.")
+    int,
+    typer.Option(
+        "--seed",
+        metavar="N",
+        help="Random seed for latency and faults (and swarm sandbox's instance IDs: the same "
+        "seed, the same IDs).",
+    ),
 ]
 
 
@@ -467,10 +473,13 @@ def sandbox_cmd(
             )
         rows: list[tuple[str, str, str | None]] = []
         ids: list[str] = []
+        # Made in moto's backend directly (RunInstances through moto takes minutes at tens
+        # of thousands), with IDs of the seed's: the same --seed gives the same IDs.
+        named = random.Random(f"instances {seed}")
         for account, region in places:
-            launched = box.launch(
-                count, protected=min(protected, count), region=region, account=account
-            )
+            launched = fake_ids(count, named)
+            box.load_ids(launched, region=region, account=account)
+            box.protect(launched[:protected], region=region, account=account)
             ids += launched
             rows += [(i, region, account) for i in launched]
         # In the first pair, so that every line of a CSV names a place the list can act in.

@@ -125,13 +125,20 @@ class SandboxAdmin(ABC):
                 ImageId=IMAGE_ID, MinCount=n, MaxCount=n, InstanceType=INSTANCE_TYPE
             )
             ids.extend(i["InstanceId"] for i in reply["Instances"])
-        for instance_id in ids[:protected]:
-            client.modify_instance_attribute(
-                InstanceId=instance_id, DisableApiTermination={"Value": True}
-            )
+        self.protect(ids[:protected], region=region, account=account)
         for instance_id in ids[:stop_protected]:
             client.modify_instance_attribute(InstanceId=instance_id, DisableApiStop={"Value": True})
         return ids
+
+    def protect(
+        self, ids: list[str], *, region: str | None = None, account: str | None = None
+    ) -> None:
+        """Turn termination protection on (DisableApiTermination) for these instances."""
+        client = self.client(region, account)
+        for instance_id in ids:
+            client.modify_instance_attribute(
+                InstanceId=instance_id, DisableApiTermination={"Value": True}
+            )
 
     def seed(
         self,
