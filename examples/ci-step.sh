@@ -39,7 +39,13 @@ trap - TERM INT HUP
 # 0: all done; 1: some instances failed or are pending; anything else: refused,
 # interrupted or cut off (its "meaning" says which).
 echo "swarm terminate exited $status"
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("counts") or r.get("error"), "-", r["meaning"])' "$work/report.json"
+# (Killed outright, swarm prints no object: its own exit code is what the step ends with.)
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("counts") or r.get("error"), "-", r["meaning"])' "$work/report.json" \
+  || echo "swarm printed no summary object"
+if [ -z "${SWARM_LEDGER:-}" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+  # The summary names the ledger, which goes with this step's scratch folder.
+  echo "The ledger above was this step's scratch file, removed at its end: set SWARM_LEDGER to keep it." >>"$GITHUB_STEP_SUMMARY" || true
+fi
 [ "$status" -le 1 ] || exit "$status"
 
 # The gate: every ID of the list not known terminated, by the ledger. With --ids, IDs EC2

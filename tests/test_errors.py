@@ -358,6 +358,9 @@ def test_where_to_act_and_a_rail_s_limit_given_twice_or_empty_are_refused(tmp_pa
             ("--endpoint-url", "http://127.0.0.1:1", "--endpoint-url", "http://127.0.0.1:2"),
             "--endpoint-url",
         ),
+        # The Action passes its own: a user's in its args was dropped without a word.
+        (("--report", "mine.html", "--report", "r.html"), "--report"),
+        (("--progress", "none", "--progress", "plain"), "--progress"),
     ):
         code, _, err = swarm(*base, *twice)
         assert code == 2 and f"{option} is given 2 times; one value only" in err, err

@@ -397,6 +397,12 @@ _ONCE = (
     "--expect-account",
     "--max-count",
     "--max-errors",
+    # What swarm writes, and how it shows the run (the Action passes its own): the first
+    # file named would not be written.
+    "--report",
+    "--trace",
+    "--plan-out",
+    "--progress",
 )
 _LISTS = ("--ids", "--exclude-ids")
 
