@@ -21,6 +21,7 @@ from .ledger import (
     Damaged,
     Record,
     WriteAheadCheck,
+    describe_damage,
     may_have_acted,
     read_records,
 )
@@ -43,13 +44,15 @@ class SagaError(Exception):
     def __init__(self, message: str, why: str = "") -> None:
         super().__init__(message)
         self.why = why
+        self.damaged: list[Damaged] = []  # the ledger's lines that could not be read
 
     @property
     def nothing_to_undo(self) -> bool:
         """Whether what the run changed is as it was before it already: it changed nothing,
         or later runs undid it. A rollback has then done its job (not so for instances
-        terminated since: those it cannot bring back)."""
-        return self.why in (CHANGED_NOTHING, UNDONE_LATER)
+        terminated since: those it cannot bring back). Never so when lines of the ledger
+        could not be read: what they said (an intent, a success) is unknown."""
+        return self.why in (CHANGED_NOTHING, UNDONE_LATER) and not self.damaged
 
 
 def parse_budget(text: str, total: int) -> int:
@@ -157,7 +160,19 @@ def undo_plan(
     missing = [r for r in runs if r not in by_run]
     if missing:
         raise SagaError(f"no run {', '.join(missing)} in {where}")
-    return _plan(runs, by_run, sent_nothing, damaged, allow_empty=allow_empty)
+    try:
+        return _plan(runs, by_run, sent_nothing, damaged, allow_empty=allow_empty)
+    except SagaError as exc:
+        if exc.why in (CHANGED_NOTHING, UNDONE_LATER) and damaged:
+            # A damaged line may have been one of the run's intents or successes (a write-
+            # ahead block that reads short reads as one cut short, that sent nothing).
+            exc.damaged = list(damaged)
+            exc.args = (
+                f"{exc}; but {describe_damage(damaged)}: what they held is unknown, so "
+                "this may not be so: mend or remove those lines, or roll back with --run "
+                "once they are",
+            )
+        raise
 
 
 def _choose(

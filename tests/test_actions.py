@@ -753,6 +753,23 @@ def test_rollback_of_a_run_that_changed_nothing_passes_and_says_so(tmp_path: Pat
         gone = tmp_path / "gone.jsonl"
         assert act(box, "stop", write_ids(tmp_path / "o.txt", other), gone)[0] == 0
         assert act(box, "terminate", write_ids(tmp_path / "o.txt", other), gone)[0] == 0
+        # Lines of the ledger that cannot be read may have held what the run changed: its
+        # intent and its success for the one instance it stopped. "Nothing to undo" would
+        # be a guess: refused, saying why.
+        moved = box.launch(1)
+        damaged = tmp_path / "damaged.jsonl"
+        listed = write_ids(tmp_path / "d.txt", [*ids[:2], *moved])
+        assert act(box, "stop", listed, damaged)[0] == 0
+        text = damaged.read_text().splitlines(keepends=True)
+        damaged.write_text(
+            "".join("{garbage" + line if moved[0] in line else line for line in text)
+        )
+        code, out, err = swarm(
+            "rollback", str(damaged), "--endpoint-url", box.endpoint, "--yes", "--output", "json"
+        )
+        assert code == 2 and "damaged ledger line" in err, err
+        assert box.calls_by("StartInstances") == 0
+
         stop = next(r.run for r in read_records(str(gone)) if r.action == "stop")
         code, out, err = swarm(
             "rollback", str(gone), "--endpoint-url", box.endpoint, "--yes", "--run", stop

@@ -1583,10 +1583,18 @@ def rollback(
                 "can be read"
             )
         if not groups:
-            # What it may have done was looked up: none of it was.
-            return _nothing_to_undo(
-                f"run {plan.run} ({plan.of}) changed nothing: nothing to undo", output, err
+            # What it may have done was looked up: none of it is as it left it now.
+            said = (
+                f"run {plan.run} ({plan.of}) left nothing to undo: none of what it may have "
+                "done is in its end state now"
             )
+            if plan.damaged:
+                # A damaged line may have held an intent of the run: not looked up.
+                raise UsageError(
+                    f"{said}; but {describe_damage(plan.damaged)}: what they held is "
+                    "unknown, so this may not be so"
+                )
+            return _nothing_to_undo(said, output, err)
         try:
             check_max_count(
                 sum(map(len, groups.values())),
