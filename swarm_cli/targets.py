@@ -237,19 +237,28 @@ def _undecodable_line(path: str) -> int | None:
     """The number of the first line of ``path`` that is not UTF-8 (read again in chunks:
     the error of a text stream counts bytes of its own buffer, not lines)."""
     decoder = codecs.getincrementaldecoder("utf-8")()
-    line = 1
+    line, after_cr = 1, False
     try:
         with open(path, "rb") as handle:
             while chunk := handle.read(1 << 16):
+                held = len(decoder.getstate()[0])  # bytes of a character the last chunk began
                 try:
                     decoder.decode(chunk)
                 except UnicodeDecodeError as err:
-                    # The decoder's few held-back bytes of a character hold no line end.
-                    return line + chunk[: max(err.start, 0)].count(b"\n")
-                line += chunk.count(b"\n")
+                    # The error counts from the held-back bytes, not from this chunk.
+                    return line + _line_ends(chunk[: max(err.start - held, 0)], after_cr)
+                line += _line_ends(chunk, after_cr)
+                after_cr = chunk.endswith(b"\r")
     except OSError:
         return None
     return None
+
+
+def _line_ends(data: bytes, after_cr: bool) -> int:
+    """Line ends in ``data`` as the list is read (LF, CRLF or CR alone), a LF right after
+    the CR that ended the data before it not counted again."""
+    ends = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+    return ends - 1 if after_cr and data.startswith(b"\n") else ends
 
 
 def _utf16_hint(err: UnicodeDecodeError) -> str:

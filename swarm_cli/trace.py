@@ -22,6 +22,7 @@ from .events import (
     OutageBegan,
     Recovered,
     Sent,
+    StoodStill,
     Subscriber,
     Succeeded,
     Throttled,
@@ -72,6 +73,8 @@ class Trace:
         if isinstance(event, Answered):
             line["latency"] = round(event.latency, 4)
             line["ids"] = len(event.ids)
+        elif isinstance(event, StoodStill):
+            line["seconds"] = round(event.latency, 3)
         self._lines.put(line)
 
     def close(self, timeout: float = 2.0) -> None:
@@ -123,4 +126,7 @@ class Trace:
             self.trace.write(self.pair, event)
 
         def on_recovered(self, event: Recovered) -> None:
+            self.trace.write(self.pair, event)
+
+        def on_stood_still(self, event: StoodStill) -> None:
             self.trace.write(self.pair, event)

@@ -25,6 +25,7 @@ from swarm_cli.events import (
     Resolved,
     Retried,
     Sent,
+    StoodStill,
     Subscriber,
     Succeeded,
     WindowChanged,
@@ -262,6 +263,7 @@ def test_the_trace_writes_the_windows_events_and_counts_successes(tmp_path: Path
         Succeeded(10.7, ids=("i-1",)),
         Retried(10.7, ids=("i-2",)),
         WindowChanged(10.8, cwnd=3, ssthresh=16, phase="startup"),
+        StoodStill(41.0, latency=30.0),
     ):
         pair(event)
     trace.close()
@@ -270,7 +272,9 @@ def test_the_trace_writes_the_windows_events_and_counts_successes(tmp_path: Path
         ("sent", 0.5, 0),
         ("answered", 0.7, 0),
         ("window", 0.8, 1),
+        ("stood_still", 31.0, 1),
     ]
+    assert lines[3]["seconds"] == 30.0
     assert lines[1]["latency"] == 0.2 and lines[1]["ids"] == 2
     assert "latency" not in lines[0] and lines[2]["phase"] == "startup"
 

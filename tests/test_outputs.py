@@ -276,8 +276,34 @@ def test_a_closed_standard_output_is_said_and_exit_74(sandbox: Sandbox, tmp_path
             os.close(dead)
         assert ran.returncode == 74, (args, ran.stderr)
         assert "Traceback" not in ran.stderr
-        assert "could not write the output: what it went to is gone" in ran.stderr
+        assert "could not write the output: standard output is closed" in ran.stderr
     assert {r.status for r in fold(read_records(ledger)).values()} == {"succeeded"}
+    # Unbuffered (PYTHONUNBUFFERED, as container images set): a short write into the pipe
+    # was taken for a whole one, and 700 KB cut to 64 KB ended 0, nothing said.
+    many = write_ids(tmp_path / "many.txt", sandbox.launch(3000))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    listing = subprocess.Popen(
+        [sys.executable, "-m", "swarm_cli", "list", "--output", "json", "--endpoint-url",
+         sandbox.endpoint, "--region", "us-east-1"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert listing.stdout is not None
+    listing.stdout.readline()
+    listing.stdout.close()  # | head -1
+    _, err = listing.communicate(timeout=120)
+    assert listing.returncode == 74 and "standard output is closed" in err, err
+    assert many
+    # Closed at launch (>&-): the run's JSON crashed on a None stdout, exit 1.
+    again = write_ids(tmp_path / "again.txt", sandbox.launch(2))
+    closed = subprocess.run(
+        [sys.executable, "-m", "swarm_cli", "terminate", "--ids", again, "--yes", "--ledger",
+         str(tmp_path / "c.jsonl"), "--output", "json", "--endpoint-url", sandbox.endpoint,
+         "--region", "us-east-1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert closed.returncode == 74 and "Traceback" not in closed.stderr, closed.stderr
+    assert "standard output is closed" in closed.stderr
 
 
 def test_a_plan_file_the_disk_refuses_is_not_left_cut_short(

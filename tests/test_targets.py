@@ -554,3 +554,22 @@ def test_an_id_column_beside_the_instance_column_is_a_row_number_unless_it_holds
     ):
         got = parse_targets(text.splitlines(keepends=True))
         assert [t.id for t in got.items] == [two, one] and not got.bad, (text, got.bad)
+
+
+def test_a_line_not_utf8_is_counted_as_the_list_reads_its_lines(tmp_path: Path) -> None:
+    """CR alone ends a line as the list is read: the error said line 1 for line 3. And a
+    character split across the reader's 64 KiB chunks put the line one past its own."""
+    ids = [f"i-0123456789abcdef{k}" for k in range(3)]
+    cr = tmp_path / "cr.txt"
+    cr.write_bytes(f"{ids[0]}\r{ids[1]}\r".encode() + b"\xff\r" + f"{ids[2]}\r".encode())
+    with pytest.raises(TargetsError, match=r"cr\.txt: line 3: not UTF-8"):
+        read_targets(str(cr))
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(f"{ids[0]}\r\n{ids[1]}\r\n".encode() + b"\xff\r\n")
+    with pytest.raises(TargetsError, match=r"crlf\.txt: line 3: not UTF-8"):
+        read_targets(str(crlf))
+    split = tmp_path / "split.txt"
+    first = b"#" + b"x" * ((1 << 16) - 4) + b"\n"  # line 1 ends 2 bytes before the chunk's end
+    split.write_bytes(first + "€".encode() + b"\xff\n" + ids[0].encode() + b"\n")
+    with pytest.raises(TargetsError, match=r"split\.txt: line 2: not UTF-8"):
+        read_targets(str(split))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import select
@@ -85,10 +86,60 @@ def stdout_closed() -> None:
     """Standard output's reader is gone: what is still printed goes to /dev/null (a write
     to the pipe would fail again, and the interpreter's last flush with it)."""
     _Output.closed = True
-    with contextlib.suppress(OSError, ValueError):
+    _to_devnull(sys.stdout)
+
+
+def _to_devnull(stream: Any) -> None:
+    """Point a standard stream's file at /dev/null: what it holds back and what comes
+    after go nowhere, and its last flush (the interpreter's, at exit) succeeds."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
+
+
+def _flush_standard_streams() -> OSError | None:
+    """Flush what standard output and error hold back before the exit code is settled: a
+    closed one failed the interpreter's own last flush (exit 120, a traceback). Returns
+    standard output's error other than its closing (a full disk), to be said."""
+    failed = None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError as exc:
+            if stream is sys.stdout and exc.errno in (errno.EPIPE, errno.EIO):
+                stdout_closed()
+            else:
+                if stream is sys.stdout:
+                    failed = exc
+                _to_devnull(stream)
+    return failed
+
+
+def _standard_streams() -> None:
+    """Standard output and error as swarm writes them. One closed at launch (``>&-``)
+    is /dev/null, standard output's loss said at the end (a run's JSON object crashed on
+    it). An unbuffered standard output (``python -u``, PYTHONUNBUFFERED, as container
+    images set) is given a buffer: a text stream straight over the file takes a short
+    write for a whole one, and output cut by a closed pipe was lost without a word, exit
+    0. (Standard error stays as it is: what a closed one held back would fail the
+    interpreter's last flush.)"""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+            if name == "stdout":
+                _Output.closed = True
+            continue
+        raw = getattr(stream, "buffer", None)
+        if name == "stdout" and isinstance(raw, io.FileIO):
+            wrapped = io.TextIOWrapper(
+                io.BufferedWriter(raw),
+                encoding=stream.encoding,
+                errors=stream.errors,
+                line_buffering=True,  # as unbuffered as a person reading it needs
+            )
+            setattr(sys, name, wrapped)
 
 
 def _reader_gone(exc: SystemExit) -> bool:
@@ -106,9 +157,9 @@ def _reader_gone(exc: SystemExit) -> bool:
 
 
 OUTPUT_CLOSED = (
-    "could not write the output: what it went to is gone (a pipe's reader closed it, or a "
-    "terminal hung up); what was printed is cut short (what a run did is in its ledger all "
-    "the same)"
+    "could not write the output: standard output is closed (a pipe whose reader is gone, a "
+    "terminal that hung up, or >&-); what was printed is cut short (what a run did is in "
+    "its ledger all the same)"
 )
 
 
@@ -122,7 +173,11 @@ class SwarmConsole(Console):
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
-        if not self.stderr and getattr(self, "_file", None) is None:
+        if getattr(self, "_file", None) is not None:
+            return
+        if self.stderr:
+            _to_devnull(sys.stderr)  # what it held back would fail the last flush
+        else:
             stdout_closed()
 
     def _check_buffer(self) -> None:
@@ -283,6 +338,7 @@ class SwarmGroup(TyperGroup):
         global _json
         _json = _JsonOutput()
         _Output.closed = False
+        _standard_streams()
         kwargs["standalone_mode"] = False
         summary = _summary_size()
         twice = _given_twice(argv, self)
@@ -303,8 +359,10 @@ class SwarmGroup(TyperGroup):
                 said = report(full)
                 # The command's own end stands where it had one (a rail's refusal, say).
                 code = said if code == 0 else code
-        if _Output.closed:
-            said = report(error_for(EXIT_LEDGER, OUTPUT_CLOSED))
+        failed = _flush_standard_streams()
+        full = as_swarm_error(failed) if failed is not None else None
+        if full is not None or _Output.closed:
+            said = report(full or error_for(EXIT_LEDGER, OUTPUT_CLOSED))
             code = code or said  # a run's own end (failures, a signal) says more
         if code != 0 and summary is not None and _summary_size() == summary:
             _summarize_early_end(argv, code)
