@@ -236,7 +236,8 @@ def fall_cause(outages: int, timeouts: int, stood_still: float) -> str:
     """Why a pair's rate fell, in words: the process standing still, stretches with no
     answer, or else the throttles."""
     parts = []
-    if stood_still >= 1.0:
+    # A stand-still shorter than a fall lasts at the least makes none alone.
+    if stood_still >= FALL_LASTING:
         parts.append(
             f"this process stood still for {duration(stood_still)} (stopped with Ctrl-Z, or "
             "its machine suspended or starved of CPU)"

@@ -702,6 +702,12 @@ def test_a_fall_over_a_stand_still_is_said_to_be_the_process_s_own() -> None:
     render_summary(Report(run="r", action="stop", pairs=[both]), out)
     text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
     assert "CPU); the endpoint did not answer for a while (1 outage)" in text, text
+    # A stand-still shorter than a fall lasts makes none alone: the throttles are named.
+    brief = replace(row, stood_still_seconds=2.0)
+    out = console()
+    render_summary(Report(run="r", action="stop", pairs=[brief]), out)
+    text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
+    assert "stood still" not in text and "slowing down" in text, text
 
 
 def test_a_fall_over_an_endpoint_that_did_not_answer_is_said_to_be_that() -> None:
