@@ -438,7 +438,8 @@ def _summarize_early_end(argv: Sequence[str], code: int) -> None:
     why: list[str] = []
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if append_ended_early(command, code, meaning, _json.error, why=why) is None and why:
-        warn(SwarmConsole(stderr=True), f"could not append the summary to {path}: {why[0]}")
+        err = SwarmConsole(stderr=True, soft_wrap=True, highlight=False)
+        warn(err, f"could not append the summary to {path}: {why[0]}")
 
 
 # Options of one value whose repeat would drop what the first named: click keeps the last.
