@@ -573,3 +573,18 @@ def test_a_line_not_utf8_is_counted_as_the_list_reads_its_lines(tmp_path: Path) 
     split.write_bytes(first + "€".encode() + b"\xff\n" + ids[0].encode() + b"\n")
     with pytest.raises(TargetsError, match=r"split\.txt: line 2: not UTF-8"):
         read_targets(str(split))
+
+
+def test_a_repeat_on_one_line_and_standard_input_are_named_as_a_person_reads_them(
+    tmp_path: Path,
+) -> None:
+    """ "e.g. i-… on lines 1, 1" for an ID twice on one line, and "in -" for standard input."""
+    from test_cli import swarm
+
+    one = "i-0123456789abcdef0"
+    listed = tmp_path / "dup.txt"
+    listed.write_text(f"{one} {one}\ni-0123456789abcdef1\n")
+    code, _, err = swarm("terminate", "--ids", str(listed), "--max-count", "0")
+    assert f"(e.g. {one} 2 times on line 1)" in err, err
+    code, _, err = swarm("terminate", "--ids", "-", "--yes", stdin="i-xyz\n")
+    assert code == 2 and "1 invalid line(s) in standard input; nothing was sent" in err, err

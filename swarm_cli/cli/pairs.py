@@ -93,15 +93,22 @@ def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:
         hint = _other_kind_hint(targets, rule or INSTANCES)
         if hint:
             details.append(hint)
-        raise UsageError(f"{targets.bad_count()} in {ids}; nothing was sent:", details=details)
+        source = "standard input" if ids == "-" else ids
+        raise UsageError(f"{targets.bad_count()} in {source}; nothing was sent:", details=details)
     if targets.duplicates:
         dup = len(targets.duplicates)
         extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
         example, lines = next(iter(targets.duplicates.items()))
+        distinct = list(dict.fromkeys(lines))
+        where = (
+            f"{len(lines)} times on line {distinct[0]}"
+            if len(distinct) == 1
+            else f"on lines {', '.join(map(str, distinct))}"
+        )
         warn(
             err,
-            f"{dup} ID(s) listed more than once; {extra} repeat(s) "
-            f"dropped (e.g. {example} on lines {', '.join(map(str, lines))})",
+            f"{dup} ID(s) listed more than once; {extra} repeat(s) dropped "
+            f"(e.g. {example} {where})",
         )
     return targets
 
