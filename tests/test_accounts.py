@@ -479,3 +479,41 @@ def test_a_file_nested_too_deep_is_refused_not_a_crash(
     path = write(tmp_path, name, text)
     with pytest.raises(AccountsError, match="nested too deep to read"):
         load_accounts(path)
+
+
+def test_a_list_naming_accounts_no_role_reaches_is_refused_saying_how_to_reach_them(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A CSV naming other accounts, with no --accounts: every intent was written pending
+    (AssumeError), exit 4, and neither the error nor the printed retry said --accounts."""
+    from test_cli import swarm
+
+    ids = sandbox.launch(3)
+    listed = tmp_path / "ids.csv"
+    listed.write_text("instance_id,region,account\n" + "".join(
+        f"{i},us-east-1,999999999999\n" for i in ids
+    ))  # fmt: skip
+    ledger = tmp_path / "l.jsonl"
+    code, _, err = swarm(
+        "terminate", "--ids", str(listed), "--yes", "--ledger", str(ledger),
+        "--endpoint-url", sandbox.endpoint,
+    )  # fmt: skip
+    said = " ".join(err.split())
+    assert code == 4, err
+    assert "cannot reach any account of the list (999999999999): pass --accounts FILE" in said
+    assert "nothing was sent" in said and not ledger.exists()
+    assert set(sandbox.states(ids).values()) == {"running"}
+    # One of two reached: the other's error says how to reach it, and the run goes on.
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text(
+        "instance_id,region,account\n"
+        f"{ids[0]},us-east-1,{ACCOUNT}\n{ids[1]},us-east-1,999999999999\n"
+    )
+    code, _, err = swarm(
+        "terminate", "--ids", str(mixed), "--yes", "--ledger", str(tmp_path / "m.jsonl"),
+        "--endpoint-url", sandbox.endpoint,
+    )  # fmt: skip
+    said = " ".join(err.split())
+    assert code == 4, err
+    assert "its pairs send nothing (pass --accounts FILE naming its role, or --role-arn" in said
+    assert sandbox.states(ids[:2]) == {ids[0]: "terminated", ids[1]: "running"}

@@ -573,6 +573,18 @@ def _run_action(
     from ..ec2 import InstanceCall, classify_exception
 
     reach.connect(groups, err)
+    if groups and not any(reach.reachable(p) for p in groups):
+        # No pair can send: its intents would all be written pending, to no end.
+        failures = reach.failures
+        hint = (
+            "check their roles"
+            if flags.accounts or flags.role_arn
+            else "pass --accounts FILE naming each one's role, or --role-arn ARN"
+        )
+        raise CredentialsError(
+            f"cannot reach any account of the list ({', '.join(sorted(failures))}): {hint}; "
+            "nothing was sent"
+        )
     endpoint = reach.endpoint or ""
     if flags.dry_run:
         _warn_run_only(flags, err)

@@ -190,7 +190,12 @@ class Reach:
                 )
             except (AccountsError, BotoCoreError, ClientError) as exc:
                 self._errors[account] = exc
-                error(err, f"{exc}; its pairs send nothing")
+                hint = (
+                    ""
+                    if f.accounts or f.role_arn or account in self.accounts
+                    else " (pass --accounts FILE naming its role, or --role-arn ARN)"
+                )
+                error(err, f"{exc}; its pairs send nothing{hint}")
                 continue
             credentials[account] = got
         for pair in groups:
