@@ -170,8 +170,7 @@ SeedOpt = Annotated[
     typer.Option(
         "--seed",
         metavar="N",
-        help="Random seed for latency and faults (and swarm sandbox's instance IDs: the same "
-        "seed, the same IDs).",
+        help="Random seed for latency and faults.",
     ),
 ]
 
@@ -474,10 +473,10 @@ def sandbox_cmd(
         rows: list[tuple[str, str, str | None]] = []
         ids: list[str] = []
         # Made in moto's backend directly (RunInstances through moto takes minutes at tens
-        # of thousands), with IDs of the seed's: the same --seed gives the same IDs.
-        named = random.Random(f"instances {seed}")
+        # of thousands). Their IDs are new each time, as moto's are: a ledger left from an
+        # earlier sandbox must never find its IDs here, and a resume take them for done.
         for account, region in places:
-            launched = fake_ids(count, named)
+            launched = fake_ids(count)
             box.load_ids(launched, region=region, account=account)
             box.protect(launched[:protected], region=region, account=account)
             ids += launched
