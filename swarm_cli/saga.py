@@ -153,7 +153,12 @@ def undo_plan(
                 )
             raise SagaError(f"no run of a reversible action (stop, start) in {where}")
         if len(reversible) > 1:
-            raise SagaError(_choose(reversible, by_run, sent_nothing, damaged, where))
+            can, cannot = _candidates(reversible, by_run, sent_nothing, damaged)
+            if [r for r, _ in can] != reversible[-1:]:
+                raise SagaError(_choose(len(reversible), can, cannot, where))
+            # The latest run alone has something left to undo (the others' was undone by
+            # later runs, or they changed nothing): the undo of the ledger is its.
+            reversible = reversible[-1:]
         runs = reversible
     else:
         runs = [run] if isinstance(run, str) else list(run)
@@ -175,16 +180,15 @@ def undo_plan(
         raise
 
 
-def _choose(
+def _candidates(
     runs: list[str],
     by_run: dict[str, list[Record]],
     sent_nothing: set[str],
     damaged: list[Damaged],
-    where: str,
-) -> str:
-    """The error that asks the user to pick among ``runs``: those with something left to
-    undo, each with how much, and apart those with nothing (undone by a later run,
-    terminated since, or changed nothing), which ``--run`` would only refuse."""
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Of ``runs``, those with something left to undo (each with a line saying how much),
+    in their order, and apart those with nothing (undone by a later run, terminated since,
+    or changed nothing), each with why."""
     can: list[tuple[str, str]] = []
     cannot: list[str] = []
     for r in runs:
@@ -200,9 +204,15 @@ def _choose(
             + ([f"{unsure} pending to look up"] if unsure else [])
         )
         can.append((r, f"{r} ({records[0].action}, {undo}, last at {max(x.ts for x in records)})"))
+    return can, cannot
+
+
+def _choose(runs: int, can: list[tuple[str, str]], cannot: list[str], where: str) -> str:
+    """The error that asks the user to pick among ``runs`` runs: those with something left
+    to undo, and apart those with nothing, which ``--run`` would only refuse."""
     if not can:
         return (
-            f"none of the {len(runs)} runs of stop or start in {where} has anything left to "
+            f"none of the {runs} runs of stop or start in {where} has anything left to "
             f"undo: {', '.join(cannot)}"
         )
     nothing = f"; nothing left to undo in {', '.join(cannot)}" if cannot else ""

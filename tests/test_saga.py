@@ -89,13 +89,19 @@ def test_several_reversible_runs_are_listed_not_guessed(tmp_path: Path) -> None:
 
 def test_runs_with_nothing_left_to_undo_are_named_apart(tmp_path: Path) -> None:
     """A stop, a start and a stop of the same instances: only the last has anything to
-    undo (the others were undone by the runs after them); the error names it as the
-    one to pass, and names the others as having nothing left."""
+    undo (the others were undone by the runs after them): the ledger's undo is its,
+    without --run. An earlier run alone with something left is named as the one to pass,
+    the others as having nothing left: the latest is what a user means by the undo."""
     ledger = tmp_path / "l.jsonl"
     both = [("i-1", "succeeded"), ("i-2", "succeeded")]
     write_run(ledger, "r1", "stop", both)
     write_run(ledger, "r2", "start", both)
     write_run(ledger, "r3", "stop", both)
+
+    plan = undo_plan([str(ledger)])
+    assert plan.run == "r3" and plan.groups == {Pair(None, EAST): ["i-1", "i-2"]}
+    assert undo_plan([str(ledger)], run="r3").groups == plan.groups
+    write_run(ledger, "r4", "start", [("i-3", "failed")])  # it changed nothing
 
     with pytest.raises(SagaError) as info:
         undo_plan([str(ledger)])
@@ -103,10 +109,10 @@ def test_runs_with_nothing_left_to_undo_are_named_apart(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith("one run in ")
     assert "r3 (stop, 2 to start" in message
-    assert "nothing left to undo in r1 (undone by later runs), r2 (undone by later runs)" in message
+    assert "r1 (undone by later runs), r2 (undone by later runs), r4 (it changed nothing)" in (
+        message
+    )
     assert message.endswith("pass --run r3")
-    # What it names is what --run undoes; the others are refused as it says.
-    assert undo_plan([str(ledger)], run="r3").groups == {Pair(None, EAST): ["i-1", "i-2"]}
     for run in ("r1", "r2"):
         with pytest.raises(SagaError, match="undone by later runs"):
             undo_plan([str(ledger)], run=run)
