@@ -417,3 +417,28 @@ def test_a_list_of_ids_in_no_ledger_prints_them_in_every_format(tmp_path: Path) 
         code, out, err = swarm("ledger", "failed", "--ids", ids, "--format", form, str(ledger))
         assert code == 1 and "Traceback" not in err, err
         assert [line.split(",")[0] for line in out.split()][-2:] == IDS[1:3], form
+
+
+def test_an_id_done_in_another_region_than_the_list_s_is_left(tmp_path: Path) -> None:
+    """The list names eu-west-1; the ledger has them stopped in us-east-1. A resume of the
+    list sends them there (a success counts for its own place), and the gate passed them
+    as done: green over a list whose resume fails every time."""
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_text(
+        "".join(
+            record(i, "succeeded").replace('"id"', '"region": "us-east-1", "id"') for i in IDS[:3]
+        )
+    )
+    here = tmp_path / "here.csv"
+    here.write_text("instance_id,region\n" + "".join(f"{i},us-east-1\n" for i in IDS[:3]))
+    code, out, err = swarm("ledger", "failed", "--ids", str(here), str(ledger))
+    assert code == 0 and out == "", err
+    there = tmp_path / "there.csv"
+    there.write_text("instance_id,region\n" + "".join(f"{i},eu-west-1\n" for i in IDS[:2]))
+    code, out, err = swarm("ledger", "failed", "--ids", str(there), str(ledger))
+    assert code == 1, err
+    assert out.split() == IDS[:2]
+    assert "2 of them done in another region or account than the list's" in err
+    # A plain list names no region: the ledger's is the one meant.
+    plain = write_ids(tmp_path / "plain.txt", IDS[:3])
+    assert swarm("ledger", "failed", "--ids", plain, str(ledger))[0] == 0

@@ -246,6 +246,12 @@ def test_a_resume_of_a_list_the_ledger_knows_nothing_of_is_warned(
     both = write_ids(tmp_path / "c.txt", [*first, *other])
     code, err = run(sandbox, both, ledger, "--resume", "--yes")
     assert code == 0 and "warning" not in err, err
+    # A ledger of another command holds none of this one's intents: said so too.
+    code, _, err = swarm(
+        "start", "--ids", write_ids(tmp_path / "d.txt", other), "--endpoint-url", sandbox.endpoint,
+        "--ledger", str(ledger), "--resume", "--yes", "--progress", "none",
+    )  # fmt: skip
+    assert code == 0 and "which holds no start intent" in " ".join(err.split()), err
     typo = tmp_path / "typo.jsonl"
     code, err = run(sandbox, both, typo, "--resume", "--yes")
     assert code == 0, err

@@ -471,12 +471,16 @@ def _run_action(
             )
     elif done is not None:
         before = sum(len(ids) for ids in groups.values())
-        if known and before and not any(i in known for ids in groups.values() for i in ids):
+        if before and not any(i in known for ids in groups.values() for i in ids):
+            holds = (
+                f"holds {len(known)} other {spec.name} intent(s)"
+                if known
+                else f"holds no {spec.name} intent (another command's ledger?)"
+            )
             warn(
                 err,
                 f"resume: none of the {before} ID(s) is in {literal(flags.ledger)}, which "
-                f"holds {len(known)} other {spec.name} intent(s) (another list, or another "
-                "ledger?); every ID is to go",
+                f"{holds} (another list, or another ledger?); every ID is to go",
             )
         groups = {
             p: [i for i in ids if i not in done or not _same_place(done_at.get(i), p)]

@@ -53,6 +53,14 @@ class ListFormat(str, Enum):
     csv = "csv"
 
 
+def _same_place(record: Record, target: Target) -> bool:
+    """Whether a record's place is the list line's: the same region and account wherever
+    both name one (a line or a record that names none is the default's)."""
+    if record.region and target.region and record.region != target.region:
+        return False
+    return not (record.account and target.account and record.account != target.account)
+
+
 @ledger_app.command("failed")
 def ledger_failed(
     paths: LedgersArg,
@@ -190,6 +198,16 @@ def ledger_failed(
         stuck = [r for r in stuck if r.id in listed]
         never = [t for t in targets.items if (action, t.id) not in state]
         rows += [(t.id, t.region, t.account) for t in never]
+        # Done in another region or account than the list's: not done where it names (as a
+        # resume of the list finds it, and sends it there).
+        elsewhere = [
+            t
+            for t in targets.items
+            if (record := state.get((action, t.id))) is not None
+            and record.status not in wanted
+            and not _same_place(record, t)
+        ]
+        rows += [(t.id, t.region, t.account) for t in elsewhere]
     # (An ID of --ids that no ledger holds has no place of its own: it is not another.)
     places = {(account, region) for _, region, account in rows if region or account}
     if form is ListFormat.csv or (
@@ -269,6 +287,12 @@ def ledger_failed(
             + (f" ({kept_out} failed permanently, not listed)" if kept_out else "")
             + (f" ({excluded} excluded)" if excluded else "")
             + (f", {len(never)} of them in no ledger at all" if never else "")
+            + (
+                f", {len(elsewhere)} of them done in another region or account than the "
+                "list's"
+                if elsewhere
+                else ""
+            )
             + (
                 f", {absent} of them that EC2 said do not exist where they were sent "
                 "(another region or account, or gone long ago: --missing-ok leaves those out)"
