@@ -429,3 +429,44 @@ def test_a_resume_by_filter_leaves_a_success_a_later_run_undid_be(
     stops = {r.id: r for (act, _), r in fold(read_records(ledger)).items() if act == "stop"}
     assert stops[b].code != "NotSelected" and stops[a].status == "succeeded"
     assert sandbox.states([a, b]) == {a: "stopped", b: "running"}
+
+
+def test_a_selection_s_resume_of_intents_whose_records_name_no_region_is_no_success(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A ledger whose records name no region (edited, or an old swarm's), two intents
+    left not known done, no longer selected: the resume said "nothing to do" and exited
+    0, and they stayed not known done for good. They cannot be looked up (in the wrong
+    region one would be taken as gone): said, and the run fails."""
+    from swarm_cli.sandbox import ACCOUNT
+
+    ids = sandbox.launch(2)
+    client = sandbox.client()
+    client.create_tags(Resources=ids, Tags=[{"Key": "team", "Value": "q"}])
+    accounts = tmp_path / "accounts.yml"
+    accounts.write_text(
+        f'accounts:\n  - account_id: "{ACCOUNT}"\n    regions: [us-east-1, eu-west-1]\n'
+    )
+    where = {"one": ("--region", "us-east-1"), "two": ("--accounts", str(accounts))}
+    for name, place in where.items():
+        ledger = tmp_path / f"{name}.jsonl"
+        args = ("stop", "--filter", "tag:team=q", *place, "--endpoint-url", sandbox.endpoint,
+                "--yes", "--ledger", str(ledger), "--progress", "none")  # fmt: skip
+        code, _, err = swarm(*args)
+        assert code == 0, err
+        # Killed before its outcomes were written; the records' regions edited away.
+        kept = []
+        for line in ledger.read_text().splitlines():
+            record = json.loads(line)
+            if record["status"] != "succeeded":
+                record.pop("region", None)
+                kept.append(json.dumps(record) + "\n")
+        ledger.write_text("".join(kept))
+        client.delete_tags(Resources=ids, Tags=[{"Key": "team"}])
+        client.start_instances(InstanceIds=ids)
+        code, _, err = swarm(*args, "--resume")
+        said = " ".join(err.split())
+        assert code == 1, err
+        assert "resume: 2 intent(s) of the ledger not known stopped are not selected" in said
+        assert "their records name no region" in said
+        client.create_tags(Resources=ids, Tags=[{"Key": "team", "Value": "q"}])

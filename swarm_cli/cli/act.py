@@ -233,23 +233,26 @@ def _unselected(
     listed: set[str],
     recorded: Recorded,
     unsent: Recorded | None = None,
+    unplaced: list[str] | None = None,
 ) -> dict[Pair, list[str]]:
     """The IDs of the ledger's intents not known done that a selection made again
     (``listed``) leaves out, by the selection's pair the ledger holds each in: those a
     stopped run may have acted on (``maybe``, where ``recorded``), and the others
-    (``unsent``)."""
+    (``unsent``). Into ``unplaced``, those whose records name no region (a ledger edited,
+    or of an old swarm): not looked up, and so not known done."""
     out: dict[Pair, list[str]] = {}
-    for i in sorted(maybe - listed):
+    todo = [(i, recorded) for i in sorted(maybe - listed)]
+    if unsent is not None:
+        todo += [(i, unsent) for i in sorted(unsent.ids() - maybe - listed)]
+    for i, where in todo:
         # Only where the ledger names the region: one looked up in the wrong one would
-        # be taken as gone.
-        pair = next((p for p in groups if recorded.holds(i, p, named=True)), None)
+        # be taken as gone (even in a selection of one region: the intent may be of
+        # another).
+        pair = next((p for p in groups if where.holds(i, p, named=True)), None)
         if pair is not None:
             out.setdefault(pair, []).append(i)
-    if unsent is not None:
-        for i in sorted(unsent.ids() - maybe - listed):
-            pair = next((p for p in groups if unsent.holds(i, p, named=True)), None)
-            if pair is not None:
-                out.setdefault(pair, []).append(i)
+        elif unplaced is not None and any(where.holds(i, p) for p in groups):
+            unplaced.append(i)
     return out
 
 
@@ -450,6 +453,7 @@ def _run_action(
         else None
     )
     unselected: dict[Pair, list[str]] = {}
+    unplaced: list[str] = []
     if done is not None and operation is not None and operation.tags:
         # What counts is the tags each resource carries now: they are read.
         err.print(
@@ -494,7 +498,15 @@ def _run_action(
             markup=False,
         )
         listed = {i for ids in groups.values() for i in ids}
-        unselected = _unselected(groups, maybe or set(), listed, recorded, unsent)
+        unselected = _unselected(groups, maybe or set(), listed, recorded, unsent, unplaced)
+        if unplaced:
+            warn(
+                err,
+                f"resume: {len(unplaced)} intent(s) of the ledger not known {spec.verb} are "
+                "not selected now, and their records name no region (an edited ledger, or "
+                "an old one): they cannot be looked up, and stay not known done "
+                f"(e.g. {unplaced[0]}; swarm ledger failed lists them)",
+            )
         if unselected:
             count = sum(map(len, unselected.values()))
             some = sum(1 for ids in unselected.values() for i in ids if i in (maybe or ()))
@@ -553,8 +565,11 @@ def _run_action(
         elif flags.output is Output.json:
             empty = Job(spec, {}, replace(options, ledger=None, progress="none"))
             report = run_job(empty, _never, err)
+            if unplaced and not flags.dry_run:
+                report.exit_code = EXIT_FAILED
             emit_json({**report.to_dict(), "meaning": exit_meaning(report.exit_code)})
-        return 0
+        # Intents left not known done are no success.
+        return EXIT_FAILED if unplaced and not flags.dry_run else 0
     if flags.sandbox:
         require_sandbox()
         from ..rehearse import rehearse
@@ -654,6 +669,8 @@ def _run_action(
         report.extra["rail_unverified"] = unverified
         if report.exit_code in (0, EXIT_FAILED):  # a rail that could not see refused them
             report.exit_code = EXIT_REFUSED
+    if unplaced and report.exit_code == 0:
+        report.exit_code = EXIT_FAILED  # intents the resume could not look up: not done
     follow_up(spec, flags, job, report, reach, err)
     report.retry_args = retry_args(spec, flags) + tuple(
         part

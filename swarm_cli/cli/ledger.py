@@ -288,8 +288,7 @@ def ledger_failed(
             + (f" ({excluded} excluded)" if excluded else "")
             + (f", {len(never)} of them in no ledger at all" if never else "")
             + (
-                f", {len(elsewhere)} of them done in another region or account than the "
-                "list's"
+                f", {len(elsewhere)} of them done in another region or account than the list's"
                 if elsewhere
                 else ""
             )
