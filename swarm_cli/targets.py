@@ -716,6 +716,13 @@ def _id_reason(text: str, rule: IdRule = INSTANCES) -> str:
         return "holds a NUL character"
     if any("\udc80" <= c <= "\udcff" for c in text):  # standard input's undecodable bytes
         return "not UTF-8 text"
+    odd = next((c for c in text if not c.isascii()), None)
+    if odd is not None:
+        # A look-alike of a letter or a hyphen (a word processor's), or an invisible one.
+        return (
+            f"holds U+{ord(odd):04X}, which is not ASCII (a look-alike of a letter or a "
+            "hyphen, or an invisible character, copied with the ID?)"
+        )
     if ";" in text:  # a CSV of a spreadsheet in a locale whose separator is ;
         return "the list's columns are separated by commas or tabs, not ;"
     if rule is not INSTANCES:

@@ -588,3 +588,14 @@ def test_a_repeat_on_one_line_and_standard_input_are_named_as_a_person_reads_the
     assert f"(e.g. {one} 2 times on line 1)" in err, err
     code, _, err = swarm("terminate", "--ids", "-", "--yes", stdin="i-xyz\n")
     assert code == 2 and "1 invalid line(s) in standard input; nothing was sent" in err, err
+
+
+def test_a_look_alike_or_invisible_character_is_named() -> None:
+    """A hyphen a word processor made (U+2010) or a zero-width space copied with the ID
+    read "not an instance ID", though the ID looks right on screen."""
+    got = parse_targets(["i\u20100123456789abcdef0\n", "i-0123456789abcdef1\u200b\n"])
+    assert [b.reason.split(",")[0] for b in got.bad] == [
+        "holds U+2010",
+        "holds U+200B",
+    ]
+    assert all("not ASCII" in b.reason for b in got.bad)
