@@ -390,3 +390,15 @@ def test_profile_stands_whatever_aws_profile_names_and_the_sandbox_reads_none(
         "--ledger", str(tmp_path / "l.jsonl"),
     )  # fmt: skip
     assert code == 0, err
+
+
+def test_no_check_protection_on_a_real_run_is_said_to_do_nothing(tmp_path: Path) -> None:
+    """A plan-only option on a run was taken without a word, as if it did something."""
+    one = tmp_path / "one.txt"
+    one.write_text("i-0123456789abcdef9\n")
+    code, _, err = swarm(
+        "terminate", "--ids", str(one), "--no-check-protection", "--max-count", "0"
+    )
+    assert code == 3 and "warning: --no-check-protection is for --dry-run and swarm plan" in err
+    code, _, err = swarm("terminate", "--ids", str(one), "--max-count", "0")
+    assert code == 3 and "check-protection" not in err

@@ -1350,6 +1350,12 @@ def register(
         params: dict[str, Any] = {
             spec.flags[k]: True for k, on in (("force", force), ("hibernate", hibernate)) if on
         }
+        if not check_protection and not (dry_run or plan):
+            warn(
+                consoles()[1],
+                "--no-check-protection is for --dry-run and swarm plan: a run asks no "
+                "protection up front (EC2 refuses a protected instance, OperationNotPermitted)",
+            )
         if tag and not takes_tags:
             raise UsageError(f"--tag is for swarm ec2 create-tags and delete-tags, not {spec.name}")
         if takes_tags:
