@@ -6,22 +6,25 @@ the batch the less that bucket limits; but a batch needs all its instance
 tokens at once, so too big a batch waits for the instance bucket to refill
 and wastes the calls it could have made meanwhile.
 
-``auto`` starts at half a second of the action's documented instance rate (an
-action that spends no instance token: as many IDs as a call takes) and never goes
-below it: calls smaller than that spend the call bucket faster for the
-same IDs, and where the call bucket is the tighter one (what the account's other
-clients leave of it), smaller calls get fewer IDs through, which would size the
-next calls smaller still. Before any throttle it doubles each time the window
-doubles, so that both buckets' bursts are spent in as few round trips as they
-allow. Once throttles show the limit, it moves toward ``seconds`` (half a second)
-of the IDs getting through, so that calls leave about twice a second, well under
-any call bucket EC2 documents (2 to 5 calls a second for instance actions); it
-grows only while calls of its size mostly get through, and halves when most of
-them are throttled: a call may need more instance tokens than the bucket holds
-for it, and a size that proved too big is not tried again.
+``auto`` starts at the larger of two sizes from the action's documented limits: half
+a second of its instance rate, and the size that spends both bursts together (the
+instance burst over the call burst: StartInstances holds 1000 instance tokens but 5
+call tokens, so calls of one ID would spend its burst at 2 IDs a second). An action
+that spends no instance token takes as many IDs as a call takes. It never goes below
+half a second of the instance rate: calls smaller than that spend the call bucket
+faster for the same IDs, and where the call bucket is the tighter one (what the
+account's other clients leave of it), smaller calls get fewer IDs through, which
+would size the next calls smaller still. Before any throttle it doubles each time the
+window doubles, so that both buckets' bursts are spent in as few round trips as they
+allow. Once throttles show the limit, it moves toward what gets through in the time
+that lets calls leave at half the documented call refill (half a second, or a second
+for StartInstances' 2 calls a second), so the call bucket stays free for the
+account's other clients; it grows only while calls of its size mostly get through,
+and halves when most of them are throttled: a call may need more instance tokens than
+the bucket holds for it, and a size that proved too big is not tried again.
 
-What the API allows (IDs per call, the documented instance rate) is handed in by
-the action that the run is built for (:class:`CallLimits`): batching knows no cloud.
+What the API allows (IDs per call, the documented buckets) is handed in by the action
+that the run is built for (:class:`CallLimits`): batching knows no cloud.
 """
 
 from __future__ import annotations
@@ -40,6 +43,16 @@ GROW_SHARE = 0.2  # this share or more throttled: the size does not grow
 NONE_THROUGH = 8  # calls of the smallest size throttled, none through: it goes below
 
 
+class BucketLimit(Protocol):
+    """One documented bucket: ``burst`` tokens, ``rate`` per second."""
+
+    @property
+    def burst(self) -> float: ...
+
+    @property
+    def rate(self) -> float: ...
+
+
 class CallLimits(Protocol):
     """What batching reads of an action's limits; the action's own limits hand it in."""
 
@@ -49,19 +62,43 @@ class CallLimits(Protocol):
         ...
 
     @property
-    def instance_rate(self) -> float | None:
-        """The documented instances per second; None when calls spend no instance tokens."""
+    def calls(self) -> BucketLimit:
+        """The documented call bucket."""
+        ...
+
+    @property
+    def instances(self) -> BucketLimit | None:
+        """The documented instance bucket; None when calls spend no instance tokens."""
         ...
 
 
-def initial_size(limits: CallLimits, seconds: float = AUTO_SECONDS) -> int:
-    """The size to start with: ``seconds`` of the documented instance rate. Calls that
+def least_size(limits: CallLimits, seconds: float = AUTO_SECONDS) -> int:
+    """The size never gone below: ``seconds`` of the documented instance rate. Calls that
     spend no instance token (RebootInstances, CreateTags) have only the call bucket to
     spend: as full as a call may be, from the first, and never smaller (half a second of
     what gets through would size them by their own small size)."""
-    if limits.instance_rate is None:
+    if limits.instances is None:
         return limits.per_call
-    return max(1, min(limits.per_call, math.ceil(limits.instance_rate * seconds)))
+    return max(1, min(limits.per_call, math.ceil(limits.instances.rate * seconds)))
+
+
+def initial_size(limits: CallLimits, seconds: float = AUTO_SECONDS) -> int:
+    """The size to start with: the least, or what spends both bursts together (the
+    instance burst over the call burst) where that is more."""
+    least = least_size(limits, seconds)
+    if limits.instances is None:
+        return least
+    both = math.ceil(limits.instances.burst / max(limits.calls.burst, 1.0))
+    return max(least, min(limits.per_call, both))
+
+
+def steady_seconds(limits: CallLimits | None) -> float:
+    """Seconds of what gets through that one call carries once throttles show the limit:
+    so that calls leave at half the documented call refill at most (twice a second for
+    EC2's 5 calls a second, once a second for StartInstances' 2)."""
+    if limits is None:
+        return AUTO_SECONDS
+    return max(AUTO_SECONDS, 2.0 / limits.calls.rate)
 
 
 class AutoBatch:
@@ -73,17 +110,20 @@ class AutoBatch:
         limits: CallLimits | None = None,
         *,
         most: int | None = None,
-        seconds: float = AUTO_SECONDS,
+        seconds: float | None = None,
     ) -> None:
-        """``most``: the largest size; by default what ``limits`` allow per call."""
+        """``most``: the largest size; by default what ``limits`` allow per call.
+        ``seconds``: of what gets through, per call once throttled; by default
+        :func:`steady_seconds`."""
         if most is None:
             most = AUTO_MOST if limits is None else limits.per_call
         if not 1 <= initial <= most:
             raise ValueError(f"the initial batch size must be between 1 and {most}")
         self.size = initial
-        self.least = initial
+        # Never below half a second of the instance rate, even where the start was more.
+        self.least = initial if limits is None else min(initial, least_size(limits))
         self.most = most
-        self.seconds = seconds
+        self.seconds = steady_seconds(limits) if seconds is None else seconds
         self._next = -math.inf
         self._changed_at = -math.inf
         self._opened_at: float | None = None  # the window when the size last grew with it

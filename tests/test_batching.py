@@ -7,15 +7,39 @@ from pathlib import Path
 from test_cli import swarm, terminate_json, write_ids
 
 from swarm_cli.actions import ACTIONS
-from swarm_cli.batching import AUTO_MOST, AutoBatch, initial_size
-from swarm_cli.sandbox import Sandbox
+from swarm_cli.batching import AUTO_MOST, AUTO_SECONDS, AutoBatch, initial_size, least_size
+from swarm_cli.sandbox import PRESETS, Sandbox
 from swarm_cli.window import PROFILES, RATE, Window, new_controller
 
 
 def test_initial_size_is_half_a_second_of_the_documented_instance_rate() -> None:
     assert initial_size(ACTIONS["terminate"].limits) == 10  # 20 instances/s
-    assert initial_size(ACTIONS["start"].limits) == 1  # 2 instances/s
     assert initial_size(ACTIONS["reboot"].limits) == 1000  # no instance bucket: full calls
+
+
+def test_a_start_spends_its_instance_burst_with_its_few_calls_then_goes_as_low_as_one() -> None:
+    """StartInstances: 5 calls burst, 2 a second; 1000 instances burst, 2 a second. Calls
+    of one ID (half a second of its instance rate) would start 2 instances a second from
+    the first, its burst of 1000 unspent: calls of 200 spend both bursts together."""
+    limits = ACTIONS["start"].limits
+    assert least_size(limits) == 1 and initial_size(limits) == 200
+    batch = AutoBatch(initial_size(limits), limits)
+    assert batch.least == 1 and batch.seconds == 1.0  # calls once a second: half its refill
+    assert initial_size(ACTIONS["stop"].limits) == 20  # 1000 / 50
+    assert AutoBatch(10, ACTIONS["terminate"].limits).seconds == AUTO_SECONDS
+
+
+def test_a_start_at_ec2s_documented_limits_is_done_in_a_few_calls(tmp_path: Path) -> None:
+    with Sandbox(PRESETS["ec2"]) as box:
+        ids = box.launch(120)
+        ids_file = write_ids(tmp_path / "ids.txt", ids)
+        code, report = terminate_json(box, ids_file, tmp_path / "stop.jsonl", action="stop")
+        assert code == 0 and report["counts"]["succeeded"] == 120
+        code, report = terminate_json(box, ids_file, tmp_path / "start.jsonl", action="start")
+        assert code == 0 and report["counts"]["succeeded"] == 120
+        # One ID a call would have taken 60 s and 120 calls.
+        assert report["calls"] <= 3
+        assert set(box.states(ids).values()) == {"running"}
 
 
 def feed(

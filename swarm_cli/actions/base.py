@@ -22,11 +22,6 @@ class Limits:
     instances: Bucket | None = None  # None: the action has no instance bucket
     per_call: int = 1000  # EC2 takes up to 1000 instance IDs per call
 
-    @property
-    def instance_rate(self) -> float | None:
-        """The instance bucket's refill, per second; None when there is none."""
-        return None if self.instances is None else self.instances.rate
-
 
 @dataclass(frozen=True)
 class ActionSpec:

@@ -53,10 +53,12 @@ def check_batch_size(value: str) -> str:
 
 
 BATCH_SIZE_HELP = (
-    "IDs per call (EC2 takes up to 1000). auto: start from half a second of "
-    "the action's documented instance rate and never go below it; then carry about half "
-    "a second of what gets through, so calls leave about twice a second and the call "
-    "bucket stays free for other clients."
+    "IDs per call (EC2 takes up to 1000). auto: start from half a second of the "
+    "action's documented instance rate, or more where its instance burst is much larger "
+    "than its call burst (a start: 200), and never go below half a second of that rate; "
+    "then carry what gets through in the time that keeps calls at half the documented "
+    "call refill (about two a second; one for a start), so the call bucket stays free "
+    "for other clients."
 )
 BatchSize = Annotated[
     str,
