@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .files import create_fd
 from .report import PairReport, Problem, Reason, Report, Sample
-from .text import html_text, own_part
+from .text import html_text, own_part, plural
 
 MAX_PROBLEM_ROWS = 1000  # the ledger has them all; a page this long is already a lot
 MESSAGE_CHARS = (
@@ -123,7 +123,7 @@ def render_html(report: Report, *, title: str | None = None) -> str:
         f'<p class="sub">run <code>{_e(report.run)}</code></p>',
         _summary(report),
         _pairs_table(report),
-        *(_pair_section(i, row, span) for i, row in enumerate(report.pairs)),
+        *(_pair_section(i, row, span, _things(report)) for i, row in enumerate(report.pairs)),
         _problems(report),
         "</body>",
         "</html>",
@@ -165,20 +165,23 @@ def _summary(report: Report) -> str:
     c = report.counts
     total = report.total
     verb = "would succeed" if report.dry_run else "succeeded"
-    everything = c["succeeded"] == total
+    unseen = report.unseen()
+    everything = c["succeeded"] == total and not unseen
+    target = report.extra.get("wait", {}).get("target", "there")
+    short = f", {len(unseen)} not seen {_e(target)}" if unseen else ""
     calls = report.total_of("calls")
     throttled = report.total_of("throttled_calls")
     status = "ok" if report.exit_code == 0 else "bad"
     headline = (
         f'<p class="headline"><strong>{_e(report.action)}</strong>: '
         f'<span class="badge {"ok" if everything else "warn"}">'
-        f"{c['succeeded']} of {total} {verb}</span> in {report.elapsed_seconds:.1f} s"
+        f"{c['succeeded']} of {total} {verb}{short}</span> in {report.elapsed_seconds:.1f} s"
         f'<span class="badge {status}">exit {report.exit_code}</span></p>'
     )
     rows: list[tuple[str, str]] = [
         ("action", _e(report.action)),
         ("dry run", "yes" if report.dry_run else "no"),
-        ("instances", str(total)),
+        (_things(report), str(total)),
         *((name, str(n)) for name, n in c.items()),
         ("elapsed", f"{report.elapsed_seconds:.1f} s"),
         ("calls", str(calls)),
@@ -335,7 +338,15 @@ def _pair_notes(row: PairReport) -> str:
     return f'<ul class="notes">{lis}</ul>' if items else ""
 
 
-def _pair_section(index: int, row: PairReport, span: float) -> str:
+def _things(report: Report) -> str:
+    """What the run acted on, for its tables and charts: "instances", "snapshots"."""
+    from .display import noun_of
+
+    noun = noun_of(report.action)
+    return plural("ID" if noun == "resource" else noun)
+
+
+def _pair_section(index: int, row: PairReport, span: float, things: str) -> str:
     throttles = _throttle_points(row.series)
     w = row.window
     caption = (
@@ -344,7 +355,7 @@ def _pair_section(index: int, row: PairReport, span: float) -> str:
     )
     if row.series:
         charts = _window_figure(row.series, throttles, span, caption) + _rate_figure(
-            row.series, span
+            row.series, span, things
         )
     else:
         charts = f'<p class="nochart">No points were recorded for this pair. {caption}.</p>'
@@ -495,7 +506,7 @@ def rates(series: Sequence[Sample], width: float) -> list[tuple[float, float]]:
     return out
 
 
-def _rate_figure(series: Sequence[Sample], span: float) -> str:
+def _rate_figure(series: Sequence[Sample], span: float, things: str) -> str:
     own = series[-1].t
     # About thirty windows across the run: smooth enough to read, short enough to see dips.
     width = max(own / 30, 0.5)
@@ -503,7 +514,7 @@ def _rate_figure(series: Sequence[Sample], span: float) -> str:
     # From the first point: IDs settled unsent at the start (a rail, a resume) are no rate.
     mean = (series[-1].done - series[0].done) / own if own > 0 else 0.0
     plot = _Plot(_Axis.of(span, count=8), _Axis.of(max(max(r for _, r in points), mean)))
-    body = plot.frame("time (s)", "instances / s")
+    body = plot.frame("time (s)", f"{things} / s")
     if own > 0:
         y = plot.py(mean)
         body += (
@@ -512,14 +523,15 @@ def _rate_figure(series: Sequence[Sample], span: float) -> str:
         )
     body += f'<polyline class="rate" points="{plot.points(points)}"/>'
     legend = (
-        f'<p class="legend"><span><i class="key rate"></i>instances done per second '
+        # Every answer settles its IDs: failed and missing ones too, as the progress counts.
+        f'<p class="legend"><span><i class="key rate"></i>{things} answered per second '
         f"(over {width:.1f} s)</span>"
         f'<span><i class="key rate mean"></i>mean {mean:.1f}/s'
         "</span></p>"
     )
     return (
         f'<figure class="rate">{legend}'
-        f"{_svg('rate', 'instances done per second over time', body)}</figure>"
+        f"{_svg('rate', f'{things} answered per second over time', body)}</figure>"
     )
 
 
@@ -527,9 +539,10 @@ def _rate_figure(series: Sequence[Sample], span: float) -> str:
 
 
 def _problems(report: Report) -> str:
-    problems = report.problems
+    problems = report.not_done()
+    things = _things(report)
     if not problems:
-        return '<h2>Instances that did not succeed</h2><p class="none">None.</p>'
+        return f'<h2>{things[:1].upper()}{things[1:]} that did not succeed</h2><p class="none">None.</p>'
     rows = "".join(_problem_row(p) for p in problems[:MAX_PROBLEM_ROWS])
     more = ""
     if len(problems) > MAX_PROBLEM_ROWS:
@@ -544,7 +557,7 @@ def _problems(report: Report) -> str:
     columns = ("id", "region", "account", "status", "code", "message")
     head = "".join(f"<th>{h}</th>" for h in columns)
     return (
-        f"<h2>Instances that did not succeed ({len(problems)})</h2>"
+        f"<h2>{things[:1].upper()}{things[1:]} that did not succeed ({len(problems)})</h2>"
         f'<div class="scroll"><table class="problems"><thead><tr>{head}</tr></thead>'
         f"<tbody>{rows}</tbody></table></div>{more}"
     )

@@ -278,6 +278,18 @@ class Report:
         """The window of a single-pair run (several pairs each have their own)."""
         return self.pairs[0].window if len(self.pairs) == 1 else None
 
+    def unseen(self) -> list[Problem]:
+        """What the run's --wait did not see reach the action's state, as the ledger
+        records it (a call accepted is no state checked)."""
+        fields_ = ("id", "status", "code", "message", "region", "account")
+        waited = self.extra.get("wait") or {}
+        return [Problem(**{k: p.get(k) for k in fields_}) for p in waited.get("problems", ())]
+
+    def not_done(self) -> list[Problem]:
+        """Every intent the ledger does not record done: the calls' own problems, then
+        those whose --wait did not see them get there."""
+        return [*self.problems, *self.unseen()]
+
     def to_dict(self) -> dict[str, Any]:
         def plain(value: Any) -> Any:
             return None if value is None else asdict(value)

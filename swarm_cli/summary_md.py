@@ -95,6 +95,9 @@ def _title(report: Report) -> str:
     verb = "would succeed" if report.dry_run else "succeeded"
     parts = [f"{c['succeeded']} of {report.total} {verb}"]
     parts += [f"{c[status]} {status}" for status in ORDER if c[status]]
+    unseen = report.unseen()
+    if unseen:
+        parts.append(f"{len(unseen)} not seen {report.extra['wait'].get('target', 'there')}")
     dry = " (dry run)" if report.dry_run else ""
     undoes = report.extra.get("undoes")
     runs = "runs" if undoes and ", " in undoes else "run"
@@ -212,10 +215,11 @@ def markdown_summary(report: Report, *, max_failed: int = 50) -> str:
         out += [note, ""]
     out += [*_counts_table(report), ""]
     out += [*_pairs_table(report), ""]
-    if report.problems:
+    not_done = report.not_done()
+    if not_done:
         out += [
             *_problems(
-                report.problems,
+                not_done,
                 max_failed,
                 len(report.pairs) > 1,
                 report.ledger is not None,

@@ -689,6 +689,35 @@ def test_an_instance_the_wait_did_not_see_arrive_is_not_done_in_the_ledger(
         assert out == ""
 
 
+def test_the_step_summary_and_the_report_list_what_the_wait_did_not_see_arrive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Accepted calls whose instances no wait saw get there are pending in the ledger:
+    the step summary and the HTML report say so in their title and list them among what
+    is not done, where they read "4 of 4 succeeded" and listed nothing."""
+    summary, html = tmp_path / "summary.md", tmp_path / "report.html"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    with Sandbox(OPEN) as box:
+        ids = box.launch(4)
+        box.client().stop_instances(InstanceIds=ids)
+        ids_file = write_ids(tmp_path / "ids.txt", ids)
+        code, report = act(
+            box, "start", ids_file, tmp_path / "l.jsonl",
+            "--wait", "--wait-timeout", "0", "--report", str(html),
+        )  # fmt: skip
+    assert code == 1 and report["wait"]["timed_out"] == 4
+    text = summary.read_text()
+    title = text.splitlines()[0]
+    assert "4 of 4 succeeded, 4 not seen running" in title, title
+    assert "### Not done (4)" in text
+    rows = [line for line in text.splitlines() if "WaitTimeout" in line]
+    assert sorted(line.split("|")[1].strip() for line in rows) == sorted(ids)
+    page = html.read_text()
+    assert "4 not seen running" in page
+    assert "Instances that did not succeed (4)" in page
+    assert all(i in page for i in ids) and "WaitTimeout" in page
+
+
 def test_rollback_leaves_alone_what_the_run_found_already_in_its_state(tmp_path: Path) -> None:
     """EC2's answer says which instances a stop found stopped already (PreviousState):
     the run changed nothing of them, and undoing it must not start them."""

@@ -379,7 +379,7 @@ def test_the_mean_rate_leaves_out_what_was_settled_unsent_at_the_start() -> None
     from swarm_cli.html_report import _rate_figure
 
     points = [Sample(0.0, 1.0, 0, 300, 0), Sample(2.0, 2.0, 2, 310, 0), Sample(4.0, 2.0, 0, 320, 0)]
-    assert "mean 5.0/s" in _rate_figure(points, 4.0)
+    assert "mean 5.0/s" in _rate_figure(points, 4.0, "instances")
 
 
 def test_the_rollback_after_the_run_is_a_note_in_words() -> None:
@@ -418,3 +418,19 @@ def test_an_endpoints_megabyte_error_and_long_code_are_cut_in_the_page() -> None
     cells = table.select("tbody")[0].select("tr")[0].select("td")
     assert len(cells[4].all_text()) == CODE_CHARS and cells[4].all_text().endswith("…")
     assert "code { overflow-wrap: anywhere; }" in page
+
+
+def test_a_page_names_what_the_run_acted_on() -> None:
+    """A snapshot run's page speaks of snapshots, a tag run's of IDs: it said "instances"
+    for every run. The rate counts every answer, failed ones too, and says so."""
+    for action, things in (
+        ("terminate", "Instances"),
+        ("delete-snapshot", "Snapshots"),
+        ("release-address", "Addresses"),
+        ("create-tags", "IDs"),
+    ):
+        page = render_html(make_report(action=action))
+        assert f"<h2>{things} that did not succeed (4)</h2>" in page, action
+        assert f"{things.lower() if things != 'IDs' else things} answered per second" in page
+        other = {"Instances", "Snapshots", "Addresses"} - {things}
+        assert not any(f"<h2>{o} that" in page for o in other)
