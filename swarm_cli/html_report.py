@@ -541,8 +541,9 @@ def _rate_figure(series: Sequence[Sample], span: float, things: str) -> str:
 def _problems(report: Report) -> str:
     problems = report.not_done()
     things = _things(report)
+    heading = f"{things[:1].upper()}{things[1:]} that did not succeed"
     if not problems:
-        return f'<h2>{things[:1].upper()}{things[1:]} that did not succeed</h2><p class="none">None.</p>'
+        return f'<h2>{heading}</h2><p class="none">None.</p>'
     rows = "".join(_problem_row(p) for p in problems[:MAX_PROBLEM_ROWS])
     more = ""
     if len(problems) > MAX_PROBLEM_ROWS:
@@ -557,7 +558,7 @@ def _problems(report: Report) -> str:
     columns = ("id", "region", "account", "status", "code", "message")
     head = "".join(f"<th>{h}</th>" for h in columns)
     return (
-        f"<h2>{things[:1].upper()}{things[1:]} that did not succeed ({len(problems)})</h2>"
+        f"<h2>{heading} ({len(problems)})</h2>"
         f'<div class="scroll"><table class="problems"><thead><tr>{head}</tr></thead>'
         f"<tbody>{rows}</tbody></table></div>{more}"
     )
