@@ -301,6 +301,11 @@ def test_a_run_refused_or_misused_in_a_job_says_why_on_its_page(
     assert code == 0 and summary.read_text().startswith("## swarm terminate: 3 of 3")
     code, _out, _err = swarm("terminate", "--ids", ids, *common, "--dry-run")
     assert summary.read_text().count("## swarm") == 1
+    # A dry run refused by a rail is no prediction: its end is said as a run's is.
+    code, _out, _err = swarm("terminate", "--ids", ids, *common, "--dry-run", "--max-count", "2")
+    assert code == 3
+    assert "## swarm terminate: exit 3 (" in summary.read_text()
+    assert summary.read_text().count("## swarm") == 2
 
 
 def test_a_rollbacks_heading_shows_the_ledgers_run_id_as_text() -> None:

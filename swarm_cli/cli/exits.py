@@ -429,7 +429,7 @@ def _summarize_early_end(argv: Sequence[str], code: int) -> None:
     words = [a for a in argv if not a.startswith("-")]
     if not words or words[0] not in _ACTING:
         return
-    if "--dry-run" in argv:  # a plan's exit 1 is a prediction, not an end
+    if "--dry-run" in argv and code == EXIT_FAILED:  # a plan's exit 1 is a prediction
         return
     from ..summary_md import append_ended_early
 
