@@ -62,3 +62,17 @@ def test_a_rehearsal_still_refuses_a_malformed_account(nowhere: None, tmp_path: 
     code, _, err = rehearse(ids, "--expect-account", "12345")
     assert code == EXIT_USAGE
     assert "12 digits" in err
+
+
+def test_the_banner_gives_every_actions_buckets_not_terminates_alone() -> None:
+    """--rate 4 --burst 4 set TerminateInstances' buckets; a start here refills 1.6 calls
+    a second, which the banner did not say (it gave terminate's alone)."""
+    from swarm_cli.cli.sandbox import other_limits
+    from swarm_cli.sandbox import BucketSpec, SandboxConfig
+
+    text = other_limits(SandboxConfig(BucketSpec(4, 4), BucketSpec(40, 40)))
+    assert "StartInstances: 1 call burst, 1.6/s, 40 instances burst, 4/s" in text
+    assert "StopInstances: 2 calls burst, 4/s, 40 instances burst, 40/s" in text
+    assert "TerminateInstances" not in text
+    (tags,) = [part for part in text.split("; ") if "CreateTags" in part]
+    assert "RebootInstances" in tags and "instances burst" not in tags

@@ -50,13 +50,22 @@ RateOpt = Annotated[
         "--rate",
         metavar="PER_S",
         min=0.1,
-        help="Calls per second the request bucket refills [default: preset's].",
+        help=(
+            "Calls per second TerminateInstances' request bucket refills; every other "
+            "action's scales with it as EC2 documents them [default: preset's]."
+        ),
     ),
 ]
 BurstOpt = Annotated[
     float | None,
     typer.Option(
-        "--burst", metavar="N", min=1, help="Calls the request bucket holds [default: preset's]."
+        "--burst",
+        metavar="N",
+        min=1,
+        help=(
+            "Calls TerminateInstances' request bucket holds; other actions' scale with it "
+            "[default: preset's]."
+        ),
     ),
 ]
 ResourceRateOpt = Annotated[
@@ -65,7 +74,10 @@ ResourceRateOpt = Annotated[
         "--resource-rate",
         metavar="PER_S",
         min=0.1,
-        help="Instances per second the resource bucket refills [default: preset's].",
+        help=(
+            "Instances per second TerminateInstances' resource bucket refills; other "
+            "actions' scale with it [default: preset's]."
+        ),
     ),
 ]
 ResourceBurstOpt = Annotated[
@@ -74,7 +86,10 @@ ResourceBurstOpt = Annotated[
         "--resource-burst",
         metavar="N",
         min=1,
-        help="Instances the resource bucket holds [default: preset's].",
+        help=(
+            "Instances TerminateInstances' resource bucket holds; other actions' scale with "
+            "it [default: preset's]."
+        ),
     ),
 ]
 LatencyOpt = Annotated[
@@ -521,7 +536,8 @@ def sandbox_cmd(
             f"account {ACCOUNT}). Not AWS: nothing leaves this machine."
         )
         err.print(
-            f"  limits: {r.burst:g} calls burst, {r.rate:g}/s; {res.burst:g} instances "
+            f"  limits of TerminateInstances: {r.burst:g} calls burst, {r.rate:g}/s; "
+            f"{res.burst:g} instances "
             f"burst, {res.rate:g}/s; latency {config.latency * 1000:.0f} ms; "
             f"errors {config.error_rate:.0%}"
             + (
@@ -535,6 +551,7 @@ def sandbox_cmd(
                 else ""
             )
         )
+        err.print(f"  {other_limits(config)}", markup=False)
         err.print(
             f"  {len(ids)} running instance(s)"
             + (f", {min(protected, count) * len(places)} protected" if protected else "")
@@ -553,6 +570,21 @@ def sandbox_cmd(
         if env_out is not None:
             with contextlib.suppress(OSError):
                 env_out.unlink(missing_ok=True)  # its endpoint is gone
+
+
+def other_limits(config: SandboxConfig) -> str:
+    """The buckets of every action but TerminateInstances, scaled from its own as EC2's
+    documented limits are: APIs of the same buckets on one line's part."""
+    groups: dict[str, list[str]] = {}
+    for api, (calls, instances) in config.action_limits().items():
+        if api == "TerminateInstances":
+            continue
+        text = f"{calls.burst:g} call{'' if calls.burst == 1 else 's'} burst, {calls.rate:g}/s" + (
+            f", {instances.burst:g} instances burst, {instances.rate:g}/s" if instances else ""
+        )
+        groups.setdefault(text, []).append(api)
+    parts = [f"{', '.join(sorted(apis))}: {text}" for text, apis in groups.items()]
+    return "other actions, scaled as EC2 documents them: " + "; ".join(parts)
 
 
 def sandbox_places(region: str, regions: int, accounts: int) -> list[tuple[str | None, str]]:
