@@ -874,11 +874,14 @@ def render_summary(report: Report, console: Console) -> None:
 
     c = report.counts
     verb = "would succeed" if report.dry_run else "succeeded"
+    unseen = report.unseen()
+    target = report.extra.get("wait", {}).get("target", "there")
     head = Text.assemble(
         (f"{report.action}: ", "bold"),
         (
-            f"{c['succeeded']} of {report.total} {verb}",
-            "green" if c["succeeded"] == report.total else "yellow",
+            f"{c['succeeded']} of {report.total} {verb}"
+            + (f", {len(unseen)} not seen {target}" if unseen else ""),
+            "green" if c["succeeded"] == report.total and not unseen else "yellow",
         ),
         f" in {report.elapsed_seconds:.1f}s",
     )

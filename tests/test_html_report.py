@@ -434,3 +434,16 @@ def test_a_page_names_what_the_run_acted_on() -> None:
         assert f"{things.lower() if things != 'IDs' else things} answered per second" in page
         other = {"Instances", "Snapshots", "Addresses"} - {things}
         assert not any(f"<h2>{o} that" in page for o in other)
+
+
+def test_the_terminal_summary_says_what_the_wait_did_not_see_arrive() -> None:
+    from rich.console import Console
+
+    from swarm_cli.display import render_summary
+
+    unseen = {"id": "i-0eee", "status": "pending", "code": "WaitTimeout", "message": "m"}
+    report = make_report(action="stop", extra={"wait": {"target": "stopped", "problems": [unseen]}})
+    console = Console(record=True, width=200)
+    render_summary(report, console)
+    assert "not seen stopped" in console.export_text().splitlines()[0]
+    assert [p.id for p in report.not_done()][-1] == "i-0eee"
