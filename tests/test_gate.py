@@ -256,6 +256,40 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
         assert box.states(ids, region="eu-west-1") == {i: "terminated" for i in ids}
 
 
+def test_the_retry_of_a_list_whose_column_names_the_region_goes_there(tmp_path: Path) -> None:
+    """A CSV whose region column (eu-west-1) is not the default region: `ledger failed`
+    prints bare IDs for one region, and the retry said --region us-east-1. Run as
+    printed, every ID was sent there and recorded missing, and the gate then passed with
+    them running."""
+    config = SandboxConfig(BucketSpec(100, 100), BucketSpec(1000, 1000), error_rate=1.0)
+    with Sandbox(config) as box:
+        ids = box.launch(3, region="eu-west-1")
+        listed = tmp_path / "ids.csv"
+        listed.write_text("instance_id,region\n" + "".join(f"{i},eu-west-1\n" for i in ids))
+        code, summary, err = swarm(
+            *("terminate", "--ids", str(listed), "--yes", "--endpoint-url", box.endpoint),
+            *("--ledger", str(tmp_path / "l.jsonl"), "--max-attempts", "1"),
+            *("--progress", "none"),
+        )
+        assert code == 1, err
+        (line,) = [x for x in summary.splitlines() if "retry the rest:" in x]
+        printed = line.split("retry the rest:", 1)[1].strip()
+        assert "--region eu-west-1" in printed and "us-east-1" not in printed
+        # A resume that sends them elsewhere all the same is warned of.
+        bare = write_ids(tmp_path / "bare.txt", ids)
+        code, _, err = swarm(
+            *("terminate", "--ids", bare, "--yes", "--endpoint-url", box.endpoint),
+            *("--ledger", str(tmp_path / "l.jsonl"), "--resume", "--region", "us-east-1"),
+            *("--progress", "none", "--dry-run"),
+        )
+        said = " ".join(err.split())
+        assert "3 ID(s) the ledger holds as left to do in another region" in said, said
+        assert "eu-west-1 in the ledger, us-east-1 now" in said
+        box._front().config = replace(config, error_rate=0.0)
+        run_printed(printed, tmp_path)
+        assert box.states(ids, region="eu-west-1") == {i: "terminated" for i in ids}
+
+
 def test_an_action_the_ledger_does_not_hold_does_not_pass_the_gate(tmp_path: Path) -> None:
     _, one, _ = shards(tmp_path)  # stop records, one failed and one pending
     for typo in ("sotp", "start"):

@@ -215,6 +215,33 @@ def _stops_before_sending(stage: _Stage) -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def _warn_moved(
+    groups: Mapping[Pair, Sequence[str]], left_at: Mapping[str, Pair], err: Console
+) -> None:
+    """A resume that sends intents the ledger holds for another region or account
+    elsewhere (a list that lost its region column) says so: they are found missing
+    there, and the ledger's word for them is then that, not where they are left."""
+    moved = [
+        (i, left_at[i])
+        for p, ids in groups.items()
+        for i in ids
+        if i in left_at and not _same_place(left_at[i], p)
+    ]
+    if not moved:
+        return
+    first, there = moved[0]
+    here = next(p for p, ids in groups.items() if first in ids)
+    place = "/".join(x for x in (there.account, there.region) if x)
+    now = "/".join(x for x in (here.account, here.region) if x)
+    warn(
+        err,
+        f"resume: {len(moved)} ID(s) the ledger holds as left to do in another region or "
+        f"account are sent to this run's (e.g. {literal(first)}: {literal(place)} in the "
+        f"ledger, {literal(now)} now); a list without its region column? "
+        "`swarm ledger failed --format csv` keeps each in its place",
+    )
+
+
 def _same_place(done: Pair | None, here: Pair) -> bool:
     """Whether a ledger's success at ``done`` is one at ``here``: the same region, and the
     same account where both name one (a ledger made with default credentials names
@@ -436,6 +463,7 @@ def _run_action(
     railed: dict[str, Record] = {}
     known: set[str] = set()
     done_at: dict[str, Pair] = {}
+    left_at: dict[str, Pair] = {}
     done = (
         succeeded(
             flags.ledger,
@@ -448,6 +476,7 @@ def _run_action(
             unsent=unsent,
             known=known,
             done_at=done_at,
+            left_at=left_at,
         )
         if flags.resume
         else None
@@ -492,6 +521,7 @@ def _run_action(
         }
         left = sum(len(ids) for ids in groups.values())
         resumed = before - left
+        _warn_moved(groups, left_at, err)
         err.print(
             f"resume: {before - left} already {spec.verb} per {literal(flags.ledger)}; {left} not "
             f"known {spec.verb}",
@@ -672,7 +702,11 @@ def _run_action(
     if unplaced and report.exit_code == 0:
         report.exit_code = EXIT_FAILED  # intents the resume could not look up: not done
     follow_up(spec, flags, job, report, reach, err)
-    report.retry_args = retry_args(spec, flags) + tuple(
+    # The retry goes where the run went: its one region (a list's region column, which
+    # `ledger failed` prints no column of for a single region), not this command's default.
+    regions = {row.pair.region for row in report.pairs if row.pair.region}
+    where = replace(flags, region=regions.pop()) if len(regions) == 1 else flags
+    report.retry_args = retry_args(spec, where) + tuple(
         part
         for rail in held_by
         if rail not in flags.protect_tags

@@ -391,6 +391,7 @@ def succeeded(
     unsent: Recorded | None = None,
     known: set[str] | None = None,
     done_at: dict[str, Pair] | None = None,
+    left_at: dict[str, Pair] | None = None,
 ) -> set[str] | None:
     """IDs the ledger holds as done for ``action``: what a resume skips; and into
     ``pending`` and ``recorded`` (with where), when given, the IDs a run may have acted
@@ -407,7 +408,7 @@ def succeeded(
 
     Into ``known``, when given: every ID the ledger holds a record of for ``action``; into
     ``done_at``, where each ID held done was done (a record counts for its own account and
-    region only).
+    region only); into ``left_at``, where each intent not done was to be done.
 
     Into ``unsent``, when given (a resume by selection), with where: the other intents
     not known done that a retry would send (never sent, or failed for a reason a retry
@@ -454,6 +455,12 @@ def succeeded(
             (r.id, Pair(r.account, r.region or ""))
             for (act, _), r in state.items()
             if act == action and r.status == "succeeded"
+        )
+    if left_at is not None:
+        left_at.update(
+            (r.id, Pair(r.account, r.region or ""))
+            for (act, _), r in state.items()
+            if act == action and r.status != "succeeded"
         )
     if railed is not None:
         railed.update(
