@@ -7,8 +7,12 @@ reads is refused instead of hanging the run.
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import IO
+
+# A write that found no room: a full disk, a quota, a file-size limit, a device error.
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 

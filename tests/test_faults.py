@@ -1139,3 +1139,27 @@ def test_a_terminate_wait_stopped_before_its_wait_keeps_its_terminations_done(
     terminated = {i for (_, i), r in state.items() if r.status == "succeeded"}
     assert len(terminated) >= 3
     assert failed_list(ledger) == set(ids) - terminated
+
+
+def test_a_merge_that_finds_no_room_ends_74_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A full disk under `ledger merge -o` is the ledger that could not be written (74), as
+    in a run, not bad usage (2); and no partial file is left."""
+    ledger = tmp_path / "l.jsonl"
+    writer = LedgerWriter(str(ledger), "0" * 12, "terminate", "us-east-1")
+    writer.write_ahead([f"i-{n:017x}" for n in range(1, 201)])
+    writer.close()
+    out = tmp_path / "merged" / "m.jsonl"
+    out.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "swarm_cli", "ledger", "merge", "-o", str(out), str(ledger)],
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)),
+        timeout=60,
+    )
+    assert done.returncode == 74, done.stderr
+    assert "cannot write the ledger" in done.stderr and "File too large" in done.stderr
+    assert list(out.parent.iterdir()) == []
+    # A folder that is not there is a path given wrongly: still 2.
+    code, _, err = swarm("ledger", "merge", "-o", str(tmp_path / "no" / "m.jsonl"), str(ledger))
+    assert code == 2 and "cannot write the ledger" in err

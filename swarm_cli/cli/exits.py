@@ -35,6 +35,7 @@ from ..errors import (
     SwarmError,
     error_for,
 )
+from ..files import NO_ROOM
 from ..ledger import LedgerError, LedgerInUse, LedgerWriteError
 from ..text import literal
 from . import quick_params
@@ -246,7 +247,7 @@ def as_swarm_error(exc: BaseException) -> SwarmError | None:
     if isinstance(exc, BrokenPipeError):  # a write of its own to standard output (JSON)
         stdout_closed()
         return error_for(EXIT_LEDGER, OUTPUT_CLOSED)
-    if isinstance(exc, OSError) and exc.errno in _FULL:
+    if isinstance(exc, OSError) and exc.errno in NO_ROOM:
         # Standard output on a full disk (or a device that takes nothing): what the command
         # did is done, only not all said; a run's ledger holds it all.
         return error_for(
@@ -255,10 +256,6 @@ def as_swarm_error(exc: BaseException) -> SwarmError | None:
             "short (what a run did is in its ledger all the same)",
         )
     return None
-
-
-# A write that found no room: a full disk, a quota, a file-size limit, a device error.
-_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
 def report(exc: SwarmError) -> int:

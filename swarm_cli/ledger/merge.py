@@ -12,8 +12,9 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TypeVar
 
+from ..files import NO_ROOM
 from .blocks import CutShort, WriteAheadCheck
-from .errors import LedgerError, _reason
+from .errors import LedgerError, LedgerWriteError, _reason
 from .lock import held_here, hold_ledger
 from .paths import _sync_folder
 from .reader import Damaged, _read_lines, read_records
@@ -309,6 +310,13 @@ def _merge_into(
     return len(intents)
 
 
+def _unwritten(path: str, err: OSError) -> LedgerError:
+    """Why the merged ledger could not be written, as the kind of error it is: no room (a
+    full disk, a quota: exit 74), or a path given wrongly (exit 2)."""
+    text = f"cannot write the ledger {path}: {_reason(err)}"
+    return LedgerWriteError(text) if err.errno in NO_ROOM else LedgerError(text)
+
+
 def _replace(path: str, lines: Iterable[bytes]) -> None:
     """Make ``path`` hold ``lines``, all or nothing, and durably.
 
@@ -335,7 +343,7 @@ def _replace(path: str, lines: Iterable[bytes]) -> None:
         temp = os.path.join(folder, f".{base}.{secrets.token_hex(8)}.tmp")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     except OSError as err:
-        raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
+        raise _unwritten(path, err) from None
     try:
         # A ledger someone made private stays private once merged into.
         with contextlib.suppress(FileNotFoundError):
@@ -358,7 +366,7 @@ def _replace(path: str, lines: Iterable[bytes]) -> None:
             os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(temp)
-        raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
+        raise _unwritten(path, err) from None
     # The rename is durable only once the folder is synced.
     try:
         _sync_folder(path)
