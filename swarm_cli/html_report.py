@@ -183,6 +183,7 @@ def _summary(report: Report) -> str:
         ("dry run", "yes" if report.dry_run else "no"),
         (_things(report), str(total)),
         *((name, str(n)) for name, n in c.items()),
+        *([(f"not seen {_e(target)} (--wait)", str(len(unseen)))] if unseen else []),
         ("elapsed", f"{report.elapsed_seconds:.1f} s"),
         ("calls", str(calls)),
         ("throttled", f"{throttled} ({_share(throttled, calls)} of calls)"),
@@ -541,7 +542,9 @@ def _rate_figure(series: Sequence[Sample], span: float, things: str) -> str:
 def _problems(report: Report) -> str:
     problems = report.not_done()
     things = _things(report)
-    heading = f"{things[:1].upper()}{things[1:]} that did not succeed"
+    # Not done as the ledger says: what failed or is missing, and what is pending (a call
+    # whose answer was lost, or accepted but not seen there by its --wait).
+    heading = f"{things[:1].upper()}{things[1:]} not done"
     if not problems:
         return f'<h2>{heading}</h2><p class="none">None.</p>'
     rows = "".join(_problem_row(p) for p in problems[:MAX_PROBLEM_ROWS])

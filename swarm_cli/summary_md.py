@@ -148,11 +148,15 @@ def _notes(report: Report) -> list[str]:
 
 def _counts_table(report: Report) -> list[str]:
     c = report.counts
+    unseen = report.unseen()
+    target = report.extra.get("wait", {}).get("target", "there")
+    waited = [(f"not seen {target} (--wait)", len(unseen))] if unseen else []
     rows = [
         ("succeeded", c["succeeded"]),
         ("failed", c["failed"]),
         ("missing", c["missing"]),
         ("pending", c["pending"]),
+        *waited,
         ("total", report.total),
         ("calls", report.total_of("calls")),
         ("throttled calls", report.total_of("throttled_calls")),

@@ -709,12 +709,13 @@ def test_the_step_summary_and_the_report_list_what_the_wait_did_not_see_arrive(
     text = summary.read_text()
     title = text.splitlines()[0]
     assert "4 of 4 succeeded, 4 not seen running" in title, title
+    assert "| not seen running (--wait) | 4 |" in text
     assert "### Not done (4)" in text
     rows = [line for line in text.splitlines() if "WaitTimeout" in line]
     assert sorted(line.split("|")[1].strip() for line in rows) == sorted(ids)
     page = html.read_text()
-    assert "4 not seen running" in page
-    assert "Instances that did not succeed (4)" in page
+    assert "4 not seen running" in page and "not seen running (--wait)" in page
+    assert "Instances not done (4)" in page
     assert all(i in page for i in ids) and "WaitTimeout" in page
 
 
