@@ -40,6 +40,15 @@ def test_a_start_at_ec2s_documented_limits_is_done_in_a_few_calls(tmp_path: Path
         # One ID a call would have taken 60 s and 120 calls.
         assert report["calls"] <= 3
         assert set(box.states(ids).values()) == {"running"}
+        # A rollback of a stop is a start: it starts where a start does (it began at 10).
+        stopped = tmp_path / "stop2.jsonl"
+        assert terminate_json(box, ids_file, stopped, action="stop")[0] == 0
+        code, out, err = swarm(
+            "rollback", str(stopped), "--yes", "--output", "json", "--endpoint-url", box.endpoint
+        )
+        assert code == 0, err
+        assert json.loads(out)["calls"] <= 3
+        assert set(box.states(ids).values()) == {"running"}
 
 
 def feed(

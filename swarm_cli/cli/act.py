@@ -1619,8 +1619,14 @@ def rollback(
             dry_run=False,
             sandbox=False,
             params={},
-            # Calls of 10 to start with, sized from the answers after (--batch-size auto).
-            options=RunOptions(ledger=ledger, progress=progress.value, auto_batch=True),
+            # --batch-size auto: from where the undo's bursts are spent together (a start:
+            # 200), sized from the answers after.
+            options=RunOptions(
+                ledger=ledger,
+                progress=progress.value,
+                batch_size=initial_size(plan.action.limits),
+                auto_batch=True,
+            ),
             output=output,
             accounts=accounts,
             role_arn=role_arn,

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from ..actions import ACTIONS, ActionSpec
 from ..actions.operations import RESOURCE_OPERATIONS, Operation
+from ..batching import initial_size
 from ..errors import EXIT_FAILED, EXIT_LEDGER, EXIT_REFUSED, EXIT_SIGNALLED, UsageError
 from ..ledger import (
     FINAL_SUCCESS,
@@ -88,6 +89,8 @@ def follow_up(
                 # The undo has no budget of its own: one that stopped it early would leave
                 # more of the run in place.
                 options = replace(job.options, max_errors=None)
+                if options.auto_batch:  # from where the undo's own bursts are spent together
+                    options = replace(options, batch_size=initial_size(plan.action.limits))
                 try:
                     settle(plan, groups, reach, options, err, flags.wait_timeout)
                 except ReadInterrupted as exc:
