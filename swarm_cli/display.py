@@ -1016,8 +1016,11 @@ def render_summary(report: Report, console: Console) -> None:
             path = report.ledger if not report.ledger.startswith("-") else f"./{report.ledger}"
             ledger = shell_quote(path)
             left = shell_quote(f"{path}.left")
+            # A run over several regions or accounts keeps each ID in its place, even when
+            # what is left lies in one region (bare IDs would go to this command's region).
+            form = "--format csv " if len(report.pairs) > 1 else ""
             again = (
-                f"{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
+                f"{form}{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
                 f"--ledger {ledger} --ids {left} --resume"
             )
             moving = sum(1 for p in report.problems if p.code == IN_TRANSITION_CODE)

@@ -13,11 +13,13 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
 from test_cli import swarm, write_ids
 
+from swarm_cli.ledger import fold, read_records
 from swarm_cli.sandbox import BucketSpec, Sandbox, SandboxConfig
 
 IDS = [f"i-0000000{n}" for n in range(1, 7)]
@@ -288,6 +290,64 @@ def test_the_retry_of_a_list_whose_column_names_the_region_goes_there(tmp_path: 
         box._front().config = replace(config, error_rate=0.0)
         run_printed(printed, tmp_path)
         assert box.states(ids, region="eu-west-1") == {i: "terminated" for i in ids}
+
+
+def test_a_resume_to_where_the_ledger_found_them_missing_is_not_warned_of(
+    tmp_path: Path,
+) -> None:
+    """IDs sent to the wrong region are recorded missing there: that is where they were
+    not found, not where they are left to do, and the right list is no mistake."""
+    with Sandbox(SandboxConfig(BucketSpec(100, 100), BucketSpec(1000, 1000))) as box:
+        ids = box.launch(2, region="eu-west-1")
+        ledger = str(tmp_path / "l.jsonl")
+        common = ("--yes", "--endpoint-url", box.endpoint, "--ledger", ledger)
+        bare = write_ids(tmp_path / "bare.txt", ids)
+        code, _, _ = swarm("terminate", "--ids", bare, *common, "--region", "us-east-1")
+        assert code == 1  # missing there
+        listed = tmp_path / "ids.csv"
+        listed.write_text("instance_id,region\n" + "".join(f"{i},eu-west-1\n" for i in ids))
+        code, _, err = swarm("terminate", "--ids", str(listed), *common, "--resume")
+        assert code == 0, err
+        assert "left to do in another region" not in " ".join(err.split())
+        assert box.states(ids, region="eu-west-1") == dict.fromkeys(ids, "terminated")
+
+
+def test_the_retry_of_a_run_over_two_regions_keeps_each_id_in_its_place(tmp_path: Path) -> None:
+    """Two regions, what is left in one: `ledger failed` printed bare IDs, which the retry
+    sent to the default region, where they were recorded missing and the gate passed."""
+    config = SandboxConfig(
+        BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000), transition_seconds=4.0
+    )
+    with Sandbox(config) as box:
+        east = box.launch(2)
+        west = box.launch(2, region="eu-west-1")
+        box.client().stop_instances(InstanceIds=east)
+        deadline = time.monotonic() + 30
+        while set(box.states(east).values()) != {"stopped"} and time.monotonic() < deadline:
+            time.sleep(0.2)
+        listed = tmp_path / "ids.csv"
+        rows = [f"{i},us-east-1" for i in east] + [f"{i},eu-west-1" for i in west]
+        listed.write_text("instance_id,region\n" + "".join(f"{r}\n" for r in rows))
+        code, summary, err = swarm(
+            *("stop", "--ids", str(listed), "--yes", "--endpoint-url", box.endpoint),
+            *("--ledger", str(tmp_path / "l.jsonl"), "--wait", "--wait-timeout", "1"),
+            *("--progress", "none"),
+        )
+        assert code == 1, err
+        (line,) = [x for x in summary.splitlines() if "not seen stopped:" in x]
+        printed = line.split("not seen stopped:", 1)[1].strip()
+        assert "--format csv" in printed
+        while set(box.states(west, region="eu-west-1").values()) != {"stopped"}:
+            assert time.monotonic() < deadline + 30
+            time.sleep(0.2)
+        run_printed(printed, tmp_path)
+    code, out, _ = swarm("ledger", "failed", "--action", "stop", str(tmp_path / "l.jsonl"))
+    assert code == 0 and out == ""
+    latest = fold(read_records(str(tmp_path / "l.jsonl")))
+    assert {r.id: r.region for r in latest.values() if r.id in west} == dict.fromkeys(
+        west, "eu-west-1"
+    )
+    assert {r.status for r in latest.values()} == {"succeeded"}
 
 
 def test_an_action_the_ledger_does_not_hold_does_not_pass_the_gate(tmp_path: Path) -> None:

@@ -408,7 +408,7 @@ def succeeded(
 
     Into ``known``, when given: every ID the ledger holds a record of for ``action``; into
     ``done_at``, where each ID held done was done (a record counts for its own account and
-    region only); into ``left_at``, where each intent not done was to be done.
+    region only); into ``left_at``, where each intent pending or failed is left to do.
 
     Into ``unsent``, when given (a resume by selection), with where: the other intents
     not known done that a retry would send (never sent, or failed for a reason a retry
@@ -460,7 +460,8 @@ def succeeded(
         left_at.update(
             (r.id, Pair(r.account, r.region or ""))
             for (act, _), r in state.items()
-            if act == action and r.status != "succeeded"
+            # Not missing: that is where it was not found, not where it is left to do.
+            if act == action and r.status in ("pending", "failed")
         )
     if railed is not None:
         railed.update(
