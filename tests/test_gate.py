@@ -312,6 +312,39 @@ def test_a_resume_to_where_the_ledger_found_them_missing_is_not_warned_of(
         assert box.states(ids, region="eu-west-1") == dict.fromkeys(ids, "terminated")
 
 
+def test_intents_sent_again_to_the_wrong_region_stay_left_where_they_are(
+    tmp_path: Path,
+) -> None:
+    """Pending in eu-west-1, then a resume of bare IDs sent them to us-east-1: recorded
+    missing there, they fell out of `ledger failed`, and the gate passed with them
+    running. They are listed where they are left, and a CSV retry finishes them."""
+    config = SandboxConfig(BucketSpec(100, 100), BucketSpec(1000, 1000), error_rate=1.0)
+    with Sandbox(config) as box:
+        ids = box.launch(3, region="eu-west-1")
+        ledger = str(tmp_path / "l.jsonl")
+        common = ("--yes", "--endpoint-url", box.endpoint, "--ledger", ledger)
+        listed = tmp_path / "ids.csv"
+        listed.write_text("instance_id,region\n" + "".join(f"{i},eu-west-1\n" for i in ids))
+        code, _, _ = swarm("terminate", "--ids", str(listed), *common, "--max-attempts", "1")
+        assert code == 1
+        box._front().config = replace(config, error_rate=0.0)
+        bare = write_ids(tmp_path / "bare.txt", ids)
+        code, _, _ = swarm("terminate", "--ids", bare, *common, "--resume", "--region", "us-east-1")
+        assert code == 1  # not found there
+        code, out, err = swarm("ledger", "failed", ledger)
+        assert code == 0 and sorted(out.split()) == sorted(ids), err
+        assert "sent again to another and not found there" in " ".join(err.split())
+        assert "eu-west-1" in err  # where: the note of --format ids
+        code, out, _ = swarm("ledger", "failed", "--format", "csv", ledger)
+        left = tmp_path / "left.csv"
+        left.write_text(out)
+        assert all(f"{i},eu-west-1," in out for i in ids)
+        code, _, err = swarm("terminate", "--ids", str(left), *common, "--resume")
+        assert code == 0, err
+        assert box.states(ids, region="eu-west-1") == dict.fromkeys(ids, "terminated")
+    assert swarm("ledger", "failed", ledger)[1] == ""
+
+
 def test_the_retry_of_a_run_over_two_regions_keeps_each_id_in_its_place(tmp_path: Path) -> None:
     """Two regions, what is left in one: `ledger failed` printed bare IDs, which the retry
     sent to the default region, where they were recorded missing and the gate passed."""

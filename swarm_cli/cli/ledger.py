@@ -27,9 +27,10 @@ from ..ledger import (
     in_use,
     merge_files,
     permanent,
+    read_records,
     undone,
 )
-from ..ledger.merge import UNDOES, UNDONE_CODE
+from ..ledger.merge import UNDOES, UNDONE_CODE, hidden_elsewhere
 from ..targets import Target, Targets, TargetsError, read_ids
 from ..text import literal, shell_quote
 from .common import ledger_app
@@ -165,6 +166,18 @@ def ledger_failed(
                 f"(it holds {', '.join(actions)})"
             )
     left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
+    # Sent again to the wrong place (a list without its region column) and not found
+    # there: still left where the ledger had it, not missing.
+    moved = hidden_elsewhere(_records(paths), state, action)
+    shown = {r.id for r in moved}
+    if moved:
+        where = ", ".join(sorted({"/".join(filter(None, (r.account, r.region))) for r in moved}))
+        typer.echo(
+            f"note: {len(moved)} ID(s) left to do in one region or account were sent again "
+            f"to another and not found there: listed where they are left ({literal(where)})",
+            err=True,
+        )
+        left = [r for r in left if r.id not in shown] + [r for r in moved if r.status in wanted]
     stuck = [r for r in left if permanent(r)]
     if retryable:
         left = [r for r in left if not permanent(r)]
@@ -267,7 +280,11 @@ def ledger_failed(
             err=True,
         )
     if not with_missing:
-        unfound = sum(1 for (act, _), r in state.items() if act == action and r.status == "missing")
+        unfound = sum(
+            1
+            for (act, _), r in state.items()
+            if act == action and r.status == "missing" and r.id not in shown
+        )
         if unfound:
             # Not done either: most often another region or account than the run's.
             typer.echo(
@@ -466,6 +483,11 @@ def _fold_ledgers(
     # A stop's success older than a start of the same instance (or the other way round)
     # is not known to hold: listed as pending, not counted done.
     return undone(state)
+
+
+def _records(paths: list[Path]) -> list[Record]:
+    """Every record of ``paths`` (damage was said when they were folded)."""
+    return [r for path in paths for r in read_records(str(path), [])]
 
 
 def _no_records(path: str) -> None:

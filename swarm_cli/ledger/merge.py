@@ -77,6 +77,40 @@ def fold(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
     return state
 
 
+def hidden_elsewhere(
+    records: Iterable[Record], state: Mapping[tuple[str, str], Record], action: str
+) -> list[Record]:
+    """Intents of ``action`` left to do (pending or failed) in one place that a later
+    ``missing`` in another place hides in ``state``: an ID sent again to the wrong region
+    is not found there, which says nothing of where it is left. The latest record of
+    each such place, one per ID."""
+    hidden = {
+        r.id
+        for (act, _), r in state.items()
+        if act == action and r.status == "missing" and r.region
+    }
+    if not hidden:
+        return []
+    places: dict[tuple[str, str | None, str | None], Record] = {}
+    for r in records:
+        if r.action != action or r.id not in hidden:
+            continue
+        key = (r.id, r.region, r.account)
+        current = places.get(key)
+        if current is None or _beats(r, current):
+            places[key] = r
+    out: dict[str, Record] = {}
+    for (instance, region, account), r in sorted(places.items(), key=lambda kv: str(kv[0])):
+        latest = state[(action, instance)]
+        elsewhere = (region and region != latest.region) or (
+            account and latest.account and account != latest.account
+        )
+        left = elsewhere and r.status in ("pending", "failed")
+        if left and (instance not in out or _beats(r, out[instance])):
+            out[instance] = r
+    return list(out.values())
+
+
 def undone(state: Mapping[tuple[str, str], Record]) -> dict[tuple[str, str], Record]:
     """``state`` with each success that a later run's record of an action undoing it
     (a start after a stop, a stop after a start; done, or in flight or unanswered: not
