@@ -168,7 +168,8 @@ def ledger_failed(
     left = [r for (act, _), r in state.items() if act == action and r.status in wanted]
     # Sent again to the wrong place (a list without its region column) and not found
     # there: still left where the ledger had it, not missing.
-    moved = hidden_elsewhere(_records(paths), state, action)
+    unfound_any = any(act == action and r.status == "missing" for (act, _), r in state.items())
+    moved = hidden_elsewhere(_records(paths), state, action) if unfound_any else []
     shown = {r.id for r in moved}
     if moved:
         where = ", ".join(sorted({"/".join(filter(None, (r.account, r.region))) for r in moved}))
