@@ -29,7 +29,7 @@ from .errors import (
     EXIT_LEDGER,
 )
 from .events import RESOLVED, Event, Failed, Listener, Missing, Resolved, Subscriber
-from .ledger import LedgerError, LedgerWriter
+from .ledger import LedgerError, LedgerWriter, undo_note
 from .outage import Outage
 from .outcome import Kind, Outcome
 from .report import Pair, PairReport, Problem, Reason, Report
@@ -149,6 +149,8 @@ class Job:
     tags: str | None = None
     # The state a --wait after the run waits for, on its records (see ledger.unchecked).
     waits: str | None = None
+    # The runs this one undoes (a rollback): said on its intents (see saga.UNDO_OF).
+    undoes: tuple[str, ...] = ()
 
     @classmethod
     def single(
@@ -539,6 +541,7 @@ def run(
                 for lane in lanes:
                     writer.write_ahead(
                         lane.ids,
+                        message=undo_note(job.undoes),
                         region=lane.pair.region,
                         account=lane.pair.account,
                         run_intents=job.total,

@@ -24,6 +24,7 @@ from .ledger import (
     describe_damage,
     may_have_acted,
     read_records,
+    undoes,
 )
 from .report import Pair, Report
 from .targets import ACCOUNT_ID, INSTANCE_ID, REGION
@@ -157,7 +158,19 @@ def undo_plan(
             if [r for r, _ in can] != reversible[-1:]:
                 raise SagaError(_choose(len(reversible), can, cannot, where))
             # The latest run alone has something left to undo (the others' was undone by
-            # later runs, or they changed nothing): the undo of the ledger is its.
+            # later runs, or they changed nothing): the undo of the ledger is its. Unless
+            # it is itself the undo of those runs (a rollback): undoing it would make the
+            # change they made again, where a rollback after a rolled-back run means
+            # that nothing is left to undo.
+            latest = reversible[-1]
+            undid = sorted({x for r in by_run[latest] for x in undoes(r) if x in by_run})
+            if undid:
+                raise SagaError(
+                    f"run {latest} in {where} is the rollback of run {', '.join(undid)}, "
+                    "which it undid: nothing else is left to undo (to undo that rollback "
+                    f"itself, pass --run {latest})",
+                    why=UNDONE_LATER,
+                )
             reversible = reversible[-1:]
         runs = reversible
     else:

@@ -105,6 +105,41 @@ def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: 
     assert {r.action for r in waits} == {"start"} and len(waits) == undone["counts"]["succeeded"]
 
 
+def test_a_rollback_after_a_run_rolled_back_has_nothing_left_to_undo(tmp_path: Path) -> None:
+    """`swarm rollback LEDGER` after a run whose --rollback undid it took that undo (a
+    start) for the latest run and undid it: the fleet stopped again, exit 0. A rollback
+    says on its intents which run it undoes, and the ledger's rollback finds nothing left."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(12, stop_protected=2)
+        ids = ids[2:] + ids[:2]
+        ledger = tmp_path / "l.jsonl"
+        listed = write_ids(tmp_path / "ids.txt", ids)
+        code, report = act(
+            box, "stop", listed, ledger, "--batch-size", "1", "--max-errors", "0", "--rollback"
+        )
+        assert code == 1 and report["rollback"]["action"] == "start"
+        assert states(box, ids) == {"running"}
+        records = read_records(str(ledger))
+        undo = [r for r in records if r.action == "start" and r.status == "pending" and not r.code]
+        assert undo and {r.message for r in undo} == {f"undo of run {report['run']}"}
+        code, out, err = swarm(
+            "rollback", str(ledger), "--yes", "--output", "json", "--endpoint-url", box.endpoint
+        )
+        assert code == 0, err
+        assert json.loads(out)["nothing_to_undo"]
+        assert f"rollback of run {report['run']}" in " ".join(err.split())
+        assert states(box, ids) == {"running"}
+        # The same after `swarm rollback` itself: a second one has nothing left.
+        stopped = tmp_path / "s.jsonl"
+        assert act(box, "stop", write_ids(tmp_path / "few.txt", ids[:4]), stopped)[0] == 0
+        base = ("--yes", "--output", "json", "--endpoint-url", box.endpoint)
+        assert swarm("rollback", str(stopped), *base)[0] == 0
+        assert states(box, ids[:4]) == {"running"}
+        code, out, err = swarm("rollback", str(stopped), *base)
+        assert code == 0 and json.loads(out)["nothing_to_undo"], err
+        assert states(box, ids[:4]) == {"running"}
+
+
 @pytest.mark.parametrize("action", ["stop", "start"])
 def test_a_wait_asks_for_many_instances_in_one_call(tmp_path: Path, action: str) -> None:
     """DescribeInstances spends no instance token: the wait's calls carry up to 200 IDs,

@@ -1691,7 +1691,9 @@ def rollback(
         title = f"rollback of {plan.run}"
         settle(plan, groups, reach, options, err, wait_timeout)
         stage.sending = True
-        report = run_plan(plan.action, groups, options, reach, err, title, settled, wait=wait)
+        report = run_plan(
+            plan.action, groups, options, reach, err, title, settled, wait=wait, undoes=plan.run
+        )
         report.extra["undoes"] = plan.run  # what the step summary is headed by
         job = Job(plan.action, groups, options)
         follow_up(plan.action, flags, job, report, reach, err)

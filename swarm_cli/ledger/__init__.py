@@ -27,6 +27,8 @@ from .record import (
     Record,
     may_have_acted,
     permanent,
+    undo_note,
+    undoes,
     utc_now,
 )
 from .writer import OWN, LedgerWriter, WriterValue
@@ -68,6 +70,8 @@ __all__ = [
     "read_records",
     "same_file",
     "succeeded_ids",
+    "undo_note",
+    "undoes",
     "undone",
     "utc_now",
 ]

@@ -77,6 +77,23 @@ IN_TRANSITION_CODE = "InTransition"
 MAYBE_DONE = "may or may not be done"
 
 
+# On the intents of a run that undoes others (a rollback): "undo of run ID[, ID...]".
+UNDO_OF = "undo of run "
+
+
+def undo_note(runs: Sequence[str]) -> str | None:
+    """The message on the intents of a run that undoes ``runs``; None for any other run."""
+    return UNDO_OF + ", ".join(runs) if runs else None
+
+
+def undoes(record: Record) -> list[str]:
+    """The runs a run undoes, as its intent ``record`` says (none for any other run)."""
+    note = record.message or ""
+    if record.status != "pending" or record.code is not None or not note.startswith(UNDO_OF):
+        return []
+    return [r.strip() for r in note[len(UNDO_OF) :].split(",") if r.strip()]
+
+
 def may_have_acted(last: Record) -> bool:
     """Whether a run whose latest record of an intent is ``last`` may have acted on it:
     that record is the bare intent (the run was killed: its call may have been in
