@@ -50,8 +50,11 @@ def follow_up(
     ledger could not be written (neither could their records).
     """
     if report.interrupted or report.ledger_error:
-        if flags.rollback or flags.wait:
-            err.print("--rollback and --wait skipped: the run was stopped short", markup=False)
+        passed_by = " and ".join(
+            o for o, given in (("--rollback", flags.rollback), ("--wait", flags.wait)) if given
+        )
+        if passed_by:
+            err.print(f"{passed_by} skipped: the run was stopped short", markup=False)
         if flags.wait and not report.ledger_error:
             why = f"the run was stopped by {report.signal or 'a signal'} before its --wait"
             _not_waited_for(spec, flags, job, report, err, report.done, why)
