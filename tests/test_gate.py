@@ -258,6 +258,24 @@ def test_the_retry_command_acts_where_the_run_did_with_its_rails(tmp_path: Path)
         assert box.states(ids, region="eu-west-1") == {i: "terminated" for i in ids}
 
 
+def test_the_retry_keeps_a_batch_size_given_even_one_auto_would_start_from(
+    tmp_path: Path,
+) -> None:
+    """--batch-size 10 on a terminate (auto's start there): the retry dropped it and ran
+    auto, which grows past 10."""
+    config = SandboxConfig(BucketSpec(100, 100), BucketSpec(1000, 1000), error_rate=1.0)
+    with Sandbox(config) as box:
+        ids = box.launch(3)
+        code, summary, err = swarm(
+            *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes"),
+            *("--endpoint-url", box.endpoint, "--ledger", str(tmp_path / "l.jsonl")),
+            *("--max-attempts", "1", "--batch-size", "10", "--progress", "none"),
+        )
+    assert code == 1, err
+    (line,) = [x for x in summary.splitlines() if "retry the rest:" in x]
+    assert "--batch-size 10" in line
+
+
 def test_the_retry_of_a_list_whose_column_names_the_region_goes_there(tmp_path: Path) -> None:
     """A CSV whose region column (eu-west-1) is not the default region: `ledger failed`
     prints bare IDs for one region, and the retry said --region us-east-1. Run as

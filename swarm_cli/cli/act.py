@@ -748,8 +748,8 @@ def retry_args(spec: ActionSpec, flags: Flags) -> tuple[str, ...]:
     args += ["--max-errors", flags.max_errors] if flags.max_errors is not None else []
     args += ["--rollback"] if flags.rollback else []
     tuning = flags.options
-    fixed = not tuning.auto_batch and tuning.batch_size != initial_size(spec.limits)
-    args += ["--batch-size", str(tuning.batch_size)] if fixed else []
+    # A size given, whatever it is (one equal to auto's start is no auto: it stays).
+    args += [] if tuning.auto_batch else ["--batch-size", str(tuning.batch_size)]
     if tuning.max_outage != RunOptions().max_outage:
         args += ["--max-outage", f"{tuning.max_outage:g}"]
     return tuple(args)
