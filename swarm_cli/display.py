@@ -916,7 +916,9 @@ def render_summary(report: Report, console: Console) -> None:
     for status in ("failed", "missing", "pending"):
         if c[status]:
             say(f"  {status}: {c[status]}", style="red")
-    for item in report.problems[:20]:
+    # With what --wait did not see arrive: not done either, as the ledger records them.
+    problems = report.not_done()
+    for item in problems[:20]:
         place = Pair(item.account, item.region).label if item.region else ""
         where = f"  {literal(place)}" if len(report.pairs) > 1 and place else ""
         say(
@@ -924,7 +926,7 @@ def render_summary(report: Report, console: Console) -> None:
             # EC2's NotFound names every ID of its call: the ledger holds it whole.
             f"{clip(own_part(item.message or '', item.id), 300)}"
         )
-    if len(report.problems) > 20:
+    if len(problems) > 20:
         if report.ledger_error:
             # The ledger failed: what it could not hold is printed above as its lines.
             where = " (--output json lists all; the ledger could not hold every one)"
@@ -932,7 +934,7 @@ def render_summary(report: Report, console: Console) -> None:
             where = f" (see the ledger {literal(report.ledger)})"
         else:
             where = " (--output json lists all)"
-        say(f"    … and {len(report.problems) - 20} more{where}")
+        say(f"    … and {len(problems) - 20} more{where}")
     # (Not with --missing-ok: a run again of a deletion done already finds none, rightly.)
     if report.total and c["missing"] == report.total and "--missing-ok" not in report.retry_args:
         say(

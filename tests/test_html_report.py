@@ -445,5 +445,7 @@ def test_the_terminal_summary_says_what_the_wait_did_not_see_arrive() -> None:
     report = make_report(action="stop", extra={"wait": {"target": "stopped", "problems": [unseen]}})
     console = Console(record=True, width=200)
     render_summary(report, console)
-    assert "not seen stopped" in console.export_text().splitlines()[0]
+    text = console.export_text()
+    assert "not seen stopped" in text.splitlines()[0]
+    assert "i-0eee  pending  WaitTimeout" in text  # listed with what else is not done
     assert [p.id for p in report.not_done()][-1] == "i-0eee"
