@@ -99,6 +99,8 @@ class UndoPlan:
     # When the first of the runs began (ISO 8601, as the ledger has it), if known: an
     # unsure instance stopped before it, as EC2 says, was not stopped by them.
     began: str | None = field(default=None, compare=False)
+    # The IDs of the runs undone (``run`` is their label, for people).
+    runs: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def total(self) -> int:
@@ -351,7 +353,16 @@ def _plan(
         raise SagaError(f"run {label} ({action}) changed nothing: nothing to undo", CHANGED_NOTHING)
     first = min(began[r] for r in runs)
     return UndoPlan(
-        label, undo, groups, action, unsure, terminated, damaged, superseded, first or None
+        label,
+        undo,
+        groups,
+        action,
+        unsure,
+        terminated,
+        damaged,
+        superseded,
+        first or None,
+        tuple(runs),
     )
 
 
@@ -400,7 +411,7 @@ def undo_report(report: Report) -> UndoPlan:
         raise SagaError(
             f"run {report.run} ({report.action}) changed nothing: nothing to undo", CHANGED_NOTHING
         )
-    return UndoPlan(report.run, undo, groups)
+    return UndoPlan(report.run, undo, groups, runs=(report.run,))
 
 
 def _actions(records: Sequence[Record]) -> set[str]:

@@ -1692,7 +1692,7 @@ def rollback(
         settle(plan, groups, reach, options, err, wait_timeout)
         stage.sending = True
         report = run_plan(
-            plan.action, groups, options, reach, err, title, settled, wait=wait, undoes=plan.run
+            plan.action, groups, options, reach, err, title, settled, wait=wait, undoes=plan.runs
         )
         report.extra["undoes"] = plan.run  # what the step summary is headed by
         job = Job(plan.action, groups, options)

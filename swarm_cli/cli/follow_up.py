@@ -119,7 +119,7 @@ def follow_up(
                     err,
                     "rollback",
                     wait=flags.wait,
-                    undoes=plan.run,
+                    undoes=plan.runs,
                 )
                 report.undone = frozenset(i for ids in undo.done.values() for i in ids)
                 # The undo's own after-run (what it found on its way; with --wait, its
@@ -470,10 +470,10 @@ def run_plan(
     settled: Mapping[Pair, Mapping[str, Outcome]] | None = None,
     *,
     wait: bool = False,
-    undoes: str = "",
+    undoes: Sequence[str] = (),
 ) -> Report:
-    """Runs ``spec`` on ``groups``, the undo of the runs ``undoes`` names ("a, b"), said on
-    its intents; with ``wait``, a --wait is to follow it."""
+    """Runs ``spec`` on ``groups``, the undo of the runs ``undoes``, said on its intents;
+    with ``wait``, a --wait is to follow it."""
     from ..ec2 import InstanceCall, classify_exception
 
     def action(pair: Pair) -> InstanceCall:
@@ -481,8 +481,7 @@ def run_plan(
 
     waits = spec.target_state if wait and checked_by_wait(spec.name) else None
     ids = {p: list(i) for p, i in groups.items()}
-    undone = tuple(r.strip() for r in undoes.split(",") if r.strip())
-    job = Job(spec, ids, options, title, settled or {}, waits=waits, undoes=undone)
+    job = Job(spec, ids, options, title, settled or {}, waits=waits, undoes=tuple(undoes))
     report = run_job(job, action, err, classify=classify_exception)
     unverified = unverified_count(settled or {})
     if unverified:
