@@ -1459,7 +1459,7 @@ def register(
     else:
         body = [
             "The first call goes alone; after its success up to 10 calls may be in flight, "
-            "sent spread over the round trip, doubling each round trip until EC2 first "
+            "paced over half a round trip, doubling each round trip until EC2 first "
             "throttles. From then on calls leave paced at the rate measured between "
             "throttles, probing upward every two round trips; throttles that slowing down "
             "does not reduce are taken as noise, not as the limit. --headroom leaves a share "

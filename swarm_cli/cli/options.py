@@ -122,7 +122,10 @@ MinWindow = Annotated[
         metavar="N",
         min=1,
         max=1000,
-        help="Fewest calls in flight allowed after throttles.",
+        help=(
+            "Fewest calls in flight ever allowed, the first included: above 1, the first "
+            "call no longer goes alone."
+        ),
     ),
 ]
 
