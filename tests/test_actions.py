@@ -67,6 +67,27 @@ def test_each_action_moves_120_instances_to_its_state_and_waits_for_it(
     assert {r.id for r in reached} == set(ids) and all(r.action == action for r in reached)
 
 
+def test_a_reboot_of_terminated_instances_is_not_sent_and_not_a_success(tmp_path: Path) -> None:
+    # EC2 answers a reboot of a terminated instance with success and does nothing: a
+    # success recorded for it would say it was rebooted.
+    with Sandbox(OPEN) as box:
+        ids = box.launch(12)
+        gone = ids[::3]
+        box.client().terminate_instances(InstanceIds=gone)
+        ledger = tmp_path / "l.jsonl"
+        code, report = act(box, "reboot", write_ids(tmp_path / "ids.txt", ids), ledger)
+        sent = box.counters.accepted_by_action.get("RebootInstances")
+    assert code == 1, report
+    assert sent == len(ids) - len(gone)
+    assert report["counts"]["succeeded"] == len(ids) - len(gone)
+    assert report["counts"]["failed"] == len(gone)
+    state = fold(read_records(str(ledger)))
+    assert {i for (_, i), r in state.items() if r.status == "succeeded"} == set(ids) - set(gone)
+    assert {i for (_, i), r in state.items() if r.code == "Ignored"} == set(gone)
+    left, out, _ = swarm("ledger", "failed", "--retryable", str(ledger))
+    assert left == 0 and out.split() == []
+
+
 def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: Path) -> None:
     with Sandbox(OPEN) as box:
         ids = box.launch(60, stop_protected=6)

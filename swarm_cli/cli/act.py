@@ -66,6 +66,7 @@ from .follow_up import (
 from .guards import (
     check_outputs,
     confirm,
+    ignored,
     protected_by_tags,
     protected_resources,
     rail_note,
@@ -663,6 +664,8 @@ def _run_action(
     groups, left_out = _settle_unselected(groups, unselected, already, flags.ledger, err)
     if operation is None:
         settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
+        for pair, outcomes in ignored(spec, groups, reach, options, found, err).items():
+            settled[pair] = {**outcomes, **settled.get(pair, {})}  # a rail's word first
     else:
         settled = protected_resources(operation, flags, groups, reach, options, err)
     for pair, outcomes in held.items():

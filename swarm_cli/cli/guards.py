@@ -85,6 +85,48 @@ def check_outputs(flags: Flags) -> None:
         named.append((option, path))
 
 
+def ignored(
+    spec: ActionSpec,
+    groups: Mapping[Pair, Sequence[str]],
+    reach: Reach,
+    options: RunOptions,
+    found: dict[str, Instance],
+    err: Console,
+) -> dict[Pair, dict[str, Outcome]]:
+    """The instances EC2 would answer with success and leave as they are (a reboot of a
+    terminated one: "Requests to reboot terminated instances are ignored"): looked up
+    before the run (what a selection or a rail read is not read again) and recorded
+    failed (``Ignored``), never sent, so that no success says they were done. An
+    instance that could not be read is sent: its answer is all there is to go by."""
+    from ..ledger import IGNORED_CODE
+    from ..plan import STATE_RULES, Prediction
+
+    rules = STATE_RULES.get(spec.name, {})
+    states = {state for state, p in rules.items() if p is Prediction.IGNORED}
+    if not states or not groups:
+        return {}
+    describe_missing(groups, reach, options, found, err)
+    out: dict[Pair, dict[str, Outcome]] = {}
+    for pair, ids in groups.items():
+        for i in ids:
+            info = found.get(i)
+            if info is not None and info.state in states:
+                message = (
+                    f"{info.state}: EC2 answers a {spec.name} of it with success and does "
+                    "nothing; not sent"
+                )
+                out.setdefault(pair, {})[i] = Outcome(Kind.PERMANENT, IGNORED_CODE, message)
+    count = sum(len(o) for o in out.values())
+    if count:
+        err.print(
+            f"{spec.name}: {count} {one_or_more(spec.resource)} terminated or shutting down, "
+            f"not sent (EC2 would answer success and do nothing): recorded failed "
+            f"({IGNORED_CODE})",
+            markup=False,
+        )
+    return out
+
+
 def protected_by_tags(
     spec: ActionSpec,
     flags: Flags,

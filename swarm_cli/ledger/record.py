@@ -55,6 +55,9 @@ PERMANENT_CODES: frozenset[str] = frozenset(
         # A resource of another account (a public AMI): recorded failed only when EC2's
         # message named it; a failure of the credentials leaves every intent pending.
         "AuthFailure",
+        # An instance EC2 answers with success and leaves as it is (a reboot of a
+        # terminated one): not sent, so that no success says it was done.
+        "Ignored",
     }
 )
 
@@ -67,6 +70,9 @@ NOT_CHECKED_CODE = "NotChecked"
 # A success recorded without a call: --resume found the instance in the action's end
 # state already (see swarm_cli.resume).
 ALREADY_CODE = "AlreadyInState"
+# An instance in a state where EC2 answers the action with success and does nothing (a
+# reboot of a terminated instance): looked up before the run, recorded failed, not sent.
+IGNORED_CODE = "Ignored"
 # A refusal (IncorrectInstanceState) of an instance only on its way to a state the action
 # applies to (a start of one still stopping): a failure, not one for good.
 IN_TRANSITION_CODE = "InTransition"
