@@ -146,7 +146,7 @@ def _judge(
     if prediction is Prediction.ALREADY:
         return prediction, f"{info.state}: EC2 answers success"
     if prediction is Prediction.IGNORED:
-        return prediction, f"{info.state}: EC2 answers success and does nothing"
+        return prediction, f"{info.state}: EC2 answers success and does nothing (not sent)"
     passing = PASSING_TO.get(info.state)
     if passing:  # EC2 refuses it only until the instance gets there, within minutes
         return prediction, f"{info.state}: IncorrectInstanceState until it is {passing}"
@@ -208,6 +208,9 @@ class Plan:
     # Rows DescribeInstances left out of an answer with no error naming them: the run's
     # --protect-tag cannot read their tags either, and refuses them (RailUnverified).
     unlisted: set[tuple[Pair, str]] = field(default_factory=set)
+    # Rows the run records without a call (a rail's, a resume's look-up, an ignored
+    # reboot): they cost the run no call and no token.
+    unsent: set[tuple[Pair, str]] = field(default_factory=set)
 
     @property
     def total(self) -> int:
@@ -426,7 +429,7 @@ def check_plan_permission(
     # (a start of instances still stopping): its permission is asked all the same.
     for wanted in (*targets, *_SENT_ANYWAY):
         for r in plan.rows:
-            if r.prediction is wanted:
+            if r.prediction is wanted and (r.pair, r.id) not in plan.unsent:
                 first.setdefault(r.pair, r.id)
     if not first:
         return
@@ -514,7 +517,8 @@ def estimate(
     the most IDs a call may carry while the answers allow; the quicker of the two is the
     estimate (each ID EC2 refuses costs a big call dearly, and auto stays small then).
 
-    By default the run is the one the plan was made for: every ID in it is sent.
+    By default the run is the one the plan was made for: every ID in it is sent, but
+    those it records without a call (``Plan.unsent``).
     ``only_acting`` estimates a run of :meth:`Plan.acting_ids` only (``--plan-out``).
     A pair whose DryRun was refused stops at its first call and costs nothing.
     An ID that EC2 refuses fails its whole call, and the rest of that call is
@@ -535,7 +539,7 @@ def estimate(
     for pair in plan.pairs:
         if plan.permission.get(pair, Permission(None)).allowed is False:
             continue
-        rows = [r for r in plan.rows if r.pair == pair]
+        rows = [r for r in plan.rows if r.pair == pair and (pair, r.id) not in plan.unsent]
         if only_acting:
             rows = [r for r in rows if r.prediction is Prediction.WOULD_ACT]
         refused = sum(1 for r in rows if r.prediction in _REFUSED_IN_BATCH)

@@ -712,6 +712,17 @@ def test_the_dry_run_goes_to_an_id_the_run_would_send_never_one_a_rail_keeps(
     assert sandbox.calls_by("TerminateInstances") == 1  # the first plan's only
 
 
+def test_the_estimate_counts_no_call_for_what_the_run_records_without_one(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    ids = sandbox.launch(6)
+    sandbox.client().create_tags(Resources=ids[:4], Tags=[{"Key": "keep", "Value": "1"}])
+    code, plan = plan_cli(sandbox, tmp_path, ids, "--protect-tag", "keep", "--batch-size", "1")
+    assert code == 1
+    (pair,) = plan["estimate"]["pairs"]
+    assert pair["calls"] == 2  # the two untagged: the tagged are recorded, never sent
+
+
 def test_a_plan_where_none_would_act_still_asks_the_permission_the_run_needs(
     tmp_path: Path,
 ) -> None:

@@ -135,6 +135,7 @@ if TYPE_CHECKING:
     from ..plan import Estimate, Plan, Row
 
 DEFAULT_WAIT_TIMEOUT = 600.0  # --wait-timeout, seconds
+PROTECTED_REASON = "carries a --protect-tag tag"  # a plan's row that the rail refuses
 REHEARSAL_REGION = "us-east-1"  # --sandbox without --region or AWS_REGION
 EXIT_CODES = (
     "Exit codes: 0 all done · 1 some failed, missing or pending (see the ledger), or the run "
@@ -942,7 +943,7 @@ def show_plan(
         plan.rows = [
             replace(r, prediction=Prediction.UNKNOWN, reason=f"{unread} ({why.get(r.id, '?')})")
             if r.id not in read.get(r.pair, {})
-            else replace(r, prediction=Prediction.PROTECTED, reason="carries a --protect-tag tag")
+            else replace(r, prediction=Prediction.PROTECTED, reason=PROTECTED_REASON)
             if predicate(read[r.pair][r.id]) and r.prediction is not Prediction.DOES_NOT_EXIST
             else r
             for r in plan.rows
@@ -968,7 +969,7 @@ def show_plan(
             if r.info is None and r.prediction is Prediction.UNKNOWN
         }
         plan.rows = [
-            replace(r, prediction=Prediction.PROTECTED, reason="carries a --protect-tag tag")
+            replace(r, prediction=Prediction.PROTECTED, reason=PROTECTED_REASON)
             if r.info is not None and predicate(r.info.tags)
             else r
             for r in plan.rows
@@ -1021,6 +1022,17 @@ def show_plan(
         ]
         unseen = {(pair, i) for pair, i in unseen if i not in already.get(pair, {})}
     plan.rail_unseen = len(unseen)
+    # What the run records without a call: a rail's refusals (tagged, or unseen), what it
+    # leaves unselected or finds done, and a reboot of what EC2 would ignore.
+    plan.unsent = unseen | {
+        (r.pair, r.id)
+        for r in plan.rows
+        if r.reason == PROTECTED_REASON
+        or r.id in (held or {}).get(r.pair, {})
+        or r.id in (unselected or ())
+        or r.id in (already or {}).get(r.pair, {})
+        or (operation is None and r.prediction is Prediction.IGNORED)
+    }
     # The permission last, on an ID the run would send: never one a rail keeps back.
     from ..ec2 import InstanceCall
     from ..observe import dry_run_calls
