@@ -148,7 +148,8 @@ def _judge(
     if prediction is Prediction.IGNORED:
         return prediction, f"{info.state}: EC2 answers success and does nothing (not sent)"
     passing = PASSING_TO.get(info.state)
-    if passing:  # EC2 refuses it only until the instance gets there, within minutes
+    if passing and rules.get(passing) in (Prediction.WOULD_ACT, Prediction.ALREADY):
+        # EC2 refuses it only until the instance gets there, within minutes
         return prediction, f"{info.state}: IncorrectInstanceState until it is {passing}"
     return prediction, f"{info.state}: IncorrectInstanceState"
 

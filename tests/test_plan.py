@@ -426,6 +426,8 @@ def test_predictions_for_states_the_sandbox_never_shows() -> None:
         "pending: IncorrectInstanceState until it is running"
     )
     assert _judge(start, info("i-1", "terminated"), None)[1] == "terminated: IncorrectInstanceState"
+    # A reboot is refused stopped as well: a stopping instance is no passing refusal.
+    assert _judge(reboot, info("i-1", "stopping"), None)[1] == "stopping: IncorrectInstanceState"
     assert predict(reboot, info("i-1", "shutting-down"), None) is IG
     assert predict(terminate, info("i-1", "stopped"), True) is P
     assert predict(terminate, info("i-1", "terminated"), True) is D  # protection is moot
