@@ -10,8 +10,10 @@ no faster: DescribeInstances (many IDs per call) and DescribeInstanceAttribute
 
 from __future__ import annotations
 
+import math
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -35,6 +37,9 @@ from .run import Job, RunOptions
 # whatever its size; 200 keeps one answer (a few KB per instance) quick to parse.
 MAX_DESCRIBE_BATCH = 200
 NOT_LISTED_CODE = "NotListed"
+# An ID a look-up with a deadline did not get to read before it (DescribeInstances
+# throttled, failing or hung all that while).
+LATE_CODE = "LookUpTimedOut"
 # The errors whose message names the IDs at fault; the rest of the batch is asked again.
 BAD_ID_CODES = MISSING_CODES | {"InvalidInstanceID.Malformed"}
 # DescribeInstanceAttribute's attribute names and the key its answer holds each under.
@@ -149,10 +154,29 @@ class DescribeBatch(BatchCall):
 
     split_codes = BAD_ID_CODES
 
-    def __init__(self, client: Any) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        deadline: float = math.inf,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
+        self.deadline = deadline
+        self.clock = clock
         self._lock = threading.Lock()  # the engine calls from several worker threads
         self._found: dict[str, InstanceInfo] = {}
+
+    def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
+        if self.answers_unsent():
+            late = Outcome(Kind.PERMANENT, LATE_CODE, "not read before the look-up's deadline")
+            return dict.fromkeys(ids, late)
+        return super().__call__(ids)
+
+    def answers_unsent(self) -> bool:
+        """Past the deadline, what is left is answered at once, with no call (the engine
+        paces none of it: behind throttles, that would take minutes)."""
+        return self.clock() >= self.deadline
 
     @property
     def found(self) -> dict[str, InstanceInfo]:
@@ -260,14 +284,17 @@ def describe_job(
     *,
     options: RunOptions,
     batch_size: int = MAX_DESCRIBE_BATCH,
+    timeout: float = math.inf,
 ) -> tuple[dict[Pair, dict[str, InstanceInfo | None]], Report]:
-    """As :func:`describe`, with the run's report (its calls, and why an ID is absent)."""
+    """As :func:`describe`, with the run's report (its calls, and why an ID is absent).
+    What is not read ``timeout`` seconds in is given up (``LookUpTimedOut``)."""
     if not 1 <= batch_size <= MAX_DESCRIBE_BATCH:
         raise ValueError(f"a DescribeInstances batch holds 1 to {MAX_DESCRIBE_BATCH} IDs")
     actions: dict[Pair, DescribeBatch] = {}
+    deadline = time.monotonic() + timeout
 
     def make_action(pair: Pair) -> DescribeBatch:
-        actions[pair] = DescribeBatch(make_client(pair))
+        actions[pair] = DescribeBatch(make_client(pair), deadline=deadline)
         return actions[pair]
 
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}

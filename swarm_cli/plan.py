@@ -72,6 +72,8 @@ WOULD_FAIL = frozenset(
         Prediction.PROTECTED,
         Prediction.NOT_PERMITTED,
         Prediction.NOT_SELECTED,
+        # Not sent: the run records it failed (Ignored), as no success says it was done.
+        Prediction.IGNORED,
     }
 )
 # The predictions EC2 refuses inside a batch: each fails its call and splits the rest.

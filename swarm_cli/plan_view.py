@@ -45,7 +45,7 @@ _STYLES = {
 
 
 # Predictions a person approving the run must see: those that would fail or are unknown.
-_ATTENTION = frozenset(_STYLES) - {Prediction.WOULD_ACT, Prediction.ALREADY, Prediction.IGNORED}
+_ATTENTION = frozenset(_STYLES) - {Prediction.WOULD_ACT, Prediction.ALREADY}
 
 
 def estimate_text(est: Estimate) -> str:

@@ -4,6 +4,7 @@ the sandbox over real HTTP."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -75,8 +76,15 @@ def test_a_reboot_of_terminated_instances_is_not_sent_and_not_a_success(tmp_path
         gone = ids[::3]
         box.client().terminate_instances(InstanceIds=gone)
         ledger = tmp_path / "l.jsonl"
-        code, report = act(box, "reboot", write_ids(tmp_path / "ids.txt", ids), ledger)
-        sent = box.counters.accepted_by_action.get("RebootInstances")
+        listed = write_ids(tmp_path / "ids.txt", ids)
+        planned, out, _ = swarm(
+            "plan", "reboot", "--ids", listed, "--endpoint-url", box.endpoint, "-o", "json"
+        )
+        plan = json.loads(out)
+        assert planned == 1 and plan["would_fail"] == len(gone)  # as the run will: exit 1
+        before = box.counters.accepted_by_action.get("RebootInstances", 0)  # its DryRun
+        code, report = act(box, "reboot", listed, ledger)
+        sent = box.counters.accepted_by_action.get("RebootInstances", 0) - before
     assert code == 1, report
     assert sent == len(ids) - len(gone)
     assert report["counts"]["succeeded"] == len(ids) - len(gone)
@@ -86,6 +94,36 @@ def test_a_reboot_of_terminated_instances_is_not_sent_and_not_a_success(tmp_path
     assert {i for (_, i), r in state.items() if r.code == "Ignored"} == set(gone)
     left, out, _ = swarm("ledger", "failed", "--retryable", str(ledger))
     assert left == 0 and out.split() == []
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "said"),
+    [(503, "RequestLimitExceeded", "LookUpTimedOut"), (403, "UnauthorizedOperation", "")],
+)
+def test_a_reboot_whose_look_up_cannot_read_sends_all_and_says_so(
+    tmp_path: Path, status: int, code: str, said: str
+) -> None:
+    # Throttled all along, the look-up gives up after --max-outage; denied, at once: the
+    # reboots go as they did before any look-up, and the run says they went unchecked.
+    with Sandbox(OPEN) as box:
+        ids = box.launch(6)
+        box.client().terminate_instances(InstanceIds=ids[:2])
+        box.fail_action("DescribeInstances", status, code, "no")
+        ledger = tmp_path / "l.jsonl"
+        result = subprocess.run(
+            [sys.executable, "-m", "swarm_cli", "reboot", "--ids",
+             write_ids(tmp_path / "ids.txt", ids), "--endpoint-url", box.endpoint, "--yes",
+             "--ledger", str(ledger), "--max-outage", "2", "--progress", "none"],
+            capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
+                 "AWS_REGION": "us-east-1"},
+        )  # fmt: skip
+        sent = box.counters.accepted_by_action.get("RebootInstances")
+    assert result.returncode == 0, result.stderr
+    assert sent == len(ids)
+    warned = " ".join(result.stderr.split())
+    assert "6 instance(s) could not be looked up" in warned, warned
+    assert f"({said or code}" in warned and "sent unchecked" in warned
 
 
 def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: Path) -> None:

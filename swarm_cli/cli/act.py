@@ -665,8 +665,11 @@ def _run_action(
     groups, left_out = _settle_unselected(groups, unselected, already, flags.ledger, err)
     if operation is None:
         settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
-        for pair, outcomes in ignored(spec, groups, reach, options, found, err).items():
-            settled[pair] = {**outcomes, **settled.get(pair, {})}  # a rail's word first
+        kept = {p: {**held.get(p, {}), **already.get(p, {}), **settled.get(p, {})} for p in groups}
+        for pair, outcomes in ignored(
+            spec, groups, reach, options, found, err, settled=kept
+        ).items():
+            settled[pair] = {**outcomes, **settled.get(pair, {})}
     else:
         settled = protected_resources(operation, flags, groups, reach, options, err)
     for pair, outcomes in held.items():

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -34,7 +36,7 @@ from ..run import (
     RunOptions,
 )
 from ..text import one_or_more
-from .exits import error
+from .exits import error, warn
 from .options import Flags
 from .pairs import Instance
 from .reach import Reach
@@ -92,22 +94,35 @@ def ignored(
     options: RunOptions,
     found: dict[str, Instance],
     err: Console,
+    *,
+    settled: Mapping[Pair, Mapping[str, Outcome]] = {},
 ) -> dict[Pair, dict[str, Outcome]]:
     """The instances EC2 would answer with success and leave as they are (a reboot of a
     terminated one: "Requests to reboot terminated instances are ignored"): looked up
-    before the run (what a selection or a rail read is not read again) and recorded
-    failed (``Ignored``), never sent, so that no success says they were done. An
-    instance that could not be read is sent: its answer is all there is to go by."""
+    before the run and recorded failed (``Ignored``), never sent, so that no success says
+    they were done. What a selection or a rail read is not read again, and what is
+    ``settled`` already (a rail's refusal, a resume's) is not looked up. The look-up gives
+    up after ``--max-outage`` seconds (a Describe throttled, failing or hung all along):
+    what it could not read is sent, said so, as before such a look-up."""
     from ..ledger import IGNORED_CODE
     from ..plan import STATE_RULES, Prediction
 
     rules = STATE_RULES.get(spec.name, {})
     states = {state for state, p in rules.items() if p is Prediction.IGNORED}
-    if not states or not groups:
+    wanted = {p: [i for i in ids if i not in settled.get(p, {})] for p, ids in groups.items()}
+    wanted = {p: ids for p, ids in wanted.items() if ids}
+    if not states or not wanted:
         return {}
-    describe_missing(groups, reach, options, found, err)
+    total = sum(map(len, wanted.values()))
+    if total >= LOOK_UP_SAID and options.progress != "none":
+        err.print(
+            f"{spec.name}: looking up {total} {one_or_more(spec.resource)} first (EC2 ignores "
+            f"a {spec.name} of a terminated one and answers success)",
+            markup=False,
+        )
+    unread = describe_missing(wanted, reach, options, found, err, timeout=options.max_outage)
     out: dict[Pair, dict[str, Outcome]] = {}
-    for pair, ids in groups.items():
+    for pair, ids in wanted.items():
         for i in ids:
             info = found.get(i)
             if info is not None and info.state in states:
@@ -124,7 +139,20 @@ def ignored(
             f"({IGNORED_CODE})",
             markup=False,
         )
+    if unread:
+        why = Counter(reason.partition(":")[0] for reason in unread.values())
+        said = ", ".join(f"{reason} x {n}" for reason, n in why.most_common(3))
+        warn(
+            err,
+            f"{spec.name}: {len(unread)} {one_or_more(spec.resource)} could not be looked up "
+            f"({said}): sent unchecked, so a terminated one among them is recorded "
+            f"{spec.verb} (EC2 answers success)",
+        )
     return out
+
+
+# A look-up this large says so before it starts: a few seconds with nothing shown.
+LOOK_UP_SAID = 1000
 
 
 def protected_by_tags(
@@ -290,6 +318,8 @@ def describe_missing(
     options: RunOptions,
     found: dict[str, Instance],
     err: Console,
+    *,
+    timeout: float = math.inf,
 ) -> dict[str, str]:
     """Tags and names of listed instances a selection did not already read.
 
@@ -304,7 +334,11 @@ def describe_missing(
     if not wanted:
         return {}
     read, report = describe_job(
-        wanted, reach.client, err, options=replace(options, ledger=None, progress="none")
+        wanted,
+        reach.client,
+        err,
+        options=replace(options, ledger=None, progress="none"),
+        timeout=timeout,
     )
     for infos in read.values():
         found.update({i: info for i, info in infos.items() if info is not None})
