@@ -158,25 +158,32 @@ class DescribeBatch(BatchCall):
         self,
         client: Any,
         *,
-        deadline: float = math.inf,
+        patience: float = math.inf,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
-        self.deadline = deadline
+        self.patience = patience
         self.clock = clock
         self._lock = threading.Lock()  # the engine calls from several worker threads
         self._found: dict[str, InstanceInfo] = {}
+        self._read_at = clock()  # when an answer last read instances (or the start)
 
     def __call__(self, ids: Sequence[str]) -> Mapping[str, Outcome]:
         if self.answers_unsent():
-            late = Outcome(Kind.PERMANENT, LATE_CODE, "not read before the look-up's deadline")
+            late = Outcome(
+                Kind.PERMANENT,
+                LATE_CODE,
+                f"no answer read an instance for {self.patience:g}s: the look-up gave up",
+            )
             return dict.fromkeys(ids, late)
         return super().__call__(ids)
 
     def answers_unsent(self) -> bool:
-        """Past the deadline, what is left is answered at once, with no call (the engine
-        paces none of it: behind throttles, that would take minutes)."""
-        return self.clock() >= self.deadline
+        """Once no answer has read anything for ``patience`` seconds (Describe throttled,
+        failing or hung all that while), what is left is answered at once, with no call:
+        the engine paces none of it (behind throttles, that would take minutes)."""
+        with self._lock:
+            return self.clock() - self._read_at >= self.patience
 
     @property
     def found(self) -> dict[str, InstanceInfo]:
@@ -198,6 +205,7 @@ class DescribeBatch(BatchCall):
         }
         with self._lock:
             self._found.update(listed)
+            self._read_at = self.clock()
         found = Outcome(Kind.SUCCEEDED, None, None, status, request_id)
         gone = Outcome(
             Kind.MISSING, NOT_LISTED_CODE, "not listed by DescribeInstances", status, request_id
@@ -284,17 +292,17 @@ def describe_job(
     *,
     options: RunOptions,
     batch_size: int = MAX_DESCRIBE_BATCH,
-    timeout: float = math.inf,
+    patience: float = math.inf,
 ) -> tuple[dict[Pair, dict[str, InstanceInfo | None]], Report]:
     """As :func:`describe`, with the run's report (its calls, and why an ID is absent).
-    What is not read ``timeout`` seconds in is given up (``LookUpTimedOut``)."""
+    A pair whose answers read nothing for ``patience`` seconds gives the rest up
+    (``LookUpTimedOut``)."""
     if not 1 <= batch_size <= MAX_DESCRIBE_BATCH:
         raise ValueError(f"a DescribeInstances batch holds 1 to {MAX_DESCRIBE_BATCH} IDs")
     actions: dict[Pair, DescribeBatch] = {}
-    deadline = time.monotonic() + timeout
 
     def make_action(pair: Pair) -> DescribeBatch:
-        actions[pair] = DescribeBatch(make_client(pair), deadline=deadline)
+        actions[pair] = DescribeBatch(make_client(pair), patience=patience)
         return actions[pair]
 
     groups = {pair: list(ids) for pair, ids in groups.items() if ids}

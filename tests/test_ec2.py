@@ -505,3 +505,23 @@ def test_was_already_is_said_only_when_no_earlier_call_of_the_run_may_have_acted
         stop.send([second])  # it stopped the instance; the answer never came
     out = stop.read([second], stop.send([second]))
     assert out[second].kind is Kind.SUCCEEDED and out[second].code is None  # its own doing
+
+
+def test_a_describe_with_patience_gives_up_only_after_that_long_without_a_read() -> None:
+    from swarm_cli.describe import LATE_CODE, DescribeBatch
+
+    now = [0.0]
+    ids = ["i-00000001", "i-00000002"]
+    throttled = Refuses(client_error("RequestLimitExceeded", 503, "slow down"))
+    call = DescribeBatch(throttled, patience=5.0, clock=lambda: now[0])
+    now[0] = 4.0
+    assert {o.kind for o in call(ids).values()} == {Kind.THROTTLED}  # still asked
+    # An answer that read an instance starts the patience again.
+    listed = {"Reservations": [{"Instances": [{"InstanceId": ids[0], "State": {"Name": "x"}}]}]}
+    call.read(ids, listed)
+    now[0] = 8.5
+    assert not call.answers_unsent()
+    now[0] = 9.0
+    assert call.answers_unsent()
+    late = call(ids)  # answered with no call at all
+    assert {(o.kind, o.code) for o in late.values()} == {(Kind.PERMANENT, LATE_CODE)}

@@ -102,8 +102,9 @@ def ignored(
     before the run and recorded failed (``Ignored``), never sent, so that no success says
     they were done. What a selection or a rail read is not read again, and what is
     ``settled`` already (a rail's refusal, a resume's) is not looked up. The look-up gives
-    up after ``--max-outage`` seconds (a Describe throttled, failing or hung all along):
-    what it could not read is sent, said so, as before such a look-up."""
+    up once no answer has read anything for ``--max-outage`` seconds (a Describe
+    throttled, failing or hung all that while): what it could not read is sent, said so,
+    as before such a look-up."""
     from ..ledger import IGNORED_CODE
     from ..plan import STATE_RULES, Prediction
 
@@ -120,7 +121,7 @@ def ignored(
             f"a {spec.name} of a terminated one and answers success)",
             markup=False,
         )
-    unread = describe_missing(wanted, reach, options, found, err, timeout=options.max_outage)
+    unread = describe_missing(wanted, reach, options, found, err, patience=options.max_outage)
     out: dict[Pair, dict[str, Outcome]] = {}
     for pair, ids in wanted.items():
         for i in ids:
@@ -319,7 +320,7 @@ def describe_missing(
     found: dict[str, Instance],
     err: Console,
     *,
-    timeout: float = math.inf,
+    patience: float = math.inf,
 ) -> dict[str, str]:
     """Tags and names of listed instances a selection did not already read.
 
@@ -338,7 +339,7 @@ def describe_missing(
         reach.client,
         err,
         options=replace(options, ledger=None, progress="none"),
-        timeout=timeout,
+        patience=patience,
     )
     for infos in read.values():
         found.update({i: info for i, info in infos.items() if info is not None})
