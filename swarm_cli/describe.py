@@ -37,8 +37,8 @@ from .run import Job, RunOptions
 # whatever its size; 200 keeps one answer (a few KB per instance) quick to parse.
 MAX_DESCRIBE_BATCH = 200
 NOT_LISTED_CODE = "NotListed"
-# An ID a look-up with a deadline did not get to read before it (DescribeInstances
-# throttled, failing or hung all that while).
+# An ID a look-up with a patience gave up on: no answer read anything for that long
+# (DescribeInstances throttled, failing or hung all that while).
 LATE_CODE = "LookUpTimedOut"
 # The errors whose message names the IDs at fault; the rest of the batch is asked again.
 BAD_ID_CODES = MISSING_CODES | {"InvalidInstanceID.Malformed"}
