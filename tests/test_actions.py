@@ -113,7 +113,8 @@ def test_a_reboot_whose_look_up_cannot_read_sends_all_and_says_so(
         result = subprocess.run(
             [sys.executable, "-m", "swarm_cli", "reboot", "--ids",
              write_ids(tmp_path / "ids.txt", ids), "--endpoint-url", box.endpoint, "--yes",
-             "--ledger", str(ledger), "--max-outage", "2", "--progress", "none"],
+             "--ledger", str(ledger), "--max-outage", "2", "--progress", "none", "--output",
+             "json"],
             capture_output=True, text=True, timeout=120, check=False,
             env={**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
                  "AWS_REGION": "us-east-1"},
@@ -122,8 +123,24 @@ def test_a_reboot_whose_look_up_cannot_read_sends_all_and_says_so(
     assert result.returncode == 0, result.stderr
     assert sent == len(ids)
     warned = " ".join(result.stderr.split())
-    assert "6 instance(s) could not be looked up" in warned, warned
+    assert "6 instance(s) could not be looked up in us-east-1" in warned, warned
     assert f"({said or code}" in warned and "sent unchecked" in warned
+    assert json.loads(result.stdout)["look_up_unchecked"] == 6  # a script sees it too
+
+
+def test_a_reboot_looks_up_even_with_no_patience_for_outages(tmp_path: Path) -> None:
+    # --max-outage 0 gives up on an endpoint at once; the look-up still asks once.
+    with Sandbox(OPEN) as box:
+        ids = box.launch(4)
+        box.client().terminate_instances(InstanceIds=ids[:1])
+        code, report = act(
+            box, "reboot", write_ids(tmp_path / "ids.txt", ids), tmp_path / "l.jsonl",
+            "--max-outage", "0",
+        )  # fmt: skip
+    assert code == 1 and report["counts"] == {
+        "succeeded": 3, "failed": 1, "missing": 0, "pending": 0
+    }, report  # fmt: skip
+    assert "look_up_unchecked" not in report
 
 
 def test_a_stop_whose_error_budget_is_spent_rolls_back_to_all_running(tmp_path: Path) -> None:

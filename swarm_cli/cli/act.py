@@ -663,12 +663,12 @@ def _run_action(
     else:
         already = reconcile_operation(operation, flags, groups, reach, options, err, recorded)
     groups, left_out = _settle_unselected(groups, unselected, already, flags.ledger, err)
+    unchecked = 0  # instances a reboot's look-up could not read
     if operation is None:
         settled = protected_by_tags(spec, flags, groups, reach, options, found, err)
         kept = {p: {**held.get(p, {}), **already.get(p, {}), **settled.get(p, {})} for p in groups}
-        for pair, outcomes in ignored(
-            spec, groups, reach, options, found, err, settled=kept
-        ).items():
+        skipped, unchecked = ignored(spec, groups, reach, options, found, err, settled=kept)
+        for pair, outcomes in skipped.items():
             settled[pair] = {**outcomes, **settled.get(pair, {})}
     else:
         settled = protected_resources(operation, flags, groups, reach, options, err)
@@ -701,6 +701,9 @@ def _run_action(
         return InstanceCall(reach.client(pair), spec, params=flags.params)
 
     report = run_job(job, action, err, classify=classify_exception)
+    if unchecked:
+        # Sent without the look-up that keeps an ignored call from reading as done.
+        report.extra["look_up_unchecked"] = unchecked
     unverified = unverified_count(settled)
     if unverified:
         report.extra["rail_unverified"] = unverified

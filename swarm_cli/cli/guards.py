@@ -96,15 +96,17 @@ def ignored(
     err: Console,
     *,
     settled: Mapping[Pair, Mapping[str, Outcome]] = {},
-) -> dict[Pair, dict[str, Outcome]]:
+) -> tuple[dict[Pair, dict[str, Outcome]], int]:
     """The instances EC2 would answer with success and leave as they are (a reboot of a
     terminated one: "Requests to reboot terminated instances are ignored"): looked up
     before the run and recorded failed (``Ignored``), never sent, so that no success says
     they were done. What a selection or a rail read is not read again, and what is
     ``settled`` already (a rail's refusal, a resume's) is not looked up. The look-up gives
-    up once no answer has read anything for ``--max-outage`` seconds (a Describe
-    throttled, failing or hung all that while): what it could not read is sent, said so,
-    as before such a look-up."""
+    up once no answer has read anything for ``--max-outage`` seconds (10 s at least: the
+    least a read is waited for), a Describe throttled, failing or hung all that while:
+    what it could not read is sent, said so, as before such a look-up. Returns those
+    outcomes and how many instances went unchecked."""
+    from ..describe import READ_MIN_TIMEOUT
     from ..ledger import IGNORED_CODE
     from ..plan import STATE_RULES, Prediction
 
@@ -113,15 +115,16 @@ def ignored(
     wanted = {p: [i for i in ids if i not in settled.get(p, {})] for p, ids in groups.items()}
     wanted = {p: ids for p, ids in wanted.items() if ids}
     if not states or not wanted:
-        return {}
-    total = sum(map(len, wanted.values()))
-    if total >= LOOK_UP_SAID and options.progress != "none":
+        return {}, 0
+    unknown = sum(1 for ids in wanted.values() for i in ids if i not in found)
+    if unknown >= LOOK_UP_SAID and options.progress != "none":
         err.print(
-            f"{spec.name}: looking up {total} {one_or_more(spec.resource)} first (EC2 ignores "
-            f"a {spec.name} of a terminated one and answers success)",
+            f"{spec.name}: looking up {unknown} {one_or_more(spec.resource)} first (EC2 "
+            f"ignores a {spec.name} of a terminated one and answers success)",
             markup=False,
         )
-    unread = describe_missing(wanted, reach, options, found, err, patience=options.max_outage)
+    patience = max(options.max_outage, READ_MIN_TIMEOUT)
+    unread = describe_missing(wanted, reach, options, found, err, patience=patience)
     out: dict[Pair, dict[str, Outcome]] = {}
     for pair, ids in wanted.items():
         for i in ids:
@@ -143,13 +146,15 @@ def ignored(
     if unread:
         why = Counter(reason.partition(":")[0] for reason in unread.values())
         said = ", ".join(f"{reason} x {n}" for reason, n in why.most_common(3))
+        where = sorted(p.label for p, ids in wanted.items() if any(i in unread for i in ids))
+        shown = ", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
         warn(
             err,
             f"{spec.name}: {len(unread)} {one_or_more(spec.resource)} could not be looked up "
-            f"({said}): sent unchecked, so a terminated one among them is recorded "
-            f"{spec.verb} (EC2 answers success)",
+            f"in {shown} ({said}): sent unchecked, so a terminated one among them is "
+            f"recorded {spec.verb} (EC2 answers success)",
         )
-    return out
+    return out, len(unread)
 
 
 # A look-up this large says so before it starts: a few seconds with nothing shown.

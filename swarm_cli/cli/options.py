@@ -367,7 +367,9 @@ MaxOutage = Annotated[
         metavar="SECONDS",
         min=0,
         help="Seconds to keep probing an endpoint that gives no answer at all before "
-        "recording the rest pending and exiting 1.",
+        "recording the rest pending and exiting 1. A reboot's look-up of terminated "
+        "instances gives up after as long without an answer that read any (10 s at "
+        "least), and sends the rest unchecked.",
     ),
 ]
 
