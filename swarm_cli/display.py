@@ -213,6 +213,18 @@ def refusal_text(report: Report) -> str | None:
     )
 
 
+def unchecked_text(report: Report) -> str | None:
+    """What a reboot's look-up could not read and sent all the same, in words; None if
+    nothing."""
+    unchecked = report.extra.get("look_up_unchecked")
+    if not unchecked:
+        return None
+    return (
+        f"unchecked: {unchecked} {one_or_more(noun_of(report.action))} could not be looked "
+        "up and were sent: a terminated one among them is counted done (EC2 answers success)"
+    )
+
+
 def per_second(rate: float) -> str:
     """A rate of IDs per second as a person reads it: one decimal, or under one a second
     two figures (a refill of 0.5/s is not "0.0/s")."""
@@ -947,6 +959,9 @@ def render_summary(report: Report, console: Console) -> None:
     refused = refusal_text(report)
     if refused:
         say(f"  {refused}", style="bold red")
+    unchecked = unchecked_text(report)
+    if unchecked:
+        say(f"  {unchecked}", style="yellow")
     if report.fatal:
         say(
             f"  stopped: {literal(report.fatal.code)}: {literal(report.fatal.message)}",

@@ -210,7 +210,9 @@ def _summary(report: Report) -> str:
 
 
 # What came after the run, said in the notes (``display.follow_ups``).
-FOLLOW_UPS = frozenset({"wait", "rollback", "rollback_stopped", "rail_unverified"})
+FOLLOW_UPS = frozenset(
+    {"wait", "rollback", "rollback_stopped", "rail_unverified", "look_up_unchecked"}
+)
 
 
 def _notes(report: Report) -> str:
@@ -229,11 +231,14 @@ def _notes(report: Report) -> str:
         )
     if report.gave_up:
         items.append(("bad", "gave up: the endpoint stayed unreachable"))
-    from .display import follow_ups, refusal_text
+    from .display import follow_ups, refusal_text, unchecked_text
 
     refused = refusal_text(report)
     if refused:
         items.append(("bad", _e(refused)))
+    unchecked = unchecked_text(report)
+    if unchecked:
+        items.append(("warn", _e(unchecked)))
 
     items += [
         ("ok" if ok else "bad", _e(_cut(line, NOTE_CHARS))) for _, ok, line in follow_ups(report)

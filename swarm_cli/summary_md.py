@@ -119,11 +119,14 @@ def _notes(report: Report) -> list[str]:
         )
     if report.ledger_error:
         notes.append(f"**Ledger not fully written:** {_note(report.ledger_error)}")
-    from .display import STORM_WORDS, duration, follow_ups, refusal_text
+    from .display import STORM_WORDS, duration, follow_ups, refusal_text, unchecked_text
 
     refused = refusal_text(report)
     if refused:
         notes.append(f"**Refused:** {_note(refused.removeprefix('refused: '))}")
+    unchecked = unchecked_text(report)
+    if unchecked:
+        notes.append(f"**Unchecked:** {_note(unchecked.removeprefix('unchecked: '))} ⚠️")
 
     heads = {
         "wait": "Waited",

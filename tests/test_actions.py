@@ -114,10 +114,10 @@ def test_a_reboot_whose_look_up_cannot_read_sends_all_and_says_so(
             [sys.executable, "-m", "swarm_cli", "reboot", "--ids",
              write_ids(tmp_path / "ids.txt", ids), "--endpoint-url", box.endpoint, "--yes",
              "--ledger", str(ledger), "--max-outage", "2", "--progress", "none", "--output",
-             "json"],
+             "json", "--report", str(tmp_path / "r.html")],
             capture_output=True, text=True, timeout=120, check=False,
             env={**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
-                 "AWS_REGION": "us-east-1"},
+                 "AWS_REGION": "us-east-1", "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md")},
         )  # fmt: skip
         sent = box.counters.accepted_by_action.get("RebootInstances")
     assert result.returncode == 0, result.stderr
@@ -126,6 +126,8 @@ def test_a_reboot_whose_look_up_cannot_read_sends_all_and_says_so(
     assert "6 instance(s) could not be looked up in us-east-1" in warned, warned
     assert f"({said or code}" in warned and "sent unchecked" in warned
     assert json.loads(result.stdout)["look_up_unchecked"] == 6  # a script sees it too
+    assert "**Unchecked:** 6 instance(s) could not be looked up" in (tmp_path / "s.md").read_text()
+    assert "unchecked: 6 instance(s) could not be looked up" in (tmp_path / "r.html").read_text()
 
 
 def test_a_reboot_looks_up_even_with_no_patience_for_outages(tmp_path: Path) -> None:
