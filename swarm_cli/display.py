@@ -219,9 +219,14 @@ def unchecked_text(report: Report) -> str | None:
     unchecked = report.extra.get("look_up_unchecked")
     if not unchecked:
         return None
+    from .actions import ACTIONS
+
+    spec = ACTIONS.get(report.action)
+    verb = spec.verb if spec is not None else "done"
     return (
         f"unchecked: {unchecked} {one_or_more(noun_of(report.action))} could not be looked "
-        "up and were sent: a terminated one among them is counted done (EC2 answers success)"
+        f"up and were sent: a terminated one among them is recorded {verb} "
+        "(EC2 answers success), and the exit code does not show it"
     )
 
 

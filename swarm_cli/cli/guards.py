@@ -152,7 +152,9 @@ def ignored(
             err,
             f"{spec.name}: {len(unread)} {one_or_more(spec.resource)} could not be looked up "
             f"in {shown} ({said}): sent unchecked, so a terminated one among them is "
-            f"recorded {spec.verb} (EC2 answers success)",
+            f"recorded {spec.verb} (EC2 answers success), and a --resume does not look at "
+            f"it again; swarm plan {spec.name} on the same list shows any, once "
+            "DescribeInstances answers",
         )
     return out, len(unread)
 
