@@ -40,7 +40,7 @@ AUTO_EVERY = 1.0  # seconds between changes of size
 MIN_ANSWERS = 4  # answers to calls of a size before it changes, once throttled
 TOO_BIG_SHARE = 0.5  # more of those throttled: the size is too big
 GROW_SHARE = 0.2  # this share or more throttled: the size does not grow
-NONE_THROUGH = 8  # calls of the smallest size throttled, none through: it goes below
+NONE_THROUGH = 16  # calls of the smallest size throttled, none through: it goes below
 
 
 class BucketLimit(Protocol):

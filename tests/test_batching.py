@@ -130,6 +130,23 @@ def test_goes_below_where_it_started_when_no_call_of_that_size_gets_through() ->
         assert batch.update(w, now) == 8
 
 
+def test_a_dozen_throttles_in_a_row_now_and_then_keep_the_floor() -> None:
+    # A bucket of one token behind uneven latency (or what others leave of it) refuses a
+    # dozen calls in a row now and then: the calls' size is not what keeps them out.
+    w, batch = throttled(), AutoBatch(8)
+    for k in range(400):
+        now = 0.05 * k
+        ticket = w.on_send(now)
+        through = k % 13 == 12
+        if through:
+            w.on_success(ticket, 0.04, now, 1, size=8)
+        else:
+            w.on_throttle(ticket, now)
+        batch.on_answer(now, not through)
+        batch.update(w, now)
+    assert batch.least == 8
+
+
 def test_does_not_grow_while_many_calls_are_throttled() -> None:
     # A third of the calls throttled: what gets through would ask for 100 per call.
     assert feed(throttled(), AutoBatch(10), 200, 0.0, 5.0, throttle_every=3) == [10]
