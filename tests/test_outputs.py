@@ -280,7 +280,7 @@ def test_a_closed_standard_output_is_said_and_exit_74(sandbox: Sandbox, tmp_path
     assert {r.status for r in fold(read_records(ledger)).values()} == {"succeeded"}
     # Unbuffered (PYTHONUNBUFFERED, as container images set): a short write into the pipe
     # was taken for a whole one, and 700 KB cut to 64 KB ended 0, nothing said.
-    many = write_ids(tmp_path / "many.txt", sandbox.launch(3000))
+    many = write_ids(tmp_path / "many.txt", sandbox.launch(1000))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     listing = subprocess.Popen(
         [sys.executable, "-m", "swarm_cli", "list", "--output", "json", "--endpoint-url",
