@@ -175,6 +175,40 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
         assert tags == []
 
 
+@pytest.mark.parametrize(
+    ("op", "item", "reason"),
+    [
+        ("delete-volume", {"VolumeId": "vol-1", "State": "creating"}, "IncorrectState"),
+        ("delete-volume", {"VolumeId": "vol-1", "State": "available"}, None),
+        ("delete-volume", {"VolumeId": "vol-1", "State": "error"}, None),
+        ("deregister-image", {"ImageId": "ami-1", "DeregistrationProtection": "enabled"}, "On"),
+        (
+            "deregister-image",
+            {"ImageId": "ami-1", "DeregistrationProtection": "enabled-with-cooldown"},
+            "On",
+        ),
+        ("deregister-image", {"ImageId": "ami-1", "DeregistrationProtection": "disabled"}, None),
+        ("deregister-image", {"ImageId": "ami-1"}, None),
+    ],
+)
+def test_the_plan_reads_the_states_ec2_refuses_that_the_sandbox_cannot_make(
+    op: str, item: dict[str, str], reason: str | None
+) -> None:
+    # A volume still creating and an AMI under deregistration protection: moto makes
+    # neither, so the Describe item is given as EC2 documents it.
+    observe = OPERATIONS[op].observe
+    assert observe is not None and observe.in_use is not None
+    said = observe.in_use(item, dict)
+    if reason is None:
+        assert said is None
+    else:
+        assert said is not None
+        code = said.rsplit(": ", 1)[1]
+        assert code in OPERATIONS[op].in_use_codes, said
+        if reason == "On":
+            assert item["DeregistrationProtection"] in said
+
+
 def test_create_tags_carries_a_thousand_ids_per_call_and_delete_tags_takes_them_off(
     tmp_path: Path,
 ) -> None:

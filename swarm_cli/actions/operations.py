@@ -81,10 +81,21 @@ def _snapshot_in_use(
 
 
 def _volume_in_use(item: Mapping[str, Any], images: Callable[[], Mapping[str, str]]) -> str | None:
-    if item.get("State") != "in-use":
+    state = item.get("State")
+    if state == "creating":  # EC2 deletes an available volume (or one in error) only
+        return "still creating: IncorrectState"
+    if state != "in-use":
         return None
     to = ", ".join(a.get("InstanceId", "?") for a in item.get("Attachments") or [])
     return f"attached to {to or 'an instance'}: VolumeInUse"
+
+
+def _image_in_use(item: Mapping[str, Any], images: Callable[[], Mapping[str, str]]) -> str | None:
+    # "enabled", or "enabled-with-cooldown": EC2 refuses to deregister it until disabled.
+    protection = str(item.get("DeregistrationProtection") or "")
+    if not protection.startswith("enabled"):
+        return None
+    return f"deregistration protection {protection}: OperationNotPermitted"
 
 
 def _address_in_use(item: Mapping[str, Any], images: Callable[[], Mapping[str, str]]) -> str | None:
@@ -243,6 +254,7 @@ _DESCRIBE_IMAGES = Observe(
     "ImageId",
     frozenset({"deregistered"}),
     owned=(("Owners", ("self",)),),
+    in_use=_image_in_use,
     always=(("IncludeDisabled", True),),
     created="CreationDate",
     type_key="Architecture",

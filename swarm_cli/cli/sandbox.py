@@ -276,8 +276,8 @@ def demo(
             metavar="OPERATION",
             help="What to run: terminate-instances, or a swarm ec2 deletion on resources the "
             "demo makes (delete-snapshot, delete-volume, deregister-image, release-address; "
-            "--protected N of them in use, but for images: nothing makes EC2 refuse to "
-            "deregister one).",
+            "--protected N of them in use, but for images: the sandbox cannot protect an "
+            "image from deregistration).",
         ),
     ] = "terminate-instances",
 ) -> int:
@@ -300,8 +300,8 @@ def demo(
         )
     if protected and operation_name == "deregister-image":
         raise UsageError(
-            "--protected with deregister-image: nothing makes EC2 refuse to deregister an "
-            "image, so none can be in use"
+            "--protected with deregister-image: the sandbox cannot protect an image from "
+            "deregistration (moto has no deregistration protection), so none can be in use"
         )
     require_sandbox()
 
