@@ -9,7 +9,9 @@ Three formats, told apart by their first line (after blank and ``#`` lines):
 * CSV or TSV with a header row naming the ID column (``instance_id``,
   ``InstanceId`` or ``id``) and optionally ``region`` and ``account``
   (``account_id``); other columns are ignored;
-* JSON lines: one object a line with the same field names (in any case, as a header).
+* JSON lines: one object a line with the same field names (in any case, as a header);
+  or one JSON object holding a list of such objects under its only key, as ``swarm
+  list --output json`` prints.
 
 A swarm ledger is refused: it holds finished intents as well as unfinished
 ones, and ``swarm ledger failed`` is what turns one into a list of targets.
@@ -116,7 +118,12 @@ class Targets:
     # Target.label of each repeated target -> every line it is on, the kept one first.
     duplicates: dict[str, list[int]] = field(default_factory=dict)
     bad: list[BadLine] = field(default_factory=list)
-    format: str = "plain"  # plain, csv, tsv or jsonl
+    format: str = "plain"  # plain, csv, tsv, jsonl or json (one document: swarm list's)
+
+    @property
+    def unit(self) -> str:
+        """What a bad entry's number counts: lines, or a document's items."""
+        return "item" if self.format == "json" else "line"
 
     @property
     def ids(self) -> list[str]:
@@ -127,7 +134,7 @@ class Targets:
         """How many lines are invalid, and how many entries on them when more: for errors."""
         lines = len({bad.line for bad in self.bad})
         more = f" ({len(self.bad)} invalid entries)" if len(self.bad) > lines else ""
-        return f"{lines} invalid line(s){more}"
+        return f"{lines} invalid {self.unit}(s){more}"
 
 
 class TargetsError(ValueError):
@@ -182,7 +189,10 @@ def _parse_targets(lines: Iterable[str], source: str, rule: IdRule = INSTANCES) 
     numbered = _too_long(list(_numbered(lines)), builder)
     first = next((text for _, text in numbered if _content(text)), "")
     head = first.strip()
-    if head.startswith("{"):
+    if head.startswith("{") and (document := _document(numbered)) is not None:
+        builder.targets.format = "json"
+        _parse_document(document, builder, source)
+    elif head.startswith("{"):
         builder.targets.format = "jsonl"
         _parse_jsonl(numbered, builder, source)
     elif (delimiter := _table_delimiter(head, rule)) is not None:
@@ -530,6 +540,28 @@ def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Buil
         _check(builder, number, text, chosen, region or None, account or None)
 
 
+def _document(numbered: list[tuple[int, str]]) -> list[object] | None:
+    """The items of one JSON object that holds a list under its only key, as ``swarm list
+    --output json`` prints (``{"instances": [...]}``, over many lines or one); None for
+    anything else (JSON lines: the second object is past the end of the first)."""
+    try:
+        data = json.loads("\n".join(text for _, text in numbered), object_pairs_hook=_no_repeats)
+    except (ValueError, RecursionError):  # _RepeatedKey and JSONDecodeError are ValueErrors
+        return None
+    if isinstance(data, dict) and len(data) == 1:
+        (items,) = data.values()
+        if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
+            return items
+    return None
+
+
+def _parse_document(items: list[object], builder: _Builder, source: str) -> None:
+    """Each item of the document is read as a JSON line is; its number is its place."""
+    for number, data in enumerate(items, 1):
+        assert isinstance(data, dict)
+        _json_record(builder, number, json.dumps(data), data, source, "item")
+
+
 def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str) -> None:
     for number, text in numbered:
         if not _content(text):
@@ -548,29 +580,36 @@ def _parse_jsonl(numbered: list[tuple[int, str]], builder: _Builder, source: str
         if not isinstance(data, dict):
             builder.bad(number, text, "not a JSON object")
             continue
-        if data.keys() >= _LEDGER_FIELDS:
-            raise TargetsError(
-                f"{source}: line {number} is a swarm ledger record; a ledger is not a list "
-                "of targets (it holds finished intents too): `swarm ledger failed LEDGER` "
-                "lists the ones not known to be done"
-            )
-        reasons: list[str] = []
-        keys = _json_fields(data, builder.rule, reasons)
-        instance = _field(data, keys.get("id"), reasons)
-        region = _field(data, keys.get("region"), reasons)
-        account = _field(data, keys.get("account"), reasons)
-        for spare in (key for key in data if key.strip().lower() == "id"):
-            if instance is not None and spare != keys.get("id"):
-                clash = _two_ids(builder.rule, spare, data[spare], keys["id"], instance)
-                if clash:
-                    reasons.append(clash)
-                    break
-        if reasons:
-            builder.bad(number, text, "; ".join(reasons))
-        elif instance is None:
-            builder.bad(number, text, f"missing field: {builder.rule.column_hint}")
-        else:
-            _check(builder, number, text, instance, region, account)
+        _json_record(builder, number, text, data, source, "line")
+
+
+def _json_record(
+    builder: _Builder, number: int, text: str, data: dict[str, object], source: str, unit: str
+) -> None:
+    """One JSON object of the list (a line, or an item of a document): its target."""
+    if data.keys() >= _LEDGER_FIELDS:
+        raise TargetsError(
+            f"{source}: {unit} {number} is a swarm ledger record; a ledger is not a list "
+            "of targets (it holds finished intents too): `swarm ledger failed LEDGER` "
+            "lists the ones not known to be done"
+        )
+    reasons: list[str] = []
+    keys = _json_fields(data, builder.rule, reasons)
+    instance = _field(data, keys.get("id"), reasons)
+    region = _field(data, keys.get("region"), reasons)
+    account = _field(data, keys.get("account"), reasons)
+    for spare in (key for key in data if key.strip().lower() == "id"):
+        if instance is not None and spare != keys.get("id"):
+            clash = _two_ids(builder.rule, spare, data[spare], keys["id"], instance)
+            if clash:
+                reasons.append(clash)
+                break
+    if reasons:
+        builder.bad(number, text, "; ".join(reasons))
+    elif instance is None:
+        builder.bad(number, text, f"missing field: {builder.rule.column_hint}")
+    else:
+        _check(builder, number, text, instance, region, account)
 
 
 class _RepeatedKey(ValueError):

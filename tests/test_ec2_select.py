@@ -228,12 +228,16 @@ def test_older_than_is_refused_for_a_kind_ec2_gives_no_creation_time() -> None:
         assert out == ""
 
 
+@pytest.mark.parametrize("output", ["text", "json"])
 def test_unused_snapshots_listed_then_deleted_through_a_pipe(
-    sandbox: Sandbox, tmp_path: Path
+    sandbox: Sandbox, tmp_path: Path, output: str
 ) -> None:
     made = sandbox.seed(snapshots=6, in_use=2)["snapshots"]
-    code, listed, err = swarm("list", "snapshots", "--unused", "--endpoint-url", sandbox.endpoint)
+    code, listed, err = swarm(
+        "list", "snapshots", "--unused", "--output", output, "--endpoint-url", sandbox.endpoint
+    )
     assert code == 0, err
+    assert listed.startswith('{\n  "snapshots": [') == (output == "json")  # its own JSON too
     code, _out, err = swarm(
         "ec2",
         "delete-snapshot",

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,36 @@ def test_json_lines() -> None:
     assert reasons[7].startswith("not JSON")
     assert reasons[8] == "not a JSON object"
     assert "missing field" in reasons[9]
+
+
+def test_swarm_lists_json_document_is_a_list_of_targets_item_by_item() -> None:
+    # What `swarm list --output json` prints: one object, the list under the kind's name,
+    # pretty-printed over many lines (or on one, as jq -c prints it).
+    document = {
+        "instances": [
+            {"region": "us-east-1", "account": None, "id": "i-abcdef01", "tags": {}},
+            {"region": "eu-west-1", "account": "111111111111", "id": "i-abcdef02"},
+            {"region": "us-east-1", "account": None, "id": "i-abcdef01"},
+            {"region": "us-east-1", "id": "i-nothex"},
+        ]
+    }
+    for text in (json.dumps(document, indent=2), json.dumps(document)):
+        targets = parse_targets(text.splitlines())
+        assert targets.format == "json" and targets.unit == "item"
+        assert targets.items == [
+            Target("i-abcdef01", "us-east-1"),
+            Target("i-abcdef02", "eu-west-1", "111111111111"),
+        ]
+        assert targets.duplicates == {"us-east-1/i-abcdef01": [1, 3]}
+        assert [(b.line, "bad ID" in b.reason) for b in targets.bad] == [(4, True)]
+        assert targets.bad_count() == "1 invalid item(s)"
+    # JSON lines stay JSON lines, a line at a time.
+    lines = [json.dumps(i) for i in document["instances"]]
+    assert parse_targets(lines).format == "jsonl"
+    assert parse_targets(lines[:1]).format == "jsonl"
+    # An object whose only key is no list of objects is one JSON line, judged as such.
+    one = parse_targets(['{"instances": "i-abcdef01"}'])
+    assert one.format == "jsonl" and "missing field" in one.bad[0].reason
 
 
 def test_json_field_names_are_read_in_any_case_as_a_header_is() -> None:

@@ -1189,7 +1189,8 @@ def register(
                 metavar="FILE",
                 help=f"{spec.resource.capitalize()} IDs: one or more per line (# comments "
                 f"allowed), or a CSV/TSV whose header names {header} and optionally "
-                "region and account, or JSON lines with those fields; - reads stdin.",
+                "region and account, or JSON lines with those fields (or swarm list "
+                "--output json's object); - reads stdin.",
                 show_default=False,
             ),
         ] = None,

@@ -384,7 +384,9 @@ def _read_list(path: Path, action: str) -> Targets:
         raise UsageError(str(exc)) from None
     if targets.bad:
         first = targets.bad[0]
-        raise UsageError(f"{targets.bad_count()} in {path}, e.g. line {first.line}: {first.reason}")
+        raise UsageError(
+            f"{targets.bad_count()} in {path}, e.g. {targets.unit} {first.line}: {first.reason}"
+        )
     return targets
 
 

@@ -89,7 +89,9 @@ def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:
         raise UsageError(str(exc)) from exc
     if targets.bad:
         shown = targets.bad[:20]
-        details = [f"  line {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}" for bad in shown]
+        details = [
+            f"  {targets.unit} {bad.line}: {bad.quoted()}: {clip(bad.reason, 300)}" for bad in shown
+        ]
         if len(targets.bad) > len(shown):
             details.append(f"  … and {len(targets.bad) - len(shown)} more")
         hint = _other_kind_hint(targets, rule or INSTANCES)
@@ -102,10 +104,11 @@ def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:
         extra = sum(len(lines) - 1 for lines in targets.duplicates.values())
         example, lines = next(iter(targets.duplicates.items()))
         distinct = list(dict.fromkeys(lines))
+        unit = targets.unit
         where = (
-            f"{len(lines)} times on line {distinct[0]}"
+            f"{len(lines)} times on {unit} {distinct[0]}"
             if len(distinct) == 1
-            else f"on lines {', '.join(map(str, distinct))}"
+            else f"on {unit}s {', '.join(map(str, distinct))}"
         )
         warn(
             err,
