@@ -958,8 +958,18 @@ def test_a_second_run_on_a_ledger_in_use_sends_nothing(sandbox: Sandbox, tmp_pat
         # Merged into another file, it is read as far as written, and said so.
         code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(tmp_path / "m.jsonl"))
         assert "is being written by a run" in err, err
+        # Read while that run writes it: what it lists may still be sent; and a run that
+        # has recorded nothing yet has not stopped.
+        for command in ("failed", "summary"):
+            code, _, err = swarm("ledger", command, str(ledger))
+            said = " ".join(err.split())
+            assert "is being written by a run" in said, (command, err)
+            assert "pending intents may be on their way" in said
+            assert "holds no records" not in said  # nothing written yet, but not stopped
     finally:
         running.close()
+    code, _, err = swarm("ledger", "failed", str(ledger))
+    assert "being written" not in err and "holds no records" in err, err
     code, report = terminate_json(sandbox, listed, ledger, action="reboot")
     assert code == 0, report
 

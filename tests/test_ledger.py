@@ -590,15 +590,24 @@ def test_a_device_that_keeps_nothing_is_refused_as_a_ledger(device: str) -> None
         check_ledger_path(device)
 
 
-def test_a_ledger_deleted_during_the_run_stops_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["deleted", "moved", "replaced"])
+def test_a_ledger_deleted_or_moved_during_the_run_stops_it(tmp_path: Path, how: str) -> None:
+    """Its path no longer holds the run's records, nor its lock: a second run could start
+    on it and send every intent again."""
     path = tmp_path / "l.jsonl"
     errors: list[OSError] = []
     writer = LedgerWriter(str(path), "r", "terminate", None, on_error=errors.append)
     writer.write_ahead(["i-00000001", "i-00000002"])
-    path.unlink()
+    if how == "deleted":
+        path.unlink()
+    else:
+        path.rename(tmp_path / "moved.jsonl")
+        if how == "replaced":
+            path.write_text("")
     writer.write("i-00000001", "succeeded")
     lost = writer.close()
-    assert len(errors) == 1 and "deleted" in str(errors[0])
+    said = "deleted" if how == "deleted" else "moved or replaced"
+    assert len(errors) == 1 and said in str(errors[0])
     assert writer.error is not None
     assert [r.id for r in lost] == ["i-00000001"]
 
@@ -804,6 +813,40 @@ def test_succeeded_beats_a_later_failure() -> None:
     done = Record("2026-01-01T00:00:00Z", "a", 1, "terminate", "i-00000001", "succeeded")
     later = Record("2026-02-01T00:00:00Z", "b", 1, "terminate", "i-00000001", "failed")
     assert fold([later, done])[("terminate", "i-00000001")] is done
+
+
+def test_a_run_starting_while_its_ledger_is_asked_about_is_not_refused(tmp_path: Path) -> None:
+    """A merge or a ledger read asks whether a run holds a ledger by taking its lock for
+    an instant: a run starting in that instant waits it out, and is not refused as if
+    another run held it."""
+    import fcntl
+
+    from swarm_cli.ledger.lock import hold_ledger
+
+    def held_then_written() -> None:
+        with hold_ledger(str(path)):
+            LedgerWriter(str(path), "run-a", "reboot", "us-east-1").close()
+
+    path = tmp_path / "l.jsonl"
+    path.touch()
+    for start in (
+        held_then_written,
+        lambda: LedgerWriter(str(path), "run-b", "reboot", "us-east-1").close(),
+    ):
+        probe = os.open(path, os.O_RDONLY)
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what in_use holds, for an instant
+        threading.Timer(0.05, os.close, (probe,)).start()
+        start()
+    # Held for good (another run), it is still refused.
+    other = os.open(path, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        with pytest.raises(LedgerError, match="is in use by another swarm run"):
+            LedgerWriter(str(path), "run-c", "reboot", "us-east-1")
+        with pytest.raises(LedgerError, match="is in use by another swarm run"):
+            hold_ledger(str(path)).__enter__()
+    finally:
+        os.close(other)
 
 
 def test_one_run_at_a_time_writes_a_ledger(tmp_path: Path) -> None:

@@ -480,9 +480,19 @@ def _fold_ledgers(
             damage.append(len(damaged))
         return state
 
+    live = [str(path) for path in paths if in_use(str(path))]
+    for path in live:
+        # A run holds it: its intents are still being sent, and written.
+        typer.echo(
+            f"warning: {literal(path)} is being written by a run: it holds what that run "
+            "has recorded so far, and its pending intents may be on their way; read it "
+            "again once that run has ended",
+            err=True,
+        )
     state = _reading(read)
     for path in empty or ():
-        _no_records(path)
+        if path not in live:
+            _no_records(path)
     # A stop's success older than a start of the same instance (or the other way round)
     # is not known to hold: listed as pending, not counted done.
     return undone(state)

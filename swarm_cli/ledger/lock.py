@@ -14,9 +14,16 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 
 from .errors import LedgerError, _reason
+
+# A run taking its ledger waits this long for it: what only asks whether a run holds it
+# (in_use: a merge, a ledger read, a check that the folder is writable) takes the lock
+# for an instant, and a run starting then must not be refused as if another held it.
+RUN_PATIENCE = 0.5
+PATIENCE_STEP = 0.02
 
 # (device, inode) of each ledger this process holds.
 _HELD: set[tuple[int, int]] = set()
@@ -44,8 +51,9 @@ def held(fd: int) -> bool:
         return (info.st_dev, info.st_ino) in _HELD
 
 
-def try_lock(fd: int) -> bool:
-    """Lock the file open at ``fd`` for this open of it; False when another holds it.
+def try_lock(fd: int, patience: float = 0.0) -> bool:
+    """Lock the file open at ``fd`` for this open of it; False when another holds it
+    still after ``patience`` seconds.
 
     Where locks are not kept (some network file systems, platforms without flock),
     it is taken as locked: the run goes on as it did before locks."""
@@ -53,13 +61,18 @@ def try_lock(fd: int) -> bool:
         import fcntl
     except ImportError:  # pragma: no cover - not on Linux or macOS
         return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    return True
+    give_up = time.monotonic() + patience
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() >= give_up:
+                return False
+            time.sleep(PATIENCE_STEP)
+        except OSError:
+            return True
+        else:
+            return True
 
 
 @contextlib.contextmanager
@@ -104,7 +117,7 @@ def hold_ledger(path: str, why: str | None = None) -> Iterator[None]:
             fd = os.open(path, flags | os.O_CREAT, 0o666)
         except OSError as err:
             raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
-        if not try_lock(fd):
+        if not try_lock(fd, RUN_PATIENCE):
             os.close(fd)
             raise LedgerInUse(path, why)
         info = os.fstat(fd)

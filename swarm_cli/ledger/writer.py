@@ -15,7 +15,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, Final, TypeVar
 
 from .errors import LedgerError, LedgerWriteError, _reason
-from .lock import LedgerInUse, held, try_lock
+from .lock import RUN_PATIENCE, LedgerInUse, held, try_lock
 from .paths import _sync_folder
 from .record import (
     PLAIN_VERSION,
@@ -170,7 +170,7 @@ class LedgerWriter:
             self._syncable = stat.S_ISREG(info.st_mode)
             # One run per ledger: held by this process for the command (lock.hold), or
             # taken here for this writer alone.
-            if self._syncable and not (held(self._fd) or try_lock(self._fd)):
+            if self._syncable and not (held(self._fd) or try_lock(self._fd, RUN_PATIENCE)):
                 os.close(self._fd)
                 raise LedgerInUse(path)
             if self._syncable:
@@ -504,9 +504,22 @@ class LedgerWriter:
     def _sync(self) -> None:
         if self._syncable:
             os.fsync(self._fd)
+            mine = os.fstat(self._fd)
             # Synced into a file nobody can open any more: as good as not written.
-            if os.fstat(self._fd).st_nlink == 0:
+            if mine.st_nlink == 0:
                 raise OSError(errno.ENOENT, "the ledger file was deleted during the run")
+            # Moved away (or another file put in its place): the path no longer holds
+            # this run's records, nor its lock, and a second run could start on it.
+            try:
+                there = os.stat(self.path)
+            except FileNotFoundError:
+                there = None
+            if there is None or (there.st_dev, there.st_ino) != (mine.st_dev, mine.st_ino):
+                raise OSError(
+                    errno.ENOENT,
+                    "the ledger file was moved or replaced during the run: its path no "
+                    "longer names the file this run writes",
+                )
 
     def _write_error(self, err: OSError) -> LedgerWriteError:
         return LedgerWriteError(f"cannot write the ledger {self.path}: {_reason(err)}")
