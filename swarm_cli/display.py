@@ -903,6 +903,13 @@ def render_summary(report: Report, console: Console) -> None:
         f" in {report.elapsed_seconds:.1f}s",
     )
     say(head)
+    unchanged = report.total_of("unchanged")
+    if unchanged:
+        # EC2 answered each with the state it was in already: nothing was changed (and a
+        # rollback leaves them so).
+        spec = ACTIONS.get(report.action)
+        state = spec.target_state if spec is not None and spec.target_state else "there"
+        say(f"  {unchanged} of them {state} already: their calls changed nothing")
     for row in report.pairs:
         w = row.window
         where = (

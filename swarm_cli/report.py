@@ -169,6 +169,7 @@ class PairReport:
     throttled_calls: int = 0
     retries: int = 0
     timeouts: int = 0
+    unchanged: int = 0  # succeeded, already in the action's state: the call changed nothing
     outages: int = 0
     stood_still_seconds: float = 0.0  # the process stood still (Ctrl-Z, suspended), in all
     peak_in_flight: int = 0
@@ -312,6 +313,7 @@ class Report:
             "throttled_calls": self.total_of("throttled_calls"),
             "retries": self.total_of("retries"),
             "timeouts": self.total_of("timeouts"),
+            "unchanged": self.total_of("unchanged"),
             "outages": self.total_of("outages"),
             "peak_in_flight": max((p.peak_in_flight for p in self.pairs), default=0),
             "window": plain(self.window),

@@ -24,6 +24,7 @@ from .events import (
     TimedOut,
     WindowChanged,
 )
+from .ledger.record import WAS_ALREADY_CODE
 from .outage import outage_words, outage_words_of
 from .outcome import Kind
 from .report import PairReport, Sample, WindowReport
@@ -91,6 +92,7 @@ class Stats(Subscriber):
     throttled_calls: int = 0
     retries: int = 0
     timeouts: int = 0  # calls that timed out with no answer (their IDs tried again)
+    unchanged: int = 0  # succeeded, but EC2 said each was there already (WasAlready)
     outages: int = 0
     stood_still: float = 0.0  # seconds the process itself stood still, in all
     outage_since: float | None = None  # set while the endpoint is unreachable
@@ -245,7 +247,10 @@ class Stats(Subscriber):
     def on_resolved(self, event: Resolved) -> None:
         setattr(self, event.status, getattr(self, event.status) + 1)
         outcome = event.outcome
-        if event.status != "succeeded" and outcome is not None and outcome.code:
+        if event.status == "succeeded":
+            if outcome is not None and outcome.code == WAS_ALREADY_CODE:
+                self.unchanged += 1
+        elif outcome is not None and outcome.code:
             self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
             self._count_code(event)
 
@@ -286,6 +291,7 @@ class Stats(Subscriber):
             into.throttled_calls = self.throttled_calls
             into.retries = self.retries
             into.timeouts = self.timeouts
+            into.unchanged = self.unchanged
             into.outages = self.outages
             into.stood_still_seconds = round(self.stood_still, 1)
             into.peak_in_flight = self.peak_in_flight

@@ -836,6 +836,7 @@ def test_rollback_leaves_alone_what_the_run_found_already_in_its_state(tmp_path:
         ledger = tmp_path / "l.jsonl"
         code, report = act(box, "stop", write_ids(tmp_path / "ids.txt", ids), ledger)
         assert code == 0 and report["counts"]["succeeded"] == 8
+        assert report["unchanged"] == 3  # said, not hidden among the successes
         codes = {r.id: r.code for r in read_records(str(ledger)) if r.status == "succeeded"}
         assert {codes[i] for i in ids[:3]} == {"WasAlready"}
         assert {codes[i] for i in ids[3:]} == {None}
@@ -848,6 +849,14 @@ def test_rollback_leaves_alone_what_the_run_found_already_in_its_state(tmp_path:
             **dict.fromkeys(ids[:3], "stopped"),
             **dict.fromkeys(ids[3:], "running"),
         }
+        # Stopped again, the summary says which calls changed nothing.
+        code, out, err = swarm(
+            "stop", "--ids", write_ids(tmp_path / "all.txt", ids), "--yes", "--ledger",
+            str(tmp_path / "again.jsonl"), "--endpoint-url", box.endpoint, "--progress", "none",
+        )  # fmt: skip
+        said = " ".join(out.split())
+        assert code == 0 and "stop: 8 of 8 succeeded" in said, out + err
+        assert "3 of them stopped already: their calls changed nothing" in said
 
 
 def test_rollback_of_a_run_killed_while_writing_its_intents_sends_nothing(tmp_path: Path) -> None:
