@@ -15,6 +15,7 @@ from rich.text import Text
 
 from .actions import ACTIONS
 from .ledger import IN_TRANSITION_CODE
+from .ledger.writer import MOVED
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
 from .states import PASSING_TO, REFUSED_ON_THE_WAY
@@ -909,7 +910,10 @@ def render_summary(report: Report, console: Console) -> None:
         # rollback leaves them so).
         spec = ACTIONS.get(report.action)
         state = spec.target_state if spec is not None and spec.target_state else "there"
-        say(f"  {unchanged} of them {state} already: their calls changed nothing")
+        say(
+            f"  {unchanged} of those were {state} (or on their way) already: their calls "
+            "changed nothing"
+        )
     for row in report.pairs:
         w = row.window
         where = (
@@ -1000,7 +1004,12 @@ def render_summary(report: Report, console: Console) -> None:
     if report.ledger:
         # A ledger the disk refused from its first line is removed again: not named as kept.
         kept = os.path.exists(report.ledger)
-        say(f"  ledger: {literal(report.ledger)}{'' if kept else ' (none written)'}")
+        if report.ledger_error and MOVED in report.ledger_error:
+            # What it wrote is where the file went: to give ledger failed and --resume.
+            where = " (moved or replaced during the run: what it recorded is in the moved file)"
+        else:
+            where = "" if kept else " (none written)"
+        say(f"  ledger: {literal(report.ledger)}{where}")
         codes = report.failed_for_good()
         stuck = sum(codes.values())
         if stuck:

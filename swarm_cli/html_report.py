@@ -171,6 +171,7 @@ def _summary(report: Report) -> str:
     short = f", {len(unseen)} not seen {_e(target)}" if unseen else ""
     calls = report.total_of("calls")
     throttled = report.total_of("throttled_calls")
+    unchanged = report.total_of("unchanged")
     status = "ok" if report.exit_code == 0 else "bad"
     headline = (
         f'<p class="headline"><strong>{_e(report.action)}</strong>: '
@@ -183,6 +184,7 @@ def _summary(report: Report) -> str:
         ("dry run", "yes" if report.dry_run else "no"),
         (_things(report), str(total)),
         *((name, str(n)) for name, n in c.items()),
+        *([("succeeded without a change (there already)", str(unchanged))] if unchanged else []),
         *([(f"not seen {_e(target)} (--wait)", str(len(unseen)))] if unseen else []),
         ("elapsed", f"{report.elapsed_seconds:.1f} s"),
         ("calls", str(calls)),

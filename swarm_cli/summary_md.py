@@ -154,8 +154,10 @@ def _counts_table(report: Report) -> list[str]:
     unseen = report.unseen()
     target = report.extra.get("wait", {}).get("target", "there")
     waited = [(f"not seen {target} (--wait)", len(unseen))] if unseen else []
+    unchanged = report.total_of("unchanged")
     rows = [
         ("succeeded", c["succeeded"]),
+        *([("succeeded without a change (there already)", unchanged)] if unchanged else []),
         ("failed", c["failed"]),
         ("missing", c["missing"]),
         ("pending", c["pending"]),

@@ -57,6 +57,8 @@ INSTANCES = IdRule(INSTANCE_ID, "an instance ID (expected i- followed by 8 or 17
 
 REGION_COLUMNS = ("region",)
 ACCOUNT_COLUMNS = ("account", "account_id", "accountid")
+# The keys swarm list --output json puts its list under.
+LISTED_KINDS = frozenset({"instances", "snapshots", "volumes", "images", "addresses"})
 # Fields that every ledger record has and no list of targets is likely to.
 _LEDGER_FIELDS = frozenset({"run", "seq", "status"})
 
@@ -549,8 +551,12 @@ def _document(numbered: list[tuple[int, str]]) -> list[object] | None:
     except (ValueError, RecursionError):  # _RepeatedKey and JSONDecodeError are ValueErrors
         return None
     if isinstance(data, dict) and len(data) == 1:
-        (items,) = data.values()
-        if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
+        ((key, items),) = data.items()
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return None
+        # An empty list is one only under what swarm list names its kinds: a listing that
+        # selected nothing is nothing to do, where {"id": []} is a line with no ID.
+        if items or key in LISTED_KINDS:
             return items
     return None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -827,7 +828,9 @@ def test_the_step_summary_and_the_report_list_what_the_wait_did_not_see_arrive(
     assert all(i in page for i in ids) and "WaitTimeout" in page
 
 
-def test_rollback_leaves_alone_what_the_run_found_already_in_its_state(tmp_path: Path) -> None:
+def test_rollback_leaves_alone_what_the_run_found_already_in_its_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """EC2's answer says which instances a stop found stopped already (PreviousState):
     the run changed nothing of them, and undoing it must not start them."""
     with Sandbox(OPEN) as box:
@@ -849,14 +852,20 @@ def test_rollback_leaves_alone_what_the_run_found_already_in_its_state(tmp_path:
             **dict.fromkeys(ids[:3], "stopped"),
             **dict.fromkeys(ids[3:], "running"),
         }
-        # Stopped again, the summary says which calls changed nothing.
+        # Stopped again, the summaries say which calls changed nothing.
+        step = tmp_path / "step.md"
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
         code, out, err = swarm(
             "stop", "--ids", write_ids(tmp_path / "all.txt", ids), "--yes", "--ledger",
             str(tmp_path / "again.jsonl"), "--endpoint-url", box.endpoint, "--progress", "none",
+            "--report", str(tmp_path / "r.html"),
         )  # fmt: skip
+        for page in (step.read_text(), (tmp_path / "r.html").read_text()):
+            text = re.sub(r"<[^>]+>", " ", page)  # the report's cells, as words
+            assert re.search(r"succeeded without a change \(there already\)\W+3\b", text), page
         said = " ".join(out.split())
         assert code == 0 and "stop: 8 of 8 succeeded" in said, out + err
-        assert "3 of them stopped already: their calls changed nothing" in said
+        assert "3 of those were stopped (or on their way) already: their calls changed" in said
 
 
 def test_rollback_of_a_run_killed_while_writing_its_intents_sends_nothing(tmp_path: Path) -> None:

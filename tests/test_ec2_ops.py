@@ -188,6 +188,16 @@ def test_the_plan_predicts_in_use_and_missing_and_sends_nothing(tmp_path: Path) 
             "On",
         ),
         ("deregister-image", {"ImageId": "ami-1", "DeregistrationProtection": "disabled"}, None),
+        (  # disabled, but in its cooldown until then
+            "deregister-image",
+            {"ImageId": "ami-1", "DeregistrationProtection": "disabled-until 2999-05-17T21:00:01Z"},
+            "On",
+        ),
+        (
+            "deregister-image",
+            {"ImageId": "ami-1", "DeregistrationProtection": "disabled-until 2020-05-17T21:00:01Z"},
+            None,
+        ),
         ("deregister-image", {"ImageId": "ami-1"}, None),
     ],
 )

@@ -366,6 +366,31 @@ def test_an_outage_mid_run_loses_nothing_and_fails_nothing(tmp_path: Path) -> No
     assert failed_list(ledger) == set()
 
 
+def test_a_ledger_moved_during_the_run_stops_it_and_says_where_its_records_went(
+    tmp_path: Path,
+) -> None:
+    """Its path holds neither the run's records nor its lock any more: a second run could
+    start on it and send everything again. The run stops, and says the records are in
+    the moved file (not that none were written)."""
+    ledger, moved = tmp_path / "l.jsonl", tmp_path / "moved.jsonl"
+    with Sandbox(THROTTLED) as box:
+        ids = box.launch(200)
+        proc = start(box, write_ids(tmp_path / "ids.txt", ids), ledger, "--batch-size", "1")
+        wait_until(lambda: lines(ledger) >= 200 + 10, proc)
+        ledger.rename(moved)
+        out, err = proc.communicate(timeout=60)
+        done = 200 - len(running(box, ids))
+    assert proc.returncode == 74, err
+    said = " ".join(err.split())
+    assert "moved or replaced during the run" in said, err
+    assert "what it recorded is in the moved file" in said and "none written" not in said
+    assert not ledger.exists()
+    # The moved file is the run's ledger: what it lists as left is what is still running
+    # (those whose outcomes it could not hold are printed on stderr, and listed as left).
+    left = failed_list(moved)
+    assert len(left) >= 200 - done and json.loads(out)["exit_code"] == 74
+
+
 @pytest.mark.slow
 def test_an_endpoint_answering_500_while_it_restarts_fails_nothing(tmp_path: Path) -> None:
     """Every call answered 500 InternalError for three seconds from the first: the
@@ -972,6 +997,25 @@ def test_a_second_run_on_a_ledger_in_use_sends_nothing(sandbox: Sandbox, tmp_pat
     assert "being written" not in err and "holds no records" in err, err
     code, report = terminate_json(sandbox, listed, ledger, action="reboot")
     assert code == 0, report
+
+
+def test_ledger_failed_of_a_ledger_a_run_writes_is_not_final(tmp_path: Path) -> None:
+    """Its pending intents may be on their way: a list of them given to another run (on
+    another ledger, which no lock guards) would send them twice. It says so, exit 1."""
+    ledger = tmp_path / "l.jsonl"
+    running = LedgerWriter(str(ledger), "first", "stop", "us-east-1")
+    ids = ["i-00000001", "i-00000002"]
+    running.write_ahead(ids)
+    running.write(ids[0], "succeeded")
+    running.flush()
+    try:
+        code, out, err = swarm("ledger", "failed", str(ledger))
+        assert code == 1 and out.split() == ids[1:], (code, out, err)
+        assert "is being written by a run" in " ".join(err.split())
+    finally:
+        running.close()
+    code, out, err = swarm("ledger", "failed", str(ledger))
+    assert code == 0 and out.split() == ids[1:] and "being written" not in err, err
 
 
 def _signalled_before_its_wait(

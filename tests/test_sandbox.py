@@ -706,7 +706,7 @@ def test_instances_stop_and_start_through_their_states_on_the_way_as_ec2s() -> N
 def test_a_stop_of_an_instance_stopping_keeps_its_one_timer() -> None:
     # A second timer for the second stop would end a later stop of it early. (Long enough
     # that a loaded machine does not see it arrive between a call and the look after it.)
-    config = SandboxConfig(BucketSpec(1000, 1000), BucketSpec(1000, 1000), transition_seconds=3.0)
+    config = SandboxConfig(BucketSpec(1000, 1000), BucketSpec(1000, 1000), transition_seconds=1.5)
     with Sandbox(config) as box:
         (one,) = box.launch(1)
         client = box.client()

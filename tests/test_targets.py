@@ -183,6 +183,11 @@ def test_swarm_lists_json_document_is_a_list_of_targets_item_by_item() -> None:
     lines = [json.dumps(i) for i in document["instances"]]
     assert parse_targets(lines).format == "jsonl"
     assert parse_targets(lines[:1]).format == "jsonl"
+    # A listing that selected nothing is nothing to do, as its text (no line) is.
+    for text in ('{\n  "instances": []\n}', '{"snapshots": []}'):
+        empty = parse_targets(text.splitlines())
+        assert empty.format == "json" and empty.items == [] and empty.bad == []
+    assert parse_targets(['{"id": []}']).bad  # no ID, and no listing
     # An object whose only key is no list of objects is one JSON line, judged as such.
     one = parse_targets(['{"instances": "i-abcdef01"}'])
     assert one.format == "jsonl" and "missing field" in one.bad[0].reason
@@ -630,3 +635,10 @@ def test_a_look_alike_or_invisible_character_is_named() -> None:
         "holds U+200B",
     ]
     assert all("not ASCII" in b.reason for b in got.bad)
+
+
+def test_the_kinds_a_listing_names_are_those_swarm_list_lists() -> None:
+    from swarm_cli.cli.act import listed_kinds
+    from swarm_cli.targets import LISTED_KINDS
+
+    assert {"instances", *listed_kinds()} == LISTED_KINDS

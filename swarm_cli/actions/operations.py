@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import cache
 from typing import Any
 
@@ -91,11 +92,25 @@ def _volume_in_use(item: Mapping[str, Any], images: Callable[[], Mapping[str, st
 
 
 def _image_in_use(item: Mapping[str, Any], images: Callable[[], Mapping[str, str]]) -> str | None:
-    # "enabled", or "enabled-with-cooldown": EC2 refuses to deregister it until disabled.
+    # "enabled" or "enabled-with-cooldown": EC2 refuses to deregister it until disabled;
+    # "disabled-until TIME": disabled, but its cooldown lasts until then.
     protection = str(item.get("DeregistrationProtection") or "")
-    if not protection.startswith("enabled"):
+    if protection.startswith("disabled-until"):
+        until = _when(protection.removeprefix("disabled-until").strip())
+        if until is not None and until <= datetime.now(timezone.utc):
+            return None
+    elif not protection.startswith("enabled"):
         return None
     return f"deregistration protection {protection}: OperationNotPermitted"
+
+
+def _when(text: str) -> datetime | None:
+    """An ISO 8601 time EC2 gives ("2026-05-17T21:00:01.000Z"), or None if it is not one."""
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
 
 
 def _address_in_use(item: Mapping[str, Any], images: Callable[[], Mapping[str, str]]) -> str | None:

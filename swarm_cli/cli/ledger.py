@@ -144,7 +144,8 @@ def ledger_failed(
     cut_short: list[CutShort] = []
     empty: list[str] = []
     hidden: list[int] = []
-    state = _fold_ledgers(paths, cut_short, empty, hidden)
+    live: list[str] = []
+    state = _fold_ledgers(paths, cut_short, empty, hidden, live=live)
     actions = sorted({act for act, _ in state})
     if action is None:
         if len(actions) > 1:
@@ -327,9 +328,10 @@ def ledger_failed(
             "were meant to cover (--ids LIST) to list every ID of it not known done",
             err=True,
         )
-    if ids is None and (cut_short or empty or hidden):
-        # Some intents of a run never reached the ledger, or cannot be read: this list
-        # is not the whole. With --ids it is: an ID of the list that no ledger holds is in it.
+    if ids is None and (cut_short or empty or hidden or live):
+        # Some intents of a run never reached the ledger, or cannot be read, or a run is
+        # still sending them: this list is not the whole, or not final. With --ids it is
+        # the whole: an ID of the list that no ledger holds is in it.
         return EXIT_FAILED
     return 0
 
@@ -459,6 +461,7 @@ def _fold_ledgers(
     empty: list[str] | None = None,
     hidden: list[int] | None = None,
     damage: list[int] | None = None,
+    live: list[str] | None = None,
 ) -> dict[tuple[str, str], Record]:
     """Merge ledgers; lines that do not parse (a crash mid-write) are skipped with a warning.
 
@@ -480,8 +483,10 @@ def _fold_ledgers(
             damage.append(len(damaged))
         return state
 
-    live = [str(path) for path in paths if in_use(str(path))]
-    for path in live:
+    writing = [str(path) for path in paths if in_use(str(path))]
+    if live is not None:
+        live.extend(writing)
+    for path in writing:
         # A run holds it: its intents are still being sent, and written.
         typer.echo(
             f"warning: {literal(path)} is being written by a run: it holds what that run "
@@ -491,7 +496,7 @@ def _fold_ledgers(
         )
     state = _reading(read)
     for path in empty or ():
-        if path not in live:
+        if path not in writing:
             _no_records(path)
     # A stop's success older than a start of the same instance (or the other way round)
     # is not known to hold: listed as pending, not counted done.

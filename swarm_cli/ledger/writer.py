@@ -53,6 +53,11 @@ _BATCH_RECORDS = 4096
 # hurries it): one wake-up per few calls rather than per outcome, each wake-up costing
 # more CPU than the line. Far below the sync interval, so nothing is kept longer unsynced.
 _GATHER_S = 0.02
+# Why a run stops when its ledger's path no longer names the file it writes.
+MOVED = (
+    "the ledger file was moved or replaced during the run: its path no longer names the "
+    "file this run writes"
+)
 _STOP = object()
 # An outcome on its way to the file: its record's fields, in Record's order. Built and
 # written without a Record (a frozen dataclass of 19 fields costs more than the line);
@@ -514,12 +519,10 @@ class LedgerWriter:
                 there = os.stat(self.path)
             except FileNotFoundError:
                 there = None
+            except OSError:
+                return  # the folder cannot be read now (its mode changed): nothing to tell
             if there is None or (there.st_dev, there.st_ino) != (mine.st_dev, mine.st_ino):
-                raise OSError(
-                    errno.ENOENT,
-                    "the ledger file was moved or replaced during the run: its path no "
-                    "longer names the file this run writes",
-                )
+                raise OSError(errno.ENOENT, MOVED)
 
     def _write_error(self, err: OSError) -> LedgerWriteError:
         return LedgerWriteError(f"cannot write the ledger {self.path}: {_reason(err)}")
