@@ -108,6 +108,7 @@ class BadLine:
     text: str  # at most MAX_LINE characters of it
     reason: str
     length: int | None = None  # the whole line's, when ``text`` is its start only
+    value: str | None = None  # the ID it gives, when one was read (a table's, a JSON one's)
 
     def quoted(self, width: int = QUOTE_WIDTH) -> str:
         """The line as shown in an error: quoted, cut short when long."""
@@ -324,8 +325,8 @@ class _Builder:
             return
         self.targets.items.append(target)
 
-    def bad(self, line: int, text: str, reason: str) -> None:
-        self.targets.bad.append(BadLine(line, text, reason))
+    def bad(self, line: int, text: str, reason: str, value: str | None = None) -> None:
+        self.targets.bad.append(BadLine(line, text, reason, value=value))
 
 
 def bounded_lines(
@@ -748,7 +749,7 @@ def _check(
         hint = " (leading zeros lost?)" if account.isdigit() and len(account) < 12 else ""
         reasons.append(f"bad account {quote(account, width=40)}: expected 12 digits{hint}")
     if reasons:
-        builder.bad(number, text, "; ".join(reasons))
+        builder.bad(number, text, "; ".join(reasons), value=instance)
     else:
         builder.add(Target(instance, region, account), number)
 

@@ -305,6 +305,15 @@ def test_a_list_of_another_kind_of_id_says_which_and_what_acts_on_them(tmp_path:
     snapshots.write_text("snap-0123456789abcdef0\n")
     code, _, err = swarm("terminate", "--ids", str(snapshots), "--yes")
     assert code == 2 and "hint: these are snapshot IDs (snap-…): swarm ec2 delete-snapshot" in err
+    # The same from a table, JSON lines, or swarm list's JSON: the ID, not the line, says.
+    for listed in (
+        "id,region\nsnap-0123456789abcdef0,us-east-1\n",
+        '{"id": "snap-0123456789abcdef0", "region": "us-east-1"}\n',
+        '{"snapshots": [{"id": "snap-0123456789abcdef0", "in_use": null}]}\n',
+    ):
+        snapshots.write_text(listed)
+        code, _, err = swarm("stop", "--ids", str(snapshots), "--yes")
+        assert code == 2 and "hint: these are snapshot IDs (snap-…)" in err, (listed, err)
     # Malformed IDs of the kind asked for, or a mix: no hint that would mislead.
     mixed = tmp_path / "mixed.txt"
     mixed.write_text("i-xyz\nsnap-0123456789abcdef0\n")

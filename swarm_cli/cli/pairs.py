@@ -72,7 +72,7 @@ _KINDS = {
 def _other_kind_hint(targets: Targets, rule: IdRule) -> str | None:
     """When every bad line holds an ID of one other kind (a list of instances given to a
     snapshot command): one line saying which, and what acts on them."""
-    prefixes = {bad.text.strip().split("-", 1)[0] + "-" for bad in targets.bad}
+    prefixes = {(bad.value or bad.text).strip().split("-", 1)[0] + "-" for bad in targets.bad}
     if len(prefixes) != 1:
         return None
     (prefix,) = prefixes
