@@ -187,6 +187,18 @@ def _too_long(numbered: list[tuple[int, str]], builder: _Builder) -> list[tuple[
     return kept
 
 
+def _cut_short(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """A first line read whole (JSON on one line) that is no document: as any long line."""
+    cut = []
+    for number, text in numbered:
+        if len(text) >= MAX_LINE and not isinstance(text, _LongLine):
+            long = _LongLine(text[:MAX_LINE])
+            long.length = len(text.rstrip("\r\n"))
+            text = long
+        cut.append((number, text))
+    return cut
+
+
 def _parse_targets(lines: Iterable[str], source: str, rule: IdRule = INSTANCES) -> Targets:
     builder = _Builder(rule)
     numbered = _too_long(list(_numbered(lines)), builder)
@@ -197,7 +209,7 @@ def _parse_targets(lines: Iterable[str], source: str, rule: IdRule = INSTANCES) 
         _parse_document(document, builder, source)
     elif head.startswith("{"):
         builder.targets.format = "jsonl"
-        _parse_jsonl(numbered, builder, source)
+        _parse_jsonl(_too_long(_cut_short(numbered), builder), builder, source)
     elif (delimiter := _table_delimiter(head, rule)) is not None:
         builder.targets.format = "tsv" if delimiter == "\t" else "csv"
         _parse_table(numbered, delimiter, builder)
@@ -345,6 +357,10 @@ def bounded_lines(
         if len(line) < limit or line.endswith(("\n", "\r")):
             yield line
             continue
+        if number == 1 and line.lstrip("\ufeff \t").startswith("{"):
+            # JSON on one line (swarm list's, through jq -c): read whole, up to ``endless``.
+            yield _whole(handle, line, limit, endless)
+            continue
         length = len(line)
         while more := handle.readline(limit):
             ended = more.endswith(("\n", "\r"))
@@ -359,6 +375,22 @@ def bounded_lines(
         long = _LongLine(line)
         long.length = length
         yield long
+
+
+def _whole(handle: TextIO, start: str, limit: int, endless: int) -> str:
+    """The rest of the line that begins with ``start``, read ``limit`` at a time."""
+    parts, length = [start], len(start)
+    while more := handle.readline(limit):
+        parts.append(more)
+        length += len(more)
+        if more.endswith(("\n", "\r")) or len(more) < limit:
+            break
+        if length > endless:
+            raise TargetsError(
+                f"line 1 runs past {endless:,} characters with no line end: "
+                "not a list of IDs; nothing was sent"
+            )
+    return "".join(parts)
 
 
 def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:

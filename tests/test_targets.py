@@ -330,6 +330,27 @@ def test_a_huge_bad_line_is_reported_by_its_start_and_length(tmp_path: Path) -> 
         assert max(map(len, bounded_lines(handle, limit=1000))) <= 1000
 
 
+def test_swarm_lists_json_on_one_long_line_is_read_whole(tmp_path: Path) -> None:
+    from swarm_cli.targets import MAX_LINE
+
+    # jq -c of swarm list's object: one line far past the longest line an ID list has.
+    items = [{"id": f"i-{k:017x}", "region": "us-east-1", "tags": {"pad": "x" * 200}}
+             for k in range(400)]  # fmt: skip
+    text = json.dumps({"instances": items})
+    assert len(text) > MAX_LINE
+    path = tmp_path / "listed.json"
+    path.write_text(text + "\n")
+    targets = read_targets(str(path))
+    assert targets.format == "json" and targets.bad == []
+    assert targets.ids == [i["id"] for i in items]
+    # Not swarm list's, or not on the first line: cut short and reported, as before.
+    for first, number in (("", 1), ('{"id": "i-0123456789abcdef0"}\n', 2)):
+        path.write_text(first + "{" + "x" * (2 * MAX_LINE) + "\n")
+        [bad] = read_targets(str(path)).bad
+        assert bad.line == number and len(bad.text) <= MAX_LINE
+        assert bad.length == 2 * MAX_LINE + 1 and "line too long" in bad.reason
+
+
 def test_the_cli_quotes_a_huge_bad_line_cut_short(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
