@@ -849,6 +849,44 @@ def test_a_run_starting_while_its_ledger_is_asked_about_is_not_refused(tmp_path:
         os.close(other)
 
 
+def test_a_ledger_is_locked_as_nfs_needs_it(tmp_path: Path) -> None:
+    """Over NFS, flock is a byte-range lock: an exclusive one (a run's) needs the file
+    open for writing, and a shared one (what a question about it takes) does not."""
+    import fcntl
+
+    from swarm_cli.ledger.lock import hold_ledger, in_use
+
+    path = tmp_path / "l.jsonl"
+    path.touch()
+
+    def modes() -> list[int]:
+        """The access modes of this process's descriptors of the ledger."""
+        mine = path.stat()
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                there = os.stat(f"/proc/self/fd/{fd}")
+                info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+            except OSError:
+                continue
+            if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+                flags = re.search(r"flags:\s+(\d+)", info)
+                assert flags is not None
+                found.append(int(flags.group(1), 8) & os.O_ACCMODE)
+        return found
+
+    with hold_ledger(str(path)):
+        assert modes() == [os.O_RDWR]
+    # Another question's shared lock is no run; a run's exclusive one is.
+    for lock, holds in ((fcntl.LOCK_SH, False), (fcntl.LOCK_EX, True)):
+        other = os.open(path, os.O_RDONLY)
+        fcntl.flock(other, lock | fcntl.LOCK_NB)
+        try:
+            assert in_use(str(path)) is holds
+        finally:
+            os.close(other)
+
+
 def test_one_run_at_a_time_writes_a_ledger(tmp_path: Path) -> None:
     """Two runs on one ledger would both send its intents (a pod restarted beside its
     old self): the second is refused before anything is sent; once the first closes,

@@ -12,6 +12,7 @@ open of it in the same process would be refused as another run is).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -51,9 +52,11 @@ def held(fd: int) -> bool:
         return (info.st_dev, info.st_ino) in _HELD
 
 
-def try_lock(fd: int, patience: float = 0.0) -> bool:
+def try_lock(fd: int, patience: float = 0.0, *, shared: bool = False) -> bool:
     """Lock the file open at ``fd`` for this open of it; False when another holds it
-    still after ``patience`` seconds.
+    still after ``patience`` seconds. ``shared``: a lock that only an exclusive one (a
+    run's) refuses, which a descriptor open for reading may take everywhere (over NFS,
+    where flock is a byte-range lock, an exclusive one needs it open for writing).
 
     Where locks are not kept (some network file systems, platforms without flock),
     it is taken as locked: the run goes on as it did before locks."""
@@ -64,7 +67,7 @@ def try_lock(fd: int, patience: float = 0.0) -> bool:
     give_up = time.monotonic() + patience
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             if time.monotonic() >= give_up:
                 return False
@@ -99,7 +102,7 @@ def held_here(path: str) -> bool:
 def in_use(path: str) -> bool:
     """Whether another process holds the ledger at ``path`` (a run writing it now)."""
     with _opened(path) as fd:
-        return fd is not None and not held(fd) and not try_lock(fd)
+        return fd is not None and not held(fd) and not try_lock(fd, shared=True)
 
 
 @contextlib.contextmanager
@@ -109,12 +112,18 @@ def hold_ledger(path: str, why: str | None = None) -> Iterator[None]:
     file this made and nothing wrote to is removed again before the lock goes (a run
     refused or not confirmed leaves no empty ledger, and no other run can have opened it
     meanwhile)."""
-    # Read-only: a lock needs no more, and a merge may replace a file it may not write.
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    # Open for writing where it may be (over NFS an exclusive lock needs it), else for
+    # reading: a merge may replace a file it may not write.
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_CREAT
     for _ in range(5):
         made = not os.path.lexists(path)
         try:
-            fd = os.open(path, flags | os.O_CREAT, 0o666)
+            try:
+                fd = os.open(path, flags | os.O_RDWR, 0o666)
+            except OSError as err:
+                if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    raise
+                fd = os.open(path, flags | os.O_RDONLY, 0o666)
         except OSError as err:
             raise LedgerError(f"cannot write the ledger {path}: {_reason(err)}") from None
         if not try_lock(fd, RUN_PATIENCE):
