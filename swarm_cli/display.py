@@ -1004,9 +1004,13 @@ def render_summary(report: Report, console: Console) -> None:
     if report.ledger:
         # A ledger the disk refused from its first line is removed again: not named as kept.
         kept = os.path.exists(report.ledger)
-        if report.ledger_error and MOVED in report.ledger_error:
-            # What it wrote is where the file went: to give ledger failed and --resume.
-            where = " (moved or replaced during the run: what it recorded is in the moved file)"
+        moved = bool(report.ledger_error and MOVED in report.ledger_error)
+        if moved:
+            # What it wrote is where the file went; what it could not is printed above.
+            where = (
+                " (moved or replaced during the run: what it recorded is in the moved file, "
+                "the outcomes it could not write are printed above)"
+            )
         else:
             where = "" if kept else " (none written)"
         say(f"  ledger: {literal(report.ledger)}{where}")
@@ -1034,7 +1038,15 @@ def render_summary(report: Report, console: Console) -> None:
             # pending, undone or not).
             say(f"  to finish it: {literal(finish)}")
             return
-        if not report.intents_recorded:
+        if moved:
+            # The path names no ledger of this run now (or another run's): no command on it.
+            say(
+                "  to retry the rest: merge the moved file with the lines printed above "
+                "(swarm ledger merge), then swarm ledger failed and --resume on the merged "
+                "ledger",
+                style="yellow",
+            )
+        elif not report.intents_recorded:
             # `ledger failed` lists only the intents on disk; the rest would be lost.
             say(
                 "  nothing was sent, and this run's intents are not all in the ledger (what "

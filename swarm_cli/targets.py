@@ -83,6 +83,9 @@ MAX_LINE = 65536
 # A line this long is no mistake in an ID list: the reading stops (a stream with no line
 # end, such as /dev/zero, would never end).
 ENDLESS_LINE = 1 << 26
+# The longest first line read whole as JSON (swarm list's object through jq -c: some
+# 400,000 instances); held whole, its characters may take 4 bytes each.
+WHOLE_LINE = 1 << 25
 # Characters of a bad line (or value) quoted back to the user.
 QUOTE_WIDTH = 80
 
@@ -359,7 +362,7 @@ def bounded_lines(
             continue
         if number == 1 and line.lstrip("\ufeff \t").startswith("{"):
             # JSON on one line (swarm list's, through jq -c): read whole, up to ``endless``.
-            yield _whole(handle, line, limit, endless)
+            yield _whole(handle, line, limit, min(endless, WHOLE_LINE))
             continue
         length = len(line)
         while more := handle.readline(limit):
@@ -387,8 +390,9 @@ def _whole(handle: TextIO, start: str, limit: int, endless: int) -> str:
             break
         if length > endless:
             raise TargetsError(
-                f"line 1 runs past {endless:,} characters with no line end: "
-                "not a list of IDs; nothing was sent"
+                f"line 1 runs past {endless:,} characters: too long to read as one JSON "
+                "object (give swarm list's as JSON lines: jq -c '.instances[]'); nothing "
+                "was sent"
             )
     return "".join(parts)
 

@@ -304,7 +304,8 @@ def test_a_list_of_another_kind_of_id_says_which_and_what_acts_on_them(tmp_path:
     snapshots = tmp_path / "snapshots.txt"
     snapshots.write_text("snap-0123456789abcdef0\n")
     code, _, err = swarm("terminate", "--ids", str(snapshots), "--yes")
-    assert code == 2 and "hint: these are snapshot IDs (snap-…): swarm ec2 delete-snapshot" in err
+    assert code == 2
+    assert "hint: these are snapshot IDs (snap-…): swarm ec2 delete-snapshot acts on them" in err
     # The same from a table, JSON lines, or swarm list's JSON: the ID, not the line, says.
     for listed in (
         "id,region\nsnap-0123456789abcdef0,us-east-1\n",

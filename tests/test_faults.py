@@ -384,6 +384,8 @@ def test_a_ledger_moved_during_the_run_stops_it_and_says_where_its_records_went(
     said = " ".join(err.split())
     assert "moved or replaced during the run" in said, err
     assert "what it recorded is in the moved file" in said and "none written" not in said
+    # No command on the path it moved from: it names no ledger of this run now.
+    assert "merge the moved file" in said and "retry the rest: swarm" not in said
     assert not ledger.exists()
     # The moved file is the run's ledger: what it lists as left is what is still running
     # (those whose outcomes it could not hold are printed on stderr, and listed as left).
@@ -1012,6 +1014,11 @@ def test_ledger_failed_of_a_ledger_a_run_writes_is_not_final(tmp_path: Path) -> 
         code, out, err = swarm("ledger", "failed", str(ledger))
         assert code == 1 and out.split() == ids[1:], (code, out, err)
         assert "is being written by a run" in " ".join(err.split())
+        # Nor is a gate's answer final, nor a merge of it: exit 1 too, with the warning.
+        code, out, err = swarm("ledger", "failed", str(ledger), "--ids", "-", stdin=ids[0])
+        assert code == 1 and "is being written by a run" in " ".join(err.split()), err
+        code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(tmp_path / "m.jsonl"))
+        assert code == 1 and "is being written by a run" in " ".join(err.split()), err
     finally:
         running.close()
     code, out, err = swarm("ledger", "failed", str(ledger))

@@ -349,6 +349,12 @@ def test_swarm_lists_json_on_one_long_line_is_read_whole(tmp_path: Path) -> None
         [bad] = read_targets(str(path)).bad
         assert bad.line == number and len(bad.text) <= MAX_LINE
         assert bad.length == 2 * MAX_LINE + 1 and "line too long" in bad.reason
+    # Held whole only up to a bound: past it, the reading stops.
+    from swarm_cli.targets import bounded_lines
+
+    path.write_text("{" + "x" * 10_000 + "\n")
+    with open(path, encoding="utf-8") as handle, pytest.raises(TargetsError, match="jq -c"):
+        list(bounded_lines(handle, limit=1000, endless=5000))
 
 
 def test_the_cli_quotes_a_huge_bad_line_cut_short(tmp_path: Path) -> None:

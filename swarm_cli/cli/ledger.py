@@ -129,7 +129,7 @@ def ledger_failed(
 
     Pending means not known to be done: never sent, in flight when the run was stopped or killed, or never answered. Feed them back through a file, so that a list that cannot be made stops the retry: swarm ledger failed --retryable --action terminate swarm-ledger.jsonl >left.txt && swarm terminate --ids left.txt --resume --yes
 
-    Exit 1 when the list may not be the whole (a run stopped while recording its intents, a ledger with no records, damaged lines that may have held intents), or with --ids when any ID of the list is left; a gate checks the exit code as well as the list: if ! swarm ledger failed L >left.txt || [ -s left.txt ]; then exit 1; fi
+    Exit 1 when the list may not be the whole or final (a run stopped while recording its intents, a ledger with no records, damaged lines that may have held intents, a run still writing a ledger), or with --ids when any ID of the list is left; a gate checks the exit code as well as the list: if ! swarm ledger failed L >left.txt || [ -s left.txt ]; then exit 1; fi
     """  # noqa: E501 - rich keeps a docstring's line breaks
     if missing_ok and ids is None:
         raise UsageError("--missing-ok is for a gate with --ids LIST")
@@ -328,10 +328,11 @@ def ledger_failed(
             "were meant to cover (--ids LIST) to list every ID of it not known done",
             err=True,
         )
-    if ids is None and (cut_short or empty or hidden or live):
-        # Some intents of a run never reached the ledger, or cannot be read, or a run is
-        # still sending them: this list is not the whole, or not final. With --ids it is
-        # the whole: an ID of the list that no ledger holds is in it.
+    if live or (ids is None and (cut_short or empty or hidden)):
+        # A run is still sending what the ledger holds pending: neither the list nor a
+        # gate's answer is final. Some intents of a run never reached the ledger, or
+        # cannot be read: this list is not the whole. With --ids it is the whole: an ID of
+        # the list that no ledger holds is in it.
         return EXIT_FAILED
     return 0
 
@@ -547,7 +548,8 @@ def ledger_merge(
     output that is a ledger holding records the inputs lack is refused (exit 2). A run
     stopped while recording its intents keeps those it recorded, so that the merged
     ledger still says its list was not all recorded. Exit 1 when damaged lines may
-    have held intents the merged ledger then lacks, or an input holds no records.
+    have held intents the merged ledger then lacks, an input holds no records, or a run
+    is still writing an input (the merged ledger holds its records so far).
     """
     empty: list[str] = []
     hidden: list[int] = []
@@ -559,14 +561,14 @@ def ledger_merge(
             hidden.append(watch.unaccounted())
         return count
 
-    for given in paths:
-        if in_use(str(given)):
-            # Merged as far as written: the run's later records are not in the output.
-            typer.echo(
-                f"warning: {literal(str(given))} is being written by a run: the merged ledger "
-                "holds its records so far; merge again once that run has ended",
-                err=True,
-            )
+    live = [given for given in paths if in_use(str(given))]
+    for given in live:
+        # Merged as far as written: the run's later records are not in the output.
+        typer.echo(
+            f"warning: {literal(str(given))} is being written by a run: the merged ledger "
+            "holds its records so far; merge again once that run has ended",
+            err=True,
+        )
     count = _reading(merge)
     for path in empty:
         _no_records(path)
@@ -580,8 +582,9 @@ def ledger_merge(
             err=True,
         )
         return EXIT_FAILED
-    if empty:
-        # A ledger with no records (a run killed before its first intent): the merged one
-        # no longer shows it, so this is the last word, as for damage.
+    if empty or live:
+        # A ledger with no records (a run killed before its first intent), or one a run is
+        # still writing: the merged one no longer shows it, so this is the last word, as
+        # for damage.
         return EXIT_FAILED
     return 0

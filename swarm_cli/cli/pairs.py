@@ -79,7 +79,8 @@ def _other_kind_hint(targets: Targets, rule: IdRule) -> str | None:
     if not rule.prefix or prefix == rule.prefix or prefix not in _KINDS:
         return None
     kind, commands = _KINDS[prefix]
-    return f"hint: these are {kind} IDs ({prefix}…): {commands} act on them"
+    verb = "act" if " or " in commands else "acts"
+    return f"hint: these are {kind} IDs ({prefix}…): {commands} {verb} on them"
 
 
 def load_targets(ids: str, err: Console, rule: IdRule | None = None) -> Targets:

@@ -517,7 +517,7 @@ class LedgerWriter:
             # this run's records, nor its lock, and a second run could start on it.
             try:
                 there = os.stat(self.path)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # its folder replaced by a file
                 there = None
             except OSError:
                 return  # the folder cannot be read now (its mode changed): nothing to tell
