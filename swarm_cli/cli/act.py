@@ -1890,9 +1890,9 @@ def list_cmd(
         bool,
         typer.Option(
             "--unused",
-            help="Snapshots no AMI of the account uses, volumes attached to nothing (and "
-            "created), images without deregistration protection, addresses associated "
-            "with nothing: those EC2 would delete, deregister or release.",
+            help="Snapshots no AMI of the account uses, volumes attached to nothing (and no "
+            "longer creating), images without deregistration protection, addresses "
+            "associated with nothing: those EC2 would delete, deregister or release.",
         ),
     ] = False,
 ) -> None:
