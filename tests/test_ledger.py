@@ -590,16 +590,20 @@ def test_a_device_that_keeps_nothing_is_refused_as_a_ledger(device: str) -> None
         check_ledger_path(device)
 
 
-@pytest.mark.parametrize("how", ["deleted", "moved", "replaced"])
+@pytest.mark.parametrize("how", ["deleted", "moved", "replaced", "folder replaced by a file"])
 def test_a_ledger_deleted_or_moved_during_the_run_stops_it(tmp_path: Path, how: str) -> None:
     """Its path no longer holds the run's records, nor its lock: a second run could start
     on it and send every intent again."""
-    path = tmp_path / "l.jsonl"
+    (tmp_path / "d").mkdir()
+    path = tmp_path / "d" / "l.jsonl"
     errors: list[OSError] = []
     writer = LedgerWriter(str(path), "r", "terminate", None, on_error=errors.append)
     writer.write_ahead(["i-00000001", "i-00000002"])
     if how == "deleted":
         path.unlink()
+    elif how == "folder replaced by a file":
+        (tmp_path / "d").rename(tmp_path / "d2")
+        (tmp_path / "d").write_text("")  # the path's folder is a file now: ENOTDIR
     else:
         path.rename(tmp_path / "moved.jsonl")
         if how == "replaced":
