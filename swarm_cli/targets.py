@@ -448,7 +448,7 @@ def _parse_plain(numbered: list[tuple[int, str]], builder: _Builder) -> None:
             else:
                 # With one ID a line, the whole line says most; with several, the token.
                 reason = _id_reason(token, builder.rule)
-                builder.bad(number, text if len(tokens) == 1 else token, reason)
+                builder.bad(number, text if len(tokens) == 1 else token, reason, value=token)
 
 
 def _parse_table(numbered: list[tuple[int, str]], delimiter: str, builder: _Builder) -> None:

@@ -306,6 +306,14 @@ def test_a_list_of_another_kind_of_id_says_which_and_what_acts_on_them(tmp_path:
     code, _, err = swarm("terminate", "--ids", str(snapshots), "--yes")
     assert code == 2
     assert "hint: these are snapshot IDs (snap-…): swarm ec2 delete-snapshot acts on them" in err
+    # With a comment after it, the ID still says.
+    snapshots.write_text("snap-0123456789abcdef0  # the old backup\n")
+    code, _, err = swarm("terminate", "--ids", str(snapshots), "--yes")
+    assert code == 2 and "hint: these are snapshot IDs" in err, err
+    # Names that only start as IDs of a kind do (snap-shot-1): no hint that would mislead.
+    snapshots.write_text("snap-shot-host-1\n")
+    code, _, err = swarm("terminate", "--ids", str(snapshots), "--yes")
+    assert code == 2 and "hint:" not in err, err
     # The same from a table, JSON lines, or swarm list's JSON: the ID, not the line, says.
     for listed in (
         "id,region\nsnap-0123456789abcdef0,us-east-1\n",

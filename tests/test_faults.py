@@ -1019,6 +1019,8 @@ def test_ledger_failed_of_a_ledger_a_run_writes_is_not_final(tmp_path: Path) -> 
         assert code == 1 and "is being written by a run" in " ".join(err.split()), err
         code, _, err = swarm("ledger", "merge", str(ledger), "-o", str(tmp_path / "m.jsonl"))
         assert code == 1 and "is being written by a run" in " ".join(err.split()), err
+        code, out, err = swarm("ledger", "summary", str(ledger), "--output", "json")
+        assert json.loads(out)["incomplete"]["being_written"] == [str(ledger)], out
     finally:
         running.close()
     code, out, err = swarm("ledger", "failed", str(ledger))

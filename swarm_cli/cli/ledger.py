@@ -402,13 +402,15 @@ def ledger_summary(
 
     The counts are what the ledgers hold: with --output json, "incomplete" says what
     they may lack (damaged lines, runs stopped while recording their intents, ledgers
-    with no record, intents no readable record shows); `ledger failed` is the gate.
+    with no record, intents no readable record shows, ledgers a run is still writing);
+    `ledger failed` is the gate.
     """
     empty: list[str] = []
     cut: list[CutShort] = []
     hidden: list[int] = []
     damage: list[int] = []
-    state = _fold_ledgers(paths, cut, empty=empty, hidden=hidden, damage=damage)
+    live: list[str] = []
+    state = _fold_ledgers(paths, cut, empty=empty, hidden=hidden, damage=damage, live=live)
     counts: dict[str, dict[str, int]] = {}
     # Successes a later run of the opposite action (a start after a stop) left unknown.
     undone: dict[str, int] = {}
@@ -428,6 +430,7 @@ def ledger_summary(
             "cut_short_runs": sorted({c.run for c in cut}),
             "empty_ledgers": empty,
             "unaccounted_intents": sum(hidden),
+            "being_written": live,
         }
         emit_json(
             {

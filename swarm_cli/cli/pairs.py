@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -72,11 +73,16 @@ _KINDS = {
 def _other_kind_hint(targets: Targets, rule: IdRule) -> str | None:
     """When every bad line holds an ID of one other kind (a list of instances given to a
     snapshot command): one line saying which, and what acts on them."""
-    prefixes = {(bad.value or bad.text).strip().split("-", 1)[0] + "-" for bad in targets.bad}
+    given = [(bad.value or bad.text).strip() for bad in targets.bad]
+    prefixes = {value.split("-", 1)[0] + "-" for value in given}
     if len(prefixes) != 1:
         return None
     (prefix,) = prefixes
     if not rule.prefix or prefix == rule.prefix or prefix not in _KINDS:
+        return None
+    # IDs of that kind, each of them: a name that only starts so (snap-shot-1) is none.
+    shape = re.compile(re.escape(prefix) + r"(?:[0-9a-f]{8}|[0-9a-f]{17})")
+    if not all(shape.fullmatch(value) for value in given):
         return None
     kind, commands = _KINDS[prefix]
     verb = "act" if " or " in commands else "acts"
