@@ -554,6 +554,7 @@ def test_ledger_commands_merge_shards_and_warn_of_damage(tmp_path: Path) -> None
         "cut_short_runs": [],
         "empty_ledgers": [],
         "unaccounted_intents": 0,
+        "being_written": [],
     }
     (tmp_path / "empty.jsonl").write_text("")
     code, out, _ = swarm("ledger", "summary", str(a), str(tmp_path / "empty.jsonl"), "-o", "json")
