@@ -361,7 +361,7 @@ def bounded_lines(
             yield line
             continue
         if number == 1 and line.lstrip("\ufeff \t").startswith("{"):
-            # JSON on one line (swarm list's, through jq -c): read whole, up to ``endless``.
+            # JSON on one line (swarm list's, through jq -c): read whole, up to WHOLE_LINE.
             yield _whole(handle, line, limit, min(endless, WHOLE_LINE))
             continue
         length = len(line)
