@@ -14,7 +14,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from .actions import ACTIONS
-from .ledger import IN_TRANSITION_CODE
+from .ledger import FINAL_SUCCESS, IN_TRANSITION_CODE
 from .ledger.writer import MOVED
 from .report import Pair, Report, Sample
 from .run import ProgressMode as ProgressMode
@@ -1080,7 +1080,22 @@ def render_summary(report: Report, console: Console) -> None:
                     f"{report.action} {again}"
                 )
             waited = report.extra.get("wait") or {}
-            if waited.get("timed_out") or waited.get("not_checked"):
+            if (waited.get("timed_out") or waited.get("not_checked")) and (
+                report.action in FINAL_SUCCESS
+            ):
+                # Accepted, and EC2 does not take a terminate or a deletion back: the ledger
+                # counts them done, so a list from `ledger failed` would hold none of them.
+                again_words = (
+                    "; a resume with --wait on the same --ids list looks them up and waits again"
+                    if report.action in ACTIONS
+                    else ""
+                )
+                say(
+                    f"  not seen {waited.get('target')}: EC2 accepted their calls and does "
+                    "not take them back, so the ledger counts them done and swarm ledger "
+                    f"failed does not list them{again_words}"
+                )
+            elif waited.get("timed_out") or waited.get("not_checked"):
                 # Accepted, but not seen there: a resume looks them up, and waits again.
                 say(
                     f"  not seen {waited.get('target')}: swarm ledger failed --retryable "

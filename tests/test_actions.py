@@ -971,6 +971,33 @@ def test_a_selection_shard_reaches_only_its_own_accounts(tmp_path: Path) -> None
             assert set(box.states(ids, account=account).values()) <= {"shutting-down", "terminated"}
 
 
+def test_a_terminate_not_seen_terminated_is_not_given_a_retry_that_does_nothing(
+    tmp_path: Path,
+) -> None:
+    """A terminate EC2 accepted stays done in the ledger, so `ledger failed` lists none
+    of those the wait did not see terminated: the retry command printed for them made an
+    empty list and said "nothing to do". The summary says so instead, and a resume with
+    --wait on the same list is what looks them up again."""
+    with Sandbox(SLOW) as box:
+        ids = box.launch(3)
+        ledger = tmp_path / "l.jsonl"
+        listed = write_ids(tmp_path / "ids.txt", ids)
+        common = ("--ids", listed, "--endpoint-url", box.endpoint, "--ledger", str(ledger))
+        code, out, err = swarm(
+            "terminate", *common, "--yes", "--progress", "none", "--wait", "--wait-timeout", "0"
+        )
+        assert code == 1, err
+        flat = " ".join((out + err).split())
+        assert "not seen terminated: EC2 accepted their calls" in flat, flat
+        assert "failed --retryable --action terminate" not in flat, flat
+        assert swarm("ledger", "failed", str(ledger))[1] == ""
+        code, out, err = swarm(
+            "terminate", *common, "--yes", "--progress", "none", "--wait", "--resume"
+        )
+        assert code == 0, err
+        assert "3 reached" in " ".join((out + err).split())
+
+
 def test_a_wait_not_seen_through_says_how_to_look_again_and_wrong_state_is_for_good(
     tmp_path: Path,
 ) -> None:
