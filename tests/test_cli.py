@@ -331,6 +331,17 @@ def sandbox_process(env_file: Path, *args: str) -> tuple[subprocess.Popen[str], 
     return proc, dict(line.removeprefix("export ").split("=", 1) for line in exports)
 
 
+def test_the_sandbox_says_which_kinds_it_put_in_use(tmp_path: Path) -> None:
+    """--in-use applies to snapshots, volumes and addresses: the banner said "of each
+    kind in use" with images made, none of which can be."""
+    proc, _ = sandbox_process(
+        tmp_path / "e.env", "--count", "1", "--snapshots", "2", "--images", "1", "--in-use", "1"
+    )
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert "made 2 snapshots, 1 images; 1 of the snapshots in use" in err, err
+
+
 def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:
     env_file, ids_file = tmp_path / "sandbox.env", tmp_path / "ids.txt"
     proc, env = sandbox_process(env_file, "--count", "30", "--ids-out", str(ids_file))

@@ -109,7 +109,7 @@ def test_swarm_list_lists_each_kind_and_unused_leaves_out_what_ec2_would_refuse(
     for bad, why in (
         (("list", "buckets"), "expected instances, snapshots"),
         (("list", "volumes", "--state", "available"), "--state is for instances"),
-        (("list", "--unused"), "not instances"),
+        (("list", "--unused"), "snapshots, volumes, images and addresses, not instances"),
     ):
         code, out, err = swarm(*bad, "--endpoint-url", sandbox.endpoint)
         assert code == 2 and why in err and out == "", (bad, err)

@@ -768,9 +768,13 @@ def retry_args(spec: ActionSpec, flags: Flags) -> tuple[str, ...]:
 def _refuse_instance_options(operation: Operation, flags: Flags) -> None:
     """What only instances have: undo."""
     if flags.rollback:
+        why = (
+            "an undo of tags would need each resource's tags from before the run"
+            if operation.name in ("create-tags", "delete-tags")
+            else "what EC2 deleted, deregistered or released does not come back"
+        )
         raise UsageError(
-            f"--rollback: for stop and start; swarm ec2 {operation.name} cannot be undone "
-            "(an undo of tags would need each resource's tags from before the run)"
+            f"--rollback: for stop and start; swarm ec2 {operation.name} cannot be undone ({why})"
         )
 
 
@@ -1906,7 +1910,9 @@ def list_cmd(
     operation = _kind_of(kind)
     if operation is None:
         if unused:
-            raise UsageError("--unused is for snapshots, volumes and addresses, not instances")
+            raise UsageError(
+                "--unused is for snapshots, volumes, images and addresses, not instances"
+            )
         filters = [*(filters or ()), *list_state_filter(filters or (), states or ())]
     else:
         if states:

@@ -36,6 +36,8 @@ from .options import (
 )
 
 if TYPE_CHECKING:  # the fake EC2 is imported by the commands that start one
+    from collections.abc import Mapping, Sequence
+
     from ..sandbox import SandboxConfig
 
 PresetOpt = Annotated[
@@ -523,7 +525,7 @@ def sandbox_cmd(
         if seeded:
             err.print(
                 f"  made {seeded}"
-                + (f"; {in_use} of each kind in use" if in_use else "")
+                + (f"; {_in_use(in_use, made)}" if in_use else "")
                 + (f"; IDs in {literal(resources_out)}" if resources_out else ""),
                 markup=False,
             )
@@ -617,3 +619,14 @@ def accounts_yaml(places: list[tuple[str | None, str]]) -> str:
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _in_use(count: int, made: Mapping[str, Sequence[str]]) -> str:
+    """What ``--in-use`` put to use among what was made: no image can be (the fake EC2
+    has no deregistration protection)."""
+    kinds = [k for k in ("snapshots", "volumes", "addresses") if made.get(k)]
+    if not kinds:
+        return "none of them in use (--in-use takes snapshots, volumes and addresses)"
+    if len(kinds) == 1:
+        return f"{count} of the {kinds[0]} in use"
+    return f"{count} each of the {', '.join(kinds[:-1])} and {kinds[-1]} in use"
