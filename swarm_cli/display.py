@@ -1086,7 +1086,8 @@ def render_summary(report: Report, console: Console) -> None:
                 # Accepted, and EC2 does not take a terminate or a deletion back: the ledger
                 # counts them done, so a list from `ledger failed` would hold none of them.
                 again_words = (
-                    "; a resume with --wait on the same --ids list looks them up and waits again"
+                    # Its --ids list or --filter, its --ledger, where it acted: all of it.
+                    "; the same command with --resume looks them up and waits for them again"
                     if report.action in ACTIONS
                     else ""
                 )

@@ -989,6 +989,7 @@ def test_a_terminate_not_seen_terminated_is_not_given_a_retry_that_does_nothing(
         assert code == 1, err
         flat = " ".join((out + err).split())
         assert "not seen terminated: EC2 accepted their calls" in flat, flat
+        assert "the same command with --resume looks them up" in flat, flat
         assert "failed --retryable --action terminate" not in flat, flat
         assert swarm("ledger", "failed", str(ledger))[1] == ""
         code, out, err = swarm(

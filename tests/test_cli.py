@@ -332,14 +332,15 @@ def sandbox_process(env_file: Path, *args: str) -> tuple[subprocess.Popen[str], 
 
 
 def test_the_sandbox_says_which_kinds_it_put_in_use(tmp_path: Path) -> None:
-    """--in-use applies to snapshots, volumes and addresses: the banner said "of each
-    kind in use" with images made, none of which can be."""
-    proc, _ = sandbox_process(
-        tmp_path / "e.env", "--count", "1", "--snapshots", "2", "--images", "1", "--in-use", "1"
-    )
+    """--in-use applies to snapshots, volumes and addresses, up to as many as were made:
+    the banner said "of each kind in use" with images made, none of which can be."""
+    made = ("--snapshots", "2", "--volumes", "5", "--images", "1", "--in-use", "3")
+    proc, _ = sandbox_process(tmp_path / "e.env", "--count", "1", *made)
     proc.terminate()
     _, err = proc.communicate(timeout=60)
-    assert "made 2 snapshots, 1 images; 1 of the snapshots in use" in err, err
+    # No more of a kind in use than were made.
+    said = "made 2 snapshots, 5 volumes, 1 images; 2 of the snapshots and 3 of the volumes in use"
+    assert said in err, err
 
 
 def test_sandbox_process_and_terminate_pair(tmp_path: Path) -> None:

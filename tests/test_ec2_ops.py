@@ -319,6 +319,11 @@ def test_delete_volume_wait_times_out_with_its_exit_code_and_says_so(
         "0",
     )
     assert code == 1 and "wait for deleted: 0 reached, 1 timed out" in out + err, out + err
+    # Counted done, as the ledger counts it: no retry whose list `ledger failed` leaves
+    # empty, and no resume said to wait again (a deletion's does not).
+    (line,) = [x for x in (out + err).splitlines() if "not seen deleted:" in x]
+    assert "EC2 accepted their calls" in line and "--resume" not in line, line
+    assert "ledger failed --retryable" not in out + err, out + err
 
 
 def test_a_deletion_whose_answer_was_lost_is_done_when_its_repeat_finds_it_gone(

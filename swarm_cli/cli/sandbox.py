@@ -622,11 +622,15 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _in_use(count: int, made: Mapping[str, Sequence[str]]) -> str:
-    """What ``--in-use`` put to use among what was made: no image can be (the fake EC2
-    has no deregistration protection)."""
-    kinds = [k for k in ("snapshots", "volumes", "addresses") if made.get(k)]
-    if not kinds:
+    """What ``--in-use`` put to use among what was made (no more of a kind than were
+    made): no image can be, as the fake EC2 has no deregistration protection."""
+    used = {
+        k: min(count, len(made[k])) for k in ("snapshots", "volumes", "addresses") if made.get(k)
+    }
+    if not used:
         return "none of them in use (--in-use takes snapshots, volumes and addresses)"
-    if len(kinds) == 1:
-        return f"{count} of the {kinds[0]} in use"
-    return f"{count} each of the {', '.join(kinds[:-1])} and {kinds[-1]} in use"
+    if len(set(used.values())) == 1 and len(used) > 1:
+        kinds = list(used)
+        return f"{used[kinds[0]]} each of the {', '.join(kinds[:-1])} and {kinds[-1]} in use"
+    parts = [f"{n} of the {k}" for k, n in used.items()]
+    return (", ".join(parts[:-1]) + " and " if len(parts) > 1 else "") + parts[-1] + " in use"
