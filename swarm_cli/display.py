@@ -1088,6 +1088,7 @@ def render_summary(report: Report, console: Console) -> None:
                 again_words = (
                     # Its --ids list or --filter, its --ledger, where it acted: all of it.
                     "; the same command with --resume looks them up and waits for them again"
+                    + (" (once their state can be read)" if waited.get("not_checked") else "")
                     if report.action in ACTIONS
                     else ""
                 )

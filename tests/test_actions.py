@@ -999,6 +999,23 @@ def test_a_terminate_not_seen_terminated_is_not_given_a_retry_that_does_nothing(
         assert "3 reached" in " ".join((out + err).split())
 
 
+def test_a_terminate_its_wait_could_not_read_is_looked_up_again_once_it_can(
+    tmp_path: Path,
+) -> None:
+    with Sandbox(SLOW) as box:
+        ids = box.launch(2)
+        box.fail_action("DescribeInstances", 403, "UnauthorizedOperation", "no")
+        code, out, err = swarm(
+            *("terminate", "--ids", write_ids(tmp_path / "ids.txt", ids), "--yes"),
+            *("--endpoint-url", box.endpoint, "--ledger", str(tmp_path / "l.jsonl")),
+            *("--progress", "none", "--wait", "--wait-timeout", "30"),
+        )
+    assert code == 4, out + err
+    flat = " ".join((out + err).split())
+    assert "2 not checked (UnauthorizedOperation" in flat, flat
+    assert "waits for them again (once their state can be read)" in flat, flat
+
+
 def test_a_wait_not_seen_through_says_how_to_look_again_and_wrong_state_is_for_good(
     tmp_path: Path,
 ) -> None:
