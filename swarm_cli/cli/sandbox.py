@@ -624,13 +624,11 @@ def _interrupt(signum: int, frame: object) -> None:
 def _in_use(count: int, made: Mapping[str, Sequence[str]]) -> str:
     """What ``--in-use`` put to use among what was made (no more of a kind than were
     made): no image can be, as the fake EC2 has no deregistration protection."""
-    used = {
-        k: min(count, len(made[k])) for k in ("snapshots", "volumes", "addresses") if made.get(k)
-    }
-    if not used:
+    parts = [
+        f"{min(count, len(made[k]))} of the {k}"
+        for k in ("snapshots", "volumes", "addresses")
+        if made.get(k)
+    ]
+    if not parts:
         return "none of them in use (--in-use takes snapshots, volumes and addresses)"
-    if len(set(used.values())) == 1 and len(used) > 1:
-        kinds = list(used)
-        return f"{used[kinds[0]]} each of the {', '.join(kinds[:-1])} and {kinds[-1]} in use"
-    parts = [f"{n} of the {k}" for k, n in used.items()]
-    return (", ".join(parts[:-1]) + " and " if len(parts) > 1 else "") + parts[-1] + " in use"
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts) + " in use"
