@@ -193,3 +193,25 @@ def test_a_plan_of_an_operation_whose_tags_cannot_be_read_exits_3_as_the_run_doe
     sandbox.fail_action("DescribeTags", None)
     tags = sandbox.client().describe_tags(Filters=[{"Name": "key", "Values": ["a"]}])["Tags"]
     assert tags == []
+
+
+def test_a_resume_whose_look_up_is_denied_does_not_say_protect_tag_will_send_them(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The resume's look-up and --protect-tag both read DescribeInstances: where one is
+    denied, the resume line does not promise the rail's refused IDs are sent."""
+    ids = sandbox.launch(3)
+    listed = write_ids(tmp_path / "ids.txt", ids)
+    ledger = tmp_path / "l.jsonl"
+    sandbox.fail_action("DescribeInstances", *DENIED)
+    code, _out, err = swarm(
+        "stop", "--ids", listed, "--endpoint-url", sandbox.endpoint, "--ledger", str(ledger),
+        "--yes", "--resume", "--protect-tag", "keep", "--progress", "none",
+    )  # fmt: skip
+    assert code == EXIT_REFUSED, err
+    text = " ".join(err.split())
+    assert "3 could not be read (UnauthorizedOperation x 3): they are sent unless" in text, text
+    assert "--protect-tag cannot read their tags either" in text
+    assert "they are sent)" not in text
+    assert sandbox.counters.instances_accepted == 0
+    assert set(sandbox.states(ids).values()) == {"running"}

@@ -122,6 +122,7 @@ from .pairs import (  # the benchmarks read load_targets and plan_groups from he
     reconcile_resume,
     select_groups,
     succeeded,
+    unread_fate,
 )
 from .reach import (
     Reach,
@@ -818,7 +819,11 @@ def reconcile_operation(
     err.print(
         f"resume: {api} shows {already} of {count} already {operation.verb} (to be recorded "
         f"done, not sent); {count - already} not done yet"
-        + (f" ({count - checked} could not be read: they are sent)" if checked < count else ""),
+        + (
+            f" ({count - checked} could not be read: {unread_fate(flags)})"
+            if checked < count
+            else ""
+        ),
         markup=False,
     )
     return done

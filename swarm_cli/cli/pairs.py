@@ -573,9 +573,17 @@ def reconcile_resume(
     )
     if seen.unread:
         why = f" ({seen.why})" if seen.why else ""
-        text += f" ({seen.unread} could not be read{why}: they are sent)"
+        text += f" ({seen.unread} could not be read{why}: {unread_fate(flags)})"
     err.print(text, markup=False)
     return seen.done
+
+
+def unread_fate(flags: Flags) -> str:
+    """What becomes of IDs a resume's look-up could not read: sent as not done, unless
+    --protect-tag (which fails closed) cannot read them either."""
+    if flags.protect_tags:
+        return "they are sent unless --protect-tag cannot read their tags either"
+    return "they are sent"
 
 
 def check_tag_ledger(ledger: str, action: str, tags: str, err: Console) -> None:
