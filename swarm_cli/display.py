@@ -830,7 +830,8 @@ def choose_progress(
 
 
 def _wait_line(waited: Mapping[str, Any]) -> str:
-    """A --wait's outcome, for the summary: "wait for stopped: 3 reached, 1 timed out"."""
+    """A --wait's outcome, for the summary: "wait for stopped: 3 reached, 1 timed out",
+    and the stretches its Describe calls met no answer."""
     return (
         f"wait for {waited.get('target')}: {waited.get('reached', 0)} reached"
         + "".join(
@@ -839,6 +840,11 @@ def _wait_line(waited: Mapping[str, Any]) -> str:
             if waited.get(k)
         )
         + (f" ({literal(waited['not_checked_why'])})" if waited.get("not_checked") else "")
+        + (
+            f"; {unanswered}"
+            if (unanswered := unanswered_text(waited.get("outages") or 0, 0)) is not None
+            else ""
+        )
     )
 
 

@@ -358,3 +358,17 @@ def test_a_rails_refusal_is_said_in_words_in_the_step_summary_and_the_report() -
     assert f"**Refused:** {said}" in markdown_summary(report)
     page = render_html(report)
     assert said in page and "<dt>rail_unverified</dt>" not in page
+
+
+def test_a_wait_that_met_an_outage_says_so() -> None:
+    """Its Describe calls met no answer for a while: said beside what it saw, as for the
+    run's own calls, though every instance got there in the end."""
+    report = recorded_report()
+    report.extra["wait"] = {"target": "stopped", "reached": 3, "outages": 1}
+    text = markdown_summary(report)
+    assert (
+        "**Waited:** wait for stopped: 3 reached; the endpoint did not answer for a while "
+        "(1 outage)\n"
+    ) in text
+    report.extra["wait"]["outages"] = 0
+    assert "did not answer" not in markdown_summary(report)
