@@ -125,6 +125,10 @@ def phase_text(phase: str | None) -> str:
     return PHASE_WORDS.get(phase, phase)
 
 
+# A call unanswered this long is worth a word while it lasts.
+WAITING_WORTH = 5.0
+
+
 def status_line(stats: Stats | Snapshot, now: float | None = None) -> str:
     s = _snap(stats)
     elapsed = s.elapsed() if now is None or s.started is None else now - s.started
@@ -139,12 +143,22 @@ def status_line(stats: Stats | Snapshot, now: float | None = None) -> str:
     if s.outage_since is not None:
         down = (now if now is not None else s.last) - s.outage_since
         line += f" · OUTAGE: {literal(s.outage)}, probing ({down:.0f}s)"
+    elif (waiting := waiting_text(s, now)) is not None:
+        line += f" · {waiting}"
     storm = storm_text(s, now if now is not None else s.last)
     if storm and not s.stopping:
         line += f" · {storm}"
     if s.stopping:
         line += f" · stopping: {literal(s.stopping)}"
     return line
+
+
+def waiting_text(s: Snapshot, now: float | None) -> str | None:
+    """A call on its way with no answer for a while, in words (None: none such): an
+    endpoint that hangs shows here before enough calls go unanswered to make an outage."""
+    if now is None or s.waiting_since is None or now - s.waiting_since < WAITING_WORTH:
+        return None
+    return f"no answer for {duration(now - s.waiting_since)}"
 
 
 def duration(seconds: float) -> str:
@@ -580,6 +594,8 @@ class LiveView:
         if s.outage_since is not None:
             down = duration(now - s.outage_since)
             speed.append(Text(f"OUTAGE: {literal(s.outage)}, probing ({down})", "bold red"))
+        elif not settled and (waiting := waiting_text(s, now)) is not None:
+            speed.append(Text(waiting, "yellow"))
         storm = None if settled else storm_text(s, now)
         if s.stopping:
             speed.append(Text(f"stopping: {literal(s.stopping)}", "yellow"))
@@ -722,6 +738,8 @@ def total_line(snaps: Sequence[Snapshot], now: float) -> str:
     down = [s for s in snaps if s.outage_since is not None]
     if down:
         line += f" · OUTAGE in {len(down)} pair(s): {literal(down[0].outage)}, probing"
+    elif waiting := [w for s in snaps if (w := waiting_text(s, now)) is not None]:
+        line += f" · in {len(waiting)} pair(s), e.g.: {waiting[0]}"
     storms = [text for s in snaps if (text := storm_text(s, now))]
     if storms:
         line += f" · in {len(storms)} pair(s), e.g.: {storms[0]}"

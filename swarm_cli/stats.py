@@ -75,6 +75,7 @@ class Snapshot:
     codes: Mapping[str, int]
     series: tuple[Sample, ...]
     batch: int = 0  # IDs the last call could carry
+    waiting_since: float | None = None  # when the oldest call still unanswered left
 
     @property
     def done(self) -> int:
@@ -125,6 +126,10 @@ class Stats(Subscriber):
     # that the chart's peak is the run's (a sample at an answer sees one call fewer).
     flight_peak: int = 0
     batch: int = 0
+    # Calls on their way, by their first ID: when each left, oldest first.
+    flying: dict[str, float] = field(default_factory=dict, repr=False)
+    # When the first of the calls given up on with no answer since the last answer left.
+    silent_since: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -168,6 +173,7 @@ class Stats(Subscriber):
                 codes=dict(self.codes),
                 series=tuple(self.series),  # bounded at MAX_SAMPLES: a cheap copy
                 batch=self.batch,
+                waiting_since=self._waiting_since(),
             )
 
     def __call__(self, event: Event) -> None:
@@ -196,8 +202,18 @@ class Stats(Subscriber):
     def on_sent(self, event: Sent) -> None:
         self.calls += 1
         self.batch = event.batch
+        if event.ids:
+            self.flying[event.ids[0]] = event.at
 
     def on_answered(self, event: Answered) -> None:
+        if event.ids:
+            left = self.flying.pop(event.ids[0], None)
+            if event.outcome is not None and event.outcome.kind is Kind.UNREACHABLE:
+                # No answer at all: the silence goes on from when this call left.
+                if left is not None and (self.silent_since is None or left < self.silent_since):
+                    self.silent_since = left
+            else:
+                self.silent_since = None
         if event.outcome is None or event.outcome.kind is not Kind.THROTTLED:
             # The API let this call through, or the call met no API at all (refused,
             # reset): either way not every call is throttled.
@@ -253,6 +269,14 @@ class Stats(Subscriber):
         elif outcome is not None and outcome.code:
             self.errors[outcome.code] = self.errors.get(outcome.code, 0) + 1
             self._count_code(event)
+
+    def _waiting_since(self) -> float | None:
+        """When the endpoint last left a call unanswered and has not answered since: the
+        oldest call on its way, or the first given up on with no answer."""
+        oldest = next(iter(self.flying.values()), None)
+        if oldest is None or self.silent_since is None:
+            return oldest if self.silent_since is None else None
+        return min(oldest, self.silent_since)
 
     def _count_code(self, event: Event) -> None:
         """Every error code seen, throttles, retries and time-outs included."""

@@ -912,3 +912,43 @@ def test_ctrl_z_gives_the_cursor_back_and_fg_draws_below_what_the_shell_printed(
     assert "\x1b[1A" not in redrawn.split("terminate", 1)[0], repr(redrawn[:80])
     assert "us-east-1" in redrawn
     assert signal.getsignal(signal.SIGTSTP) == before
+
+
+def test_a_call_left_unanswered_a_while_is_said_before_it_makes_an_outage() -> None:
+    """An endpoint that hangs: one call on its way, no answer. The logs say so while it
+    lasts, not only once enough calls went unanswered to make an outage."""
+    stats = Stats()
+    stats(Event("queued", 0.0, ids=("i-1", "i-2")))
+    stats(Event("sent", 1.0, ids=("i-1",), in_flight=1))
+    stats(Event("sent", 2.0, ids=("i-2",), in_flight=2))
+    assert "no answer" not in status_line(stats, now=4.0)  # a slow call: nothing yet
+    line = status_line(stats, now=13.0)
+    assert "no answer for 12s" in line, line
+    assert "in 1 pair(s), e.g.: no answer for 12s" in total_line(
+        [stats.snapshot(), Stats().snapshot()], 13.0
+    )
+    out = console(terminal=True)
+    screen = " ".join(screen_of(LiveView(out, [("us-east-1", stats)], "stop"), 13.0, out))
+    assert "no answer for 12s" in " ".join(screen.split())
+    # The oldest answered: the next one's wait is what counts.
+    stats(Event("answered", 13.0, ids=("i-1",), in_flight=1, latency=12.0))
+    assert "no answer for 5s" in status_line(stats, now=7.0)
+    stats(Event("answered", 14.0, ids=("i-2",), in_flight=0, latency=12.0))
+    assert "no answer" not in status_line(stats, now=30.0)
+    # A call given up on with no answer (timed out), sent again: the silence counts from
+    # when the first left, until an answer comes.
+    unanswered = Outcome(Kind.UNREACHABLE, "CallTimeout", None)
+    stats(Event("sent", 20.0, ids=("i-2",), in_flight=1))
+    stats(Event("answered", 25.0, ids=("i-2",), in_flight=0, outcome=unanswered))
+    assert "no answer" not in status_line(stats, now=26.0)  # nothing on its way
+    stats(Event("sent", 26.0, ids=("i-2",), in_flight=1))
+    assert "no answer for 10s" in status_line(stats, now=30.0)
+    stats(Event("answered", 30.5, ids=("i-2",), in_flight=0, outcome=unanswered))
+    stats(Event("sent", 31.0, ids=("i-2",), in_flight=1))
+    stats(Event("answered", 32.0, ids=("i-2",), in_flight=0))
+    stats(Event("sent", 33.0, ids=("i-2",), in_flight=1))
+    assert "no answer" not in status_line(stats, now=36.0)
+    # An outage says more, and says it instead.
+    stats(Event("outage", 40.0, ids=("i-2",), in_flight=1))
+    line = status_line(stats, now=50.0)
+    assert "OUTAGE" in line and "no answer for" not in line
