@@ -54,6 +54,7 @@ from .window import Control
 
 Action = Callable[[Sequence[str]], Mapping[str, Outcome]]
 INTERRUPTED = "Interrupted"  # the code of what a signal left undone
+BEFORE_SENT = "before it was sent"  # what a signal left undone that no call carried
 Clock = Callable[[], float]
 Backoff = Callable[[int], float]
 
@@ -407,7 +408,7 @@ class Engine:
                     why = cause or Outcome(Kind.UNREACHABLE, "NotSent")
                     if cause is not None and cause.code == INTERRUPTED:
                         # No call of it on its way: none left, or each was refused.
-                        when = "before it was sent" + (" again" if intent.attempts else "")
+                        when = BEFORE_SENT + (" again" if intent.attempts else "")
                         why = replace(cause, message=f"{cause.message} {when}")
                 self._resolve(intent, "pending", why)
             self._held = None

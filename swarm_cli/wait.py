@@ -25,7 +25,7 @@ from .ec2 import (
     classify_exception,
     describe_instances_by_id,
 )
-from .engine import Clock
+from .engine import BEFORE_SENT, Clock
 from .ledger import (
     MAYBE_DONE,
     NOT_CHECKED_CODE,
@@ -389,7 +389,14 @@ def unreached(problem: Problem, target: str) -> tuple[str, str, str]:
         return "failed", WRONG_STATE_CODE, problem.message or f"not {target}"
     if problem.status == "missing":
         return "missing", problem.code or NOT_LISTED_CODE, problem.message or "not listed"
-    why = ": ".join(x for x in (problem.code, problem.message) if x) or problem.status
+    message = problem.message
+    if message:
+        # The engine's words for an intent it sends: here it is a look-up, whose call
+        # changes nothing (only the action's own may or may not be done, said below).
+        message = message.replace(BEFORE_SENT, "before it was looked up")
+        if message.endswith(MAYBE_DONE):
+            message = message[: -len(MAYBE_DONE)].rstrip(":; ") or None
+    why = ": ".join(x for x in (problem.code, message) if x) or problem.status
     if problem.code == TIMEOUT_CODE:
         return "pending", TIMEOUT_CODE, f"--wait did not see it {target} ({why}); {MAYBE_DONE}"
     return "pending", NOT_CHECKED_CODE, f"--wait could not check it ({why}); {MAYBE_DONE}"

@@ -17,7 +17,7 @@ from swarm_cli.ec2 import make_client
 from swarm_cli.engine import Engine
 from swarm_cli.ledger import REACHED_CODE, LedgerError, fold, read_records
 from swarm_cli.outcome import Kind, Outcome
-from swarm_cli.report import Pair
+from swarm_cli.report import Pair, Problem
 from swarm_cli.run import Job, RunOptions
 from swarm_cli.sandbox import CREDENTIALS, BucketSpec, Sandbox, SandboxConfig
 from swarm_cli.wait import (
@@ -26,6 +26,7 @@ from swarm_cli.wait import (
     WaitReport,
     dead_ends,
     record_reached,
+    unreached,
     wait_for,
 )
 from swarm_cli.window import RATE, Window
@@ -330,3 +331,29 @@ def test_record_reached_says_when_the_ledger_cannot_be_written(tmp_path: Any) ->
     report = WaitReport(run="w", action="wait", done={Pair(None, EAST): ["i-1"]}, target="stopped")
     with pytest.raises(LedgerError, match="cannot open the ledger"):
         record_reached(str(tmp_path / "no-such-folder" / "l.jsonl"), "run1", "stop", report)
+
+
+def test_an_unchecked_instance_is_said_in_a_look_ups_words_and_in_doubt_once() -> None:
+    """The wait's engine speaks of sending; the record is about looking an instance up,
+    and only the action's own call may or may not be done."""
+    stopped = Problem(
+        "i-1", "pending", "Interrupted", "stopped by SIGTERM before it was sent again"
+    )
+    assert unreached(stopped, "stopped") == (
+        "pending",
+        "NotChecked",
+        "--wait could not check it (Interrupted: stopped by SIGTERM before it was looked up "
+        "again); may or may not be done",
+    )
+    hung = Problem(
+        "i-2",
+        "pending",
+        "EndpointUnreachable",
+        "in flight when the run stopped: may or may not be done",
+    )
+    status, _, message = unreached(hung, "stopped")
+    assert message == (
+        "--wait could not check it (EndpointUnreachable: in flight when the run stopped); "
+        "may or may not be done"
+    )
+    assert message.count("may or may not be done") == 1 and status == "pending"
