@@ -25,6 +25,7 @@ from typing import Any
 from .actions.operations import Operation
 from .ec2 import ID_IN_MESSAGE, BatchCall, answered_by, refused_before_acting, split_batch
 from .outcome import Kind, Outcome
+from .text import not_utf8
 
 # What EC2 answers a call on a resource of another account (a public AMI): a failure of
 # that resource when the message names it, of the credentials when it names none.
@@ -49,6 +50,8 @@ def parse_tags(values: Sequence[str], *, need_value: bool) -> list[dict[str, str
     """
     tags: list[dict[str, str]] = []
     for text in values:
+        if (bad := not_utf8("--tag", text)) is not None:
+            raise ValueError(bad)
         shown = repr(text[:60] + ("…" if len(text) > 60 else ""))
         key, eq, value = text.partition("=")
         if not key.strip():

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TextIO, TypeVar
 from .errors import EXIT_CREDENTIALS, EXIT_REFUSED, EXIT_USAGE, SwarmError
 from .outcome import Kind
 from .targets import ACCOUNT_ID
-from .text import clip, plural
+from .text import clip, not_utf8, plural
 
 # The ledger code of an instance left alone because --protect-tag matched it.
 PROTECTED_CODE = "Protected"
@@ -128,6 +128,8 @@ def protect_tag(spec: str) -> TagPredicate:
     ``KEY=`` matches only an empty value (EC2 tags may have one). Keys and values are
     compared exactly, as EC2 compares them (case-sensitive).
     """
+    if (bad := not_utf8("--protect-tag", spec)) is not None:
+        raise RailError(bad, EXIT_USAGE)
     key, eq, value = spec.partition("=")
     if not key.strip():
         raise RailError(

@@ -19,6 +19,7 @@ from typing import Any
 from .ec2 import classify_exception
 from .errors import EXIT_CREDENTIALS, EXIT_FAILED, EXIT_USAGE, SwarmError
 from .outcome import Kind
+from .text import not_utf8
 from .window import Control
 
 # EC2 takes MaxResults from 5 to 1000; the largest page costs the fewest calls of a
@@ -89,6 +90,8 @@ def parse_filter(spec: str) -> Filter:
     The comma separates values; a value that holds one writes it ``\\,`` (and a
     backslash ``\\\\``): ``tag:Name=a\\,b`` is the one value ``a,b``.
     """
+    if (bad := not_utf8("--filter", spec)) is not None:
+        raise SelectError(bad)
     text = spec.strip()
     if text.lower().startswith("name="):
         raise SelectError(

@@ -133,3 +133,17 @@ def own_part(message: str, resource_id: str) -> str:
         return f"'{resource_id}' (and {len(ids) - 1} more of its call)"
 
     return _ID_LIST.sub(cut, message)
+
+
+def not_utf8(option: str, value: str) -> str | None:
+    """Why ``value`` given to ``option`` cannot go to EC2 (None: it can): bytes that are
+    not UTF-8 on the command line, which Python keeps as lone surrogates and no API call
+    can encode."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return (
+            f"{option} {literal(value)}: not valid UTF-8 (check the encoding of the shell "
+            "or of the file it came from)"
+        )
+    return None

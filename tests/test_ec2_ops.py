@@ -643,6 +643,8 @@ def test_a_wait_that_cannot_read_says_how_many_it_could_not_check_and_why(
         ("k=a\x1b[31mb", r"'k=a\x1b[31mb': holds a control character"),
         ("k=a\x00b", "holds a control character"),
         ("novalue", "create-tags needs KEY=VALUE"),
+        # Bytes that are not UTF-8 on the command line: no call could encode them.
+        ("k=\udcff", "--tag k=\\udcff: not valid UTF-8"),
     ],
 )
 def test_a_tag_ec2_would_refuse_is_refused_before_anything_is_sent(
@@ -661,6 +663,31 @@ def test_a_tag_ec2_would_refuse_is_refused_before_anything_is_sent(
     for need_value, form in ((True, "(KEY=VALUE)"), (False, "(KEY or KEY=VALUE)")):
         with pytest.raises(ValueError, match=re.escape(f"a tag needs a key {form}")):
             parse_tags(["=x"], need_value=need_value)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("list", "volumes", "--filter", "tag:env=\udcff"),
+        ("ec2", "delete-volume", "--filter", "tag:env=\udcff", "--yes"),
+        ("ec2", "delete-volume", "--ids", "IDS", "--protect-tag", "keep=\udcff", "--dry-run"),
+        ("terminate", "--filter", "tag:env=x", "--protect-tag", "\udcff", "--yes"),
+    ],
+    ids=["list-filter", "filter", "protect-tag", "terminate-protect-tag"],
+)
+def test_text_that_is_not_utf8_is_a_usage_error_before_anything_is_read(
+    sandbox: Sandbox, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """Not a credentials error (exit 4), not a rail that protects nothing: exit 2."""
+    ids = write_ids(tmp_path / "ids.txt", sandbox.seed(volumes=1)["volumes"])
+    given = [ids if a == "IDS" else a for a in args]
+    ledger = ["--ledger", str(tmp_path / "l.jsonl")] if args[0] != "list" else []
+    reads = ("DescribeVolumes", "DescribeInstances", "DescribeTags")
+    before = [sandbox.calls_by(a) for a in reads]
+    code, _, err = swarm(*given, *ledger, "--endpoint-url", sandbox.endpoint)
+    assert code == 2, err
+    assert "not valid UTF-8" in " ".join(err.split()), err
+    assert [sandbox.calls_by(a) for a in reads] == before
 
 
 def test_a_plan_that_cannot_read_what_uses_a_snapshot_says_so_once_and_a_resume_never_asks(

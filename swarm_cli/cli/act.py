@@ -412,6 +412,10 @@ def _run_action(
     if selecting and flags.sandbox:
         raise UsageError("--sandbox rehearses an ID list: pass --ids (swarm list prints one)")
     check_outputs(flags)
+    try:
+        protect_tags(flags.protect_tags)  # a rail given wrong is said before anything is read
+    except RailError as exc:
+        raise error_for(exc.code, exc.message) from exc
     accounts = load_account_map(flags.accounts, flags.role_arn)
     region = default_region(flags.region, flags.profile)
     if region is None and flags.sandbox:
