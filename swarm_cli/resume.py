@@ -24,31 +24,14 @@ from .ledger import ALREADY_CODE
 from .outcome import Kind, Outcome
 from .report import Pair, Recorded
 from .run import RunOptions
+from .states import DONE_STATES
 
-# The states that show an action done (or under way, which EC2 finishes by itself).
-DONE_STATES: Mapping[str, frozenset[str]] = {
-    "terminate": frozenset({"shutting-down", "terminated"}),
-    "stop": frozenset({"stopping", "stopped"}),
-    "start": frozenset({"pending", "running"}),
-}
 # Actions for which an instance EC2 does not know is done: terminated instances
 # stay listed for about an hour, then vanish.
 GONE_IS_DONE = frozenset({"terminate"})
 # Within this many seconds of a call, what it terminated is still listed: one not
 # listed at all was never there (another account or region, a typo).
 STILL_LISTED = 45 * 60.0
-
-
-def done_words(action: str) -> str:
-    """The states that show ``action`` done, for people, the one on the way first:
-    "stopping or stopped"."""
-    order = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
-    return " or ".join(s for s in order if s in DONE_STATES.get(action, ()))
-
-
-def observable(action: str) -> bool:
-    """Whether DescribeInstances can show ``action`` done (not reboot's)."""
-    return action in DONE_STATES
 
 
 @dataclass

@@ -113,7 +113,10 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
         assert instance_only not in out
     _, out, _ = swarm("ec2", "create-tags", "--help")
     flat = " ".join(out.split())
-    assert "Tag operations look nothing up." in flat and "--wait" not in out
+    assert "a tag operation looks nothing up: every ID would act" in flat and "--wait" not in out
+    assert "look every resource up" not in flat  # the plan of a tag operation does not
+    assert "record as done, unsent, those it shows already tagged" in flat
+    assert "already there" not in flat
     _, out, _ = swarm("ec2", "release-address", "--help")
     flat = " ".join(out.split())
     assert "Never touch addresses carrying this tag" in flat and "--ids addresses.txt" in flat
@@ -121,6 +124,15 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
     _, out, _ = swarm("terminate", "--help")
     assert "--check-protection" in out and "--rollback" in out and "--wait" in out
     assert "Select instances instead of --ids" in " ".join(out.split())
+    # What a resume takes as done, in each one's own words.
+    assert (
+        "(DescribeInstances) and record as done, unsent, those it shows already "
+        "shutting-down or terminated" in " ".join(out.split())
+    )
+    _, out, _ = swarm("ec2", "delete-snapshot", "--help")
+    assert "those it shows already deleted." in " ".join(out.split())
+    _, out, _ = swarm("reboot", "--help")
+    assert "the rest are sent again (reboot leaves no state to look up)" in " ".join(out.split())
 
 
 def test_rollback_speaks_of_its_own_options() -> None:

@@ -1182,13 +1182,25 @@ def register(
     else:
         filter_help, older_help, per_call = "", "", ""
     if runs is None:
+        from ..states import done_words, observable
+
         resume_read = "DescribeInstances"
+        resume_help = (
+            "look the rest up first (DescribeInstances) and record as done, unsent, "
+            f"those it shows already {done_words(spec.name)}."
+            if observable(spec.name)
+            else f"the rest are sent again ({spec.name} leaves no state to look up)."
+        )
         wait_help = (
             "Then wait until each instance reaches the action's state (stopped, running, "
             "terminated), asking DescribeInstances through a window of its own."
         )
     else:
         resume_read = "DescribeTags" if runs.tags else describe or "its Describe call"
+        resume_help = (
+            f"look the rest up first ({resume_read}) and record as done, unsent, those it "
+            f"shows already {runs.verb}."
+        )
         wait_help = (
             f"Then wait until each {noun} is {runs.verb} (gone), asking {describe} through "
             "a window of its own."
@@ -1265,8 +1277,7 @@ def register(
             bool,
             typer.Option(
                 "--resume",
-                help=f"Skip IDs the ledger already records as {spec.verb}; look the rest up "
-                f"first ({resume_read}) and record those already there done, unsent.",
+                help=f"Skip IDs the ledger already records as {spec.verb}; {resume_help}",
             ),
         ] = False,
         yes: Annotated[
@@ -1277,10 +1288,15 @@ def register(
             typer.Option(
                 "--dry-run",
                 hidden=plan,
-                help=f"Change nothing: look every {noun} up and predict "
-                "its outcome (would act, already done, missing, wrong state, protected, not "
-                "permitted), and how long the run would take; exit 1 if any would fail."
-                + (" Tag operations look nothing up." if takes_tags else ""),
+                help=(
+                    "Change nothing: show the calls the run would make (a tag operation "
+                    "looks nothing up: every ID would act, as EC2 takes any ID), and how "
+                    "long the run would take."
+                    if takes_tags
+                    else f"Change nothing: look every {noun} up and predict its outcome "
+                    "(would act, already done, missing, wrong state, protected, not "
+                    "permitted), and how long the run would take; exit 1 if any would fail."
+                ),
             ),
         ] = False,
         sandbox: Annotated[

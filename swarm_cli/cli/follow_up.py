@@ -226,7 +226,7 @@ def checked_by_wait(name: str) -> bool:
     """Whether what an action did is known done only once a --wait saw it: a resume can
     look it up (a reboot leaves no state that says it was done), and its success is not
     final (a terminate's and a deletion's are)."""
-    from ..resume import observable
+    from ..states import observable
 
     return observable(name) and name not in FINAL_SUCCESS
 
@@ -502,7 +502,8 @@ def reconcile_undo(
     window). Those in the run's end state are undone with the rest. Those it
     could not read are neither: whether they were carried out is unknown.
     """
-    from ..resume import done_words, reconcile
+    from ..resume import reconcile
+    from ..states import done_words
 
     groups = {p: list(ids) for p, ids in plan.groups.items()}
     count = sum(len(ids) for ids in plan.unsure.values())

@@ -552,7 +552,8 @@ def reconcile_resume(
     holds an intent of it): otherwise no run of this ledger ever acted on it, and it is
     sent, to be found missing (a wrong region or account, a typo).
     """
-    from ..resume import done_words, observable, reconcile
+    from ..resume import reconcile
+    from ..states import done_words, observable
 
     if not flags.resume or not groups:
         return {}
