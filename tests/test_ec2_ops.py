@@ -615,6 +615,7 @@ def test_a_fresh_resume_in_the_wrong_region_finds_the_resources_missing_not_done
     )
     assert code == 1, err
     assert out["counts"]["missing"] == 2 and out["counts"]["succeeded"] == 0
+    assert "missing" in out["meaning"], out["meaning"]  # none failed, none pending
     assert still_there(sandbox, "delete-snapshot", made) == set(made)
     assert {s for s, _ in statuses(ledger).values()} == {"missing"}
 
@@ -651,8 +652,12 @@ def test_a_tag_ec2_would_refuse_is_refused_before_anything_is_sent(
     tmp_path: Path, tag: str, says: str
 ) -> None:
     ids = write_ids(tmp_path / "ids.txt", ["i-0123456789abcdef0"])
-    code, _, err = swarm("ec2", "create-tags", "--ids", ids, "--tag", tag, "--yes")
+    ledger = str(tmp_path / "l.jsonl")  # none is made: refused before
+    code, _, err = swarm(
+        "ec2", "create-tags", "--ids", ids, "--tag", tag, "--yes", "--ledger", ledger
+    )
     assert code == 2 and says in err, err
+    assert not Path(ledger).exists()
     assert "\x1b" not in err
     # At the limits, in characters (not bytes): taken.
     from swarm_cli.operation_call import parse_tags

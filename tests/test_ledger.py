@@ -556,6 +556,12 @@ def test_a_dash_is_not_a_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert not (tmp_path / "-").exists()
 
 
+def test_an_empty_ledger_path_is_named_as_such() -> None:
+    for empty in ("", "  "):
+        with pytest.raises(LedgerError, match="the ledger path is empty: pass --ledger FILE"):
+            check_ledger_path(empty)
+
+
 def test_a_symbolic_link_is_refused_as_a_ledger(tmp_path: Path) -> None:
     target = tmp_path / "real.jsonl"
     target.write_text("")

@@ -42,7 +42,7 @@ from . import quick_params
 
 EXIT_MEANINGS = {
     0: "all done",
-    1: "some intents failed or are pending (the ledger names them)",
+    1: "some intents failed, are missing or are pending (the ledger names them)",
     2: "bad usage or input; nothing was sent",
     3: "refused by a rail or at the confirmation",
     4: "credentials or permission",

@@ -26,6 +26,8 @@ def check_ledger_path(path: str, *, ids_path: str | None = None, fix: str | None
     if path == "-":
         # Not standard output: a ledger is read back (--resume, ledger failed).
         raise LedgerError("a ledger is a file swarm reads back: pass --ledger FILE, not -")
+    if not path.strip():
+        raise LedgerError("the ledger path is empty: pass --ledger FILE")
     folder = os.path.dirname(path) or "."
     if not os.path.exists(folder):
         raise LedgerError(
