@@ -117,6 +117,7 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
     assert "look every resource up" not in flat  # the plan of a tag operation does not
     assert "record as done, unsent, those it shows already tagged" in flat
     assert "already there" not in flat
+    assert "repeatable, up to 50. As EC2 takes them: a key of at most 128 characters" in flat
     _, out, _ = swarm("ec2", "release-address", "--help")
     flat = " ".join(out.split())
     assert "Never touch addresses carrying this tag" in flat and "--ids addresses.txt" in flat

@@ -1330,7 +1330,10 @@ def register(
                 metavar="KEY=VALUE",
                 hidden=not takes_tags,
                 help="A tag to add (create-tags: KEY=VALUE) or remove (delete-tags: KEY, or "
-                "KEY=VALUE to remove it only with that value); repeatable.",
+                "KEY=VALUE to remove it only with that value); repeatable, up to 50. As EC2 "
+                "takes them: a key of at most 128 characters, not starting aws:, a value of "
+                "at most 256, no control characters; refused otherwise, before anything is "
+                "sent.",
             ),
         ] = None,
         accounts: AccountsOpt = None,

@@ -23,9 +23,16 @@ HELP["ec2"] = (
     "Any ID-keyed EC2 operation: delete-snapshot, create-tags and more.",
     "swarm ec2 delete-snapshot --ids snapshots.txt --dry-run",
 )
+
+
+def _tag_example(name: str) -> str:
+    """The --tag of a tag operation's example: delete-tags by its key alone (any value)."""
+    return " --tag team" if name == "delete-tags" else " --tag team=data"
+
+
 for _op in OPERATIONS.values():
     register(_op.outline, _op.summary, into=ec2_app, name=_op.name, operation=_op)
-    _tag = " --tag team=data" if _op.tags else ""
+    _tag = _tag_example(_op.name) if _op.tags else ""
     HELP[f"ec2 {_op.name}"] = (
         _op.summary,
         f"swarm ec2 {_op.name} --ids {plural(_op.resource)}.txt{_tag} --yes",
@@ -42,5 +49,5 @@ for _op in RESOURCE_OPERATIONS.values():
     HELP[f"plan {_op.name}"] = (
         f"Predict ec2 {_op.name}; change nothing.",
         f"swarm plan {_op.name} --ids {plural(_op.resource)}.txt"
-        + (" --tag team=data" if _op.tags else ""),
+        + (_tag_example(_op.name) if _op.tags else ""),
     )
