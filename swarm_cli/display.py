@@ -158,6 +158,8 @@ def waiting_text(s: Snapshot, now: float | None) -> str | None:
     endpoint that hangs shows here before enough calls go unanswered to make an outage."""
     if now is None or s.waiting_since is None or now - s.waiting_since < WAITING_WORTH:
         return None
+    if _settled(s):
+        return None  # stopped: nothing more is awaited
     return f"no answer for {duration(now - s.waiting_since)}"
 
 
@@ -738,8 +740,13 @@ def total_line(snaps: Sequence[Snapshot], now: float) -> str:
     down = [s for s in snaps if s.outage_since is not None]
     if down:
         line += f" · OUTAGE in {len(down)} pair(s): {literal(down[0].outage)}, probing"
-    elif waiting := [w for s in snaps if (w := waiting_text(s, now)) is not None]:
-        line += f" · in {len(waiting)} pair(s), e.g.: {waiting[0]}"
+    # The longest wait first, of the pairs an outage does not say more of.
+    waits = sorted(
+        (s for s in snaps if s.outage_since is None and waiting_text(s, now) is not None),
+        key=lambda s: s.waiting_since or 0.0,
+    )
+    if waits:
+        line += f" · in {len(waits)} pair(s), e.g.: {waiting_text(waits[0], now)}"
     storms = [text for s in snaps if (text := storm_text(s, now))]
     if storms:
         line += f" · in {len(storms)} pair(s), e.g.: {storms[0]}"
@@ -858,12 +865,24 @@ def _wait_line(waited: Mapping[str, Any]) -> str:
             if waited.get(k)
         )
         + (f" ({literal(waited['not_checked_why'])})" if waited.get("not_checked") else "")
-        + (
-            f"; {unanswered}"
-            if (unanswered := unanswered_text(waited.get("outages") or 0, 0)) is not None
-            else ""
-        )
+        + _wait_trouble(waited)
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("s" if n != 1 else "")
+
+
+def _wait_trouble(waited: Mapping[str, Any]) -> str:
+    """What a wait's Describe calls met, for its line: "; the endpoint was down for a
+    while (1 outage), 2 calls timed out" ("" if nothing)."""
+    outages, timeouts = waited.get("outages") or 0, waited.get("timeouts") or 0
+    parts = []
+    if outages:
+        parts.append(f"the endpoint was down for a while ({_count(outages, 'outage')})")
+    if timeouts:
+        parts.append(f"{_count(timeouts, 'call')} timed out")
+    return "".join(f"; {p}" if k == 0 else f", {p}" for k, p in enumerate(parts))
 
 
 def follow_ups(report: Report, *, stopped: bool = True) -> list[tuple[str, bool, str]]:

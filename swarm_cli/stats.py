@@ -206,14 +206,13 @@ class Stats(Subscriber):
             self.flying[event.ids[0]] = event.at
 
     def on_answered(self, event: Answered) -> None:
-        if event.ids:
-            left = self.flying.pop(event.ids[0], None)
-            if event.outcome is not None and event.outcome.kind is Kind.UNREACHABLE:
-                # No answer at all: the silence goes on from when this call left.
-                if left is not None and (self.silent_since is None or left < self.silent_since):
-                    self.silent_since = left
-            else:
-                self.silent_since = None
+        left = self.flying.pop(event.ids[0], None) if event.ids else None
+        if event.outcome is not None and event.outcome.kind is Kind.UNREACHABLE:
+            # No answer at all: the silence goes on from when this call left.
+            if left is not None and (self.silent_since is None or left < self.silent_since):
+                self.silent_since = left
+        else:
+            self.silent_since = None
         if event.outcome is None or event.outcome.kind is not Kind.THROTTLED:
             # The API let this call through, or the call met no API at all (refused,
             # reset): either way not every call is throttled.
@@ -249,6 +248,10 @@ class Stats(Subscriber):
 
     def on_stood_still(self, event: StoodStill) -> None:
         self.stood_still += event.latency
+        # The engine gives calls in flight the time back: their silence is not the endpoint's.
+        self.flying = {i: at + event.latency for i, at in self.flying.items()}
+        if self.silent_since is not None:
+            self.silent_since += event.latency
 
     def on_stopping(self, event: Stopping) -> None:
         self.stopping = event.outcome.message if event.outcome else "stopping"
@@ -262,6 +265,8 @@ class Stats(Subscriber):
 
     def on_resolved(self, event: Resolved) -> None:
         setattr(self, event.status, getattr(self, event.status) + 1)
+        for i in event.ids:  # a call a stop left unanswered is no longer awaited
+            self.flying.pop(i, None)
         outcome = event.outcome
         if event.status == "succeeded":
             if outcome is not None and outcome.code == WAS_ALREADY_CODE:

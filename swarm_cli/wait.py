@@ -314,6 +314,7 @@ def run_wait(
         **({"not_checked_why": _why(report)} if unchecked else {}),
         # The run's own keep to the action's calls: the wait's are here.
         "outages": report.total_of("outages"),
+        "timeouts": report.total_of("timeouts"),
         "gave_up": report.gave_up,
         # As the ledger records them: not seen there is pending (may or may not be done).
         "problems": [_as_recorded(p, target) for p in report.problems],

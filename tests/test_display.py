@@ -952,3 +952,36 @@ def test_a_call_left_unanswered_a_while_is_said_before_it_makes_an_outage() -> N
     stats(Event("outage", 40.0, ids=("i-2",), in_flight=1))
     line = status_line(stats, now=50.0)
     assert "OUTAGE" in line and "no answer for" not in line
+
+
+def test_no_answer_is_not_said_of_a_pair_that_stopped_or_of_this_process_standing_still() -> None:
+    """A stop resolves the calls in flight pending, unanswered: nothing is awaited after.
+    A pause of this process is given back to the calls, as the engine gives it."""
+    stopped = Stats()
+    stopped(Event("queued", 0.0, ids=("i-1", "i-2")))
+    stopped(Event("sent", 1.0, ids=("i-1",), in_flight=1))
+    stopped(Event("pending", 2.0, ids=("i-2",), in_flight=1))  # an ID no call carried
+    assert "no answer for 9s" in status_line(stopped, now=10.0)
+    stopped(Event("pending", 3.0, ids=("i-1",), in_flight=0))
+    assert "no answer" not in status_line(stopped, now=60.0)
+    paused = Stats()
+    paused(Event("queued", 0.0, ids=("i-1",)))
+    paused(Event("sent", 1.0, ids=("i-1",), in_flight=1))
+    paused(Event("stood_still", 301.0, in_flight=1, latency=299.0))
+    assert "no answer" not in status_line(paused, now=302.0)
+    assert "no answer for 7s" in status_line(paused, now=307.0)
+
+
+def test_pairs_waiting_are_said_beside_a_pair_in_an_outage_the_longest_wait_first() -> None:
+    def waiting(since: float) -> Stats:
+        stats = Stats()
+        stats(Event("queued", 0.0, ids=("i-1",)))
+        stats(Event("sent", since, ids=("i-1",), in_flight=1))
+        return stats
+
+    down = waiting(0.0)
+    down(Event("outage", 3.0, ids=("i-1",), in_flight=1))
+    snaps = [down.snapshot(), waiting(8.0).snapshot(), waiting(2.0).snapshot()]
+    line = total_line(snaps, 20.0)
+    assert "OUTAGE in 1 pair(s)" in line
+    assert "in 2 pair(s), e.g.: no answer for 18s" in line, line

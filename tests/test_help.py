@@ -113,7 +113,11 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
         assert instance_only not in out
     _, out, _ = swarm("ec2", "create-tags", "--help")
     flat = " ".join(out.split())
-    assert "a tag operation looks nothing up: every ID would act" in flat and "--wait" not in out
+    assert (
+        "a tag operation looks nothing up but the tags --protect-tag needs: every ID would act"
+        in flat
+    )
+    assert "--wait" not in out
     assert "look every resource up" not in flat  # the plan of a tag operation does not
     assert "record as done, unsent, those it shows already tagged" in flat
     assert "already there" not in flat

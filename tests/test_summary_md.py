@@ -366,9 +366,15 @@ def test_a_wait_that_met_an_outage_says_so() -> None:
     report = recorded_report()
     report.extra["wait"] = {"target": "stopped", "reached": 3, "outages": 1}
     text = markdown_summary(report)
+    # Down, not "did not answer": an outage may be one of errors only.
     assert (
-        "**Waited:** wait for stopped: 3 reached; the endpoint did not answer for a while "
-        "(1 outage)\n"
-    ) in text
-    report.extra["wait"]["outages"] = 0
-    assert "did not answer" not in markdown_summary(report)
+        "**Waited:** wait for stopped: 3 reached; the endpoint was down for a while (1 outage)\n"
+        in text
+    )
+    report.extra["wait"] = {"target": "stopped", "reached": 3, "outages": 2, "timeouts": 1}
+    assert (
+        "wait for stopped: 3 reached; the endpoint was down for a while (2 outages), 1 call "
+        "timed out\n"
+    ) in markdown_summary(report)
+    report.extra["wait"] = {"target": "stopped", "reached": 3, "outages": 0, "timeouts": 0}
+    assert "**Waited:** wait for stopped: 3 reached\n" in markdown_summary(report)

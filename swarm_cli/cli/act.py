@@ -1290,8 +1290,8 @@ def register(
                 hidden=plan,
                 help=(
                     "Change nothing: show the calls the run would make (a tag operation "
-                    "looks nothing up: every ID would act, as EC2 takes any ID), and how "
-                    "long the run would take."
+                    "looks nothing up but the tags --protect-tag needs: every ID would act, "
+                    "as EC2 takes any ID), and how long the run would take."
                     if takes_tags
                     else f"Change nothing: look every {noun} up and predict its outcome "
                     "(would act, already done, missing, wrong state, protected, not "
