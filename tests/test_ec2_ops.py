@@ -1527,3 +1527,18 @@ def test_a_throttled_in_use_read_is_asked_again(
     code, out, err = swarm("list", "snapshots", "--endpoint-url", sandbox.endpoint)
     assert code == 0, err
     assert sorted(out.split()) == sorted(made) and len(calls) == 2
+
+
+def test_a_batch_size_an_operation_of_one_id_a_call_cannot_take_is_said(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    made = sandbox.seed(volumes=3)["volumes"]
+    ids = write_ids(tmp_path / "ids.txt", made)
+    code, report, err = ec2(
+        sandbox, "delete-volume", ids, tmp_path / "l.jsonl", "--batch-size", "10"
+    )
+    assert code == 0 and report["counts"]["succeeded"] == 3, err
+    assert "--batch-size 10: DeleteVolume takes at most 1 ID(s) per call" in " ".join(err.split())
+    assert sandbox.calls_by("DeleteVolume") == 3
+    code, _, err = ec2(sandbox, "delete-volume", ids, tmp_path / "m.jsonl", "--batch-size", "1")
+    assert "--batch-size" not in err

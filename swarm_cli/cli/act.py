@@ -1449,6 +1449,13 @@ def register(
         if takes_tags:
             params["Tags"] = _tags(tag or (), spec.name)
         if runs is not None:
+            if not auto_batch and runs.model.per_call < size:
+                warn(
+                    consoles()[1],
+                    f"--batch-size {batch_size}: {runs.api} takes at most "
+                    f"{runs.model.per_call} ID(s) per call; each call carries "
+                    f"{runs.model.per_call}",
+                )
             size = min(size, runs.model.per_call)
         return run_action(
             spec,
