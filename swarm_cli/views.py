@@ -12,7 +12,7 @@ from rich.text import Text
 
 from .display import STORM_WORDS, Progress, choose_progress, duration
 from .events import Answered, Listener, OutageBegan, Recovered, Subscriber
-from .outage import outage_words_of
+from .outage import error_name, outage_words_of
 from .outcome import Kind
 from .report import Pair, Report
 from .run import ActionFactory, Classify, Job, Watcher, run
@@ -29,7 +29,14 @@ class CallLog(Subscriber):
 
     def on_answered(self, event: Answered) -> None:
         o = event.outcome
-        what = "ok" if o is None or o.kind is Kind.SUCCEEDED else literal(o.code or o.kind.value)
+        if o is None or o.kind is Kind.SUCCEEDED:
+            what = "ok"
+        elif o.code in (None, "HttpError") and o.http_status is not None:
+            # A gateway's page has no code: its status names it, and what it counted as is
+            # said beside ("HTTP 503 (throttled)": a 503 with no body is a throttle).
+            what = f"{error_name(o.code, o.http_status)} ({o.kind.value})"
+        else:
+            what = literal(o.code or o.kind.value)
         ids = literal(",".join(event.ids[:3])) + (
             f",…(+{len(event.ids) - 3})" if len(event.ids) > 3 else ""
         )

@@ -367,3 +367,20 @@ def test_a_word_of_a_command_shown_is_visible_and_runs_as_given(value: str) -> N
             env={**os.environ, "LC_ALL": locale},
         )
         assert done.stdout == value.encode("utf-8", "surrogateescape"), locale
+
+
+def test_the_call_log_names_a_page_with_no_code_by_its_status_and_what_it_counted_as() -> None:
+    from swarm_cli.events import Answered
+    from swarm_cli.outcome import Kind, Outcome
+    from swarm_cli.report import Pair
+    from swarm_cli.views import CallLog
+
+    console = screen()
+    log = CallLog(console, "stop", Pair(None, "us-east-1"), several=False)
+    empty = Outcome(Kind.THROTTLED, "HttpError", "empty body", 503)
+    log(Answered(0.0, ("i-1",), empty, 1, 1.0, 1.0, None, 0, "paced", 0.01, 1))  # type: ignore[arg-type]
+    coded = Outcome(Kind.THROTTLED, "RequestLimitExceeded", "slow down", 503)
+    log(Answered(0.0, ("i-2",), coded, 1, 1.0, 1.0, None, 0, "paced", 0.01, 1))  # type: ignore[arg-type]
+    first, second = shown(console).splitlines()
+    assert " · HTTP 503 (throttled) · " in first, first
+    assert " · RequestLimitExceeded · " in second, second
