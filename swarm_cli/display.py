@@ -882,7 +882,7 @@ def _wait_trouble(waited: Mapping[str, Any]) -> str:
         parts.append(f"the endpoint was down for a while ({_count(outages, 'outage')})")
     if timeouts:
         parts.append(f"{_count(timeouts, 'call')} timed out")
-    return "".join(f"; {p}" if k == 0 else f", {p}" for k, p in enumerate(parts))
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def follow_ups(report: Report, *, stopped: bool = True) -> list[tuple[str, bool, str]]:

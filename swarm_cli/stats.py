@@ -280,7 +280,7 @@ class Stats(Subscriber):
         oldest call on its way, or the first given up on with no answer."""
         oldest = next(iter(self.flying.values()), None)
         if oldest is None or self.silent_since is None:
-            return oldest if self.silent_since is None else None
+            return oldest  # nothing on its way, or no silence before it
         return min(oldest, self.silent_since)
 
     def _count_code(self, event: Event) -> None:
