@@ -1203,6 +1203,17 @@ def test_a_terminate_wait_stopped_before_its_wait_keeps_its_terminations_done(
     terminated = {i for (_, i), r in state.items() if r.status == "succeeded"}
     assert len(terminated) >= 3
     assert failed_list(ledger) == set(ids) - terminated
+    # Said, and true: the same command with --resume looks them up and waits for them.
+    said = f"--wait: the {len(terminated)} it terminated stand done in the ledger"
+    assert said in " ".join(err.split()), err
+    code, out, err = swarm(
+        "terminate", "--ids", str(tmp_path / "ids.txt"), "--endpoint-url", sandbox.endpoint,
+        "--ledger", str(ledger), "--yes", "--resume", "--wait", "--output", "json",
+        "--progress", "none",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["wait"]["reached"] == len(ids)
+    assert set(sandbox.states(ids).values()) <= {"terminated"}
 
 
 def test_a_merge_that_finds_no_room_ends_74_and_leaves_nothing_behind(tmp_path: Path) -> None:

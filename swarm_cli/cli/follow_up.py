@@ -303,9 +303,19 @@ def _not_waited_for(
     it, so that `swarm ledger failed` lists it and a --resume --wait looks it up (its
     success alone would pass the gate with instances still stopping, or started again
     since). False when the ledger could not be written."""
+    from ..states import observable
     from ..wait import append_records
 
     ledger = job.options.ledger
+    count = sum(len(ids) for ids in done.values())
+    if not flags.dry_run and count and observable(spec.name) and spec.name in FINAL_SUCCESS:
+        # A terminate accepted stands done, and nothing is recorded against it; a resume
+        # with --wait looks such ones up and waits for them (a deletion's does not).
+        err.print(
+            f"--wait: the {count} it {spec.verb} stand done in the ledger (EC2 does not take "
+            "a terminate back); the same command with --resume looks them up and waits for them",
+            markup=False,
+        )
     # Only where a resume can look it up (a reboot leaves no state that says it was done,
     # and one not known done would be sent again), and not a final success (terminate's,
     # a deletion's: it outranks a wait's records, and the reports must not count it).
