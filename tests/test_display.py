@@ -212,7 +212,7 @@ def test_live_view_of_a_recorded_run_at_a_fixed_width() -> None:
         "missing 0",
         "calls 19",
         "throttled 2",
-        "retries 1",
+        "IDs retried 1",
         "timed out 1",
     ):
         assert counter in counters
@@ -561,7 +561,7 @@ def test_summary_names_failures_and_the_retry_command(tmp_path: Path) -> None:
 def test_summary_of_several_pairs_has_a_row_each() -> None:
     def row(region: str, account: str, done: int) -> PairReport:
         counts = {"succeeded": done, "failed": 0, "missing": 0, "pending": 0}
-        return PairReport(region, account, total=done, counts=counts, calls=done)
+        return PairReport(region, account, total=done, counts=counts, calls=done, retries=done)
 
     report = Report(
         run="r",
@@ -572,7 +572,7 @@ def test_summary_of_several_pairs_has_a_row_each() -> None:
     render_summary(report, out)
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert "stop: 10 of 10 succeeded" in text
-    assert "111111111111/us-east-1: 4/4 · calls 4" in text
+    assert "111111111111/us-east-1: 4/4 · calls 4 · throttled 0 · IDs retried 4 ·" in text
     assert "222222222222/eu-west-1: 6/6 · calls 6" in text
     assert report.to_dict()["window"] is None and len(report.to_dict()["pairs"]) == 2
 
