@@ -111,6 +111,13 @@ def test_a_resource_operation_speaks_of_its_own_resource() -> None:
     assert "a run of more than N snapshots" in flat
     for instance_only in ("--check-protection", "--rollback"):
         assert instance_only not in out
+    # What is recorded and how to retry it comes before how calls are paced.
+    paragraphs = out.split("Options:", 1)[0].split("\n\n")
+    assert " ".join(paragraphs[1].split()) == "Delete EBS snapshots; those an AMI uses fail."
+    assert " ".join(paragraphs[2].split()).startswith(
+        "Before the first call, every snapshot is in the ledger as pending"
+    ), paragraphs[:3]
+    assert " ".join(paragraphs[3].split()).startswith("The first call goes alone")
     _, out, _ = swarm("ec2", "create-tags", "--help")
     flat = " ".join(out.split())
     assert (

@@ -1519,17 +1519,17 @@ def register(
         ]
     else:
         body = [
+            f"Before the first call, every {spec.resource} is in the ledger as pending; "
+            "SIGINT, SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in "
+            "flight, and record the rest. Retry what is left with: swarm ledger failed "
+            f"--retryable --action {spec.name} LEDGER >left.txt && swarm {path} "
+            f"--ledger LEDGER --ids left.txt --resume --yes{' --tag ...' if takes_tags else ''}",
             "The first call goes alone; after its success up to 10 calls may be in flight, "
             "paced over half a round trip, doubling each round trip until EC2 first "
             "throttles. From then on calls leave paced at the rate measured between "
             "throttles, probing upward every two round trips; throttles that slowing down "
             "does not reduce are taken as noise, not as the limit. --headroom leaves a share "
             "of the rate to the account's other clients.",
-            f"Before the first call, every {spec.resource} is in the ledger as pending; "
-            "SIGINT, SIGTERM and SIGHUP stop sending, wait --drain-timeout for calls in "
-            "flight, and record the rest. Retry what is left with: swarm ledger failed "
-            f"--retryable --action {spec.name} LEDGER >left.txt && swarm {path} "
-            f"--ledger LEDGER --ids left.txt --resume --yes{' --tag ...' if takes_tags else ''}",
             EXIT_CODES,
         ]
     command.__doc__ = "\n\n".join([summary, *body])
