@@ -517,3 +517,42 @@ def test_a_list_naming_accounts_no_role_reaches_is_refused_saying_how_to_reach_t
     assert code == 4, err
     assert "its pairs send nothing (pass --accounts FILE naming its role, or --role-arn" in said
     assert sandbox.states(ids[:2]) == {ids[0]: "terminated", ids[1]: "running"}
+
+
+def test_a_start_waiting_on_an_accounts_role_names_that_role(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While STS does not answer an account's AssumeRole, the wait's warning named the
+    default credential chain, which had answered. It names the account and its role; the
+    sandbox answers again only once that has been said, so the run ends only if it was."""
+    from test_cli import swarm
+
+    import swarm_cli.cli.reach as reach
+
+    other = "222222222222"
+    role = f"arn:aws:iam::{other}:role/swarm"
+    ids = sandbox.launch(2, account=other)
+    listed = tmp_path / "ids.csv"
+    listed.write_text("instance_id,region,account\n" + "".join(
+        f"{i},us-east-1,{other}\n" for i in ids
+    ))  # fmt: skip
+    accounts = tmp_path / "accounts.yml"
+    accounts.write_text(f'accounts:\n  - account_id: "{other}"\n    role: {role}\n')
+    monkeypatch.setattr(reach, "CREDENTIALS_PATIENCE", 0.5)
+    warn, said = reach.warn, []
+
+    def warn_then_answer(err: Any, message: str) -> None:
+        warn(err, message)
+        said.append(message)
+        sandbox.hang(False)
+
+    monkeypatch.setattr(reach, "warn", warn_then_answer)
+    sandbox.hang(every_call=True)
+    code, _, err = swarm(
+        "terminate", "--ids", str(listed), "--accounts", str(accounts), "--yes",
+        "--ledger", str(tmp_path / "l.jsonl"), "--endpoint-url", sandbox.endpoint,
+    )  # fmt: skip
+    assert code == 0, err
+    assert said and f"from account {other}'s role {role} (STS does not answer" in said[0]
+    assert "default credential chain" not in said[0]
+    assert set(sandbox.states(ids, account=other).values()) == {"terminated"}

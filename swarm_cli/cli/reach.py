@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -34,18 +34,29 @@ CREDENTIALS_PATIENCE = 5.0
 
 
 @contextlib.contextmanager
-def credentials_wait(err: Console, profile: str | None) -> Iterator[None]:
+def credentials_wait(
+    err: Console, profile: str | None, source: Callable[[], str | None] | None = None
+) -> Iterator[None]:
     """Says once, after CREDENTIALS_PATIENCE seconds, that the run still waits for its
-    credentials; a stop while it waits ends the process botocore started for them."""
-    where = f"profile {profile}" if profile else "the default credential chain"
-    timer = threading.Timer(
-        CREDENTIALS_PATIENCE,
-        lambda: warn(
+    credentials; a stop while it waits ends the process botocore started for them.
+    ``source`` names what it waits on at that moment (an account's role), if not the
+    profile's or the default chain's own credentials."""
+    own = f"profile {profile}" if profile else "the default credential chain"
+
+    def say() -> None:
+        where = source() if source is not None else None
+        why = (
+            "STS does not answer, or the credentials it starts from do not?"
+            if where
+            else "a credential_process, SSO login or role that does not answer?"
+        )
+        warn(
             err,
-            f"still waiting for credentials from {where} (a credential_process, SSO login "
-            "or role that does not answer?): nothing has been sent; Ctrl-C stops here",
-        ),
-    )
+            f"still waiting for credentials from {where or own} ({why}): nothing has been "
+            "sent; Ctrl-C stops here",
+        )
+
+    timer = threading.Timer(CREDENTIALS_PATIENCE, say)
     timer.daemon = True
     timer.start()
     try:
@@ -159,10 +170,11 @@ class Reach:
         self._clients: dict[Pair, Any] = {}
         self._errors: dict[str | None, Exception] = {}
         self._credentials: dict[str | None, Any] = {}
+        self._assuming: str | None = None  # the account's role being assumed, named
 
     def connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
         """Credentials and a client for every pair not reached yet (calling again is cheap)."""
-        with credentials_wait(err, self.flags.profile):
+        with credentials_wait(err, self.flags.profile, lambda: self._assuming):
             self._connect(groups, err)
 
     def _connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
@@ -184,6 +196,9 @@ class Reach:
                 except Exception as exc:
                     raise client_error(exc) from exc
             known = self.accounts.get(account, Account(account))
+            self._assuming = f"account {known.label}" + (
+                f"'s role {literal(known.role_arn)}" if known.role_arn else ""
+            )
             try:
                 got = assume(
                     known, region=pair.region, endpoint_url=f.endpoint_url, session=session
@@ -198,6 +213,7 @@ class Reach:
                 error(err, f"{exc}; its pairs send nothing{hint}")
                 continue
             credentials[account] = got
+        self._assuming = None
         for pair in groups:
             if pair.account in self._errors or pair in self._clients:
                 continue
