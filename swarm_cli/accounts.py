@@ -415,6 +415,16 @@ KNOWN_KEYS = frozenset(
 )
 
 
+SHOWN = 80  # characters of a bad value an error repeats: enough to find it in the file
+
+
+def _shown(value: object, quoted: bool = True) -> str:
+    """A bad value as an error repeats it: quoted, and cut short when long."""
+    text = str(value)
+    text = text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+    return repr(text) if quoted else text
+
+
 def _account(entry: object, where: Callable[[str | None], str]) -> Account:
     if not isinstance(entry, dict):
         raise AccountsError(f"{where(None)}: expected a table of keys such as account_id")
@@ -438,7 +448,9 @@ def _account(entry: object, where: Callable[[str | None], str]) -> Account:
             "octal): write it in quotes, as a string of 12 digits"
         )
     if not isinstance(raw_id, str) or not ACCOUNT_ID.fullmatch(raw_id):
-        raise AccountsError(f"{where('account_id')}: account_id {raw_id!r}: expected 12 digits")
+        raise AccountsError(
+            f"{where('account_id')}: account_id {_shown(raw_id)}: expected 12 digits"
+        )
     account_id = raw_id
 
     def text(key: str) -> str | None:
@@ -457,16 +469,17 @@ def _account(entry: object, where: Callable[[str | None], str]) -> Account:
         found = ROLE_ARN.fullmatch(role)
         if found is None:
             raise AccountsError(
-                f"{where(role_key)}: {role_key} {role!r} is not an IAM role ARN "
+                f"{where(role_key)}: {role_key} {_shown(role)} is not an IAM role ARN "
                 f"(arn:aws:iam::{account_id}:role/NAME)"
             )
         if found[2] != account_id:
             raise AccountsError(
-                f"{where(role_key)}: role {role} is in account {found[2]}, not {account_id}"
+                f"{where(role_key)}: role {_shown(role, quoted=False)} is in account "
+                f"{found[2]}, not {account_id}"
             )
         if not ROLE_NAME.fullmatch(found[3]):
             raise AccountsError(
-                f"{where(role_key)}: {found[3]!r} is not a role name IAM accepts (letters, "
+                f"{where(role_key)}: {_shown(found[3])} is not a role name IAM accepts (letters, "
                 "digits and +=,.@_- up to 64, after an optional path)"
             )
     regions = entry.get("regions", [])
@@ -477,7 +490,8 @@ def _account(entry: object, where: Callable[[str | None], str]) -> Account:
     for region in regions:
         if not REGION.fullmatch(region):
             raise AccountsError(
-                f"{where('regions')}: region {region!r} is not a region name such as us-east-1"
+                f"{where('regions')}: region {_shown(region)} is not a region name "
+                "such as us-east-1"
             )
     external_id = text("external_id")
     if external_id is not None and not EXTERNAL_ID.fullmatch(external_id):

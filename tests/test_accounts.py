@@ -123,6 +123,18 @@ def test_bad_entries_are_refused(tmp_path: Path, entry: str, match: str) -> None
     assert str(caught.value).startswith(f"{path}: account 1 (line ")
 
 
+def test_a_long_bad_role_is_repeated_cut_short(tmp_path: Path) -> None:
+    name = "a b" + "x" * 5000
+    path = write(
+        tmp_path, "a.yml", f'accounts:\n  - account_id: "111111111111"\n    role: '
+        f'"arn:aws:iam::111111111111:role/{name}"\n',
+    )  # fmt: skip
+    with pytest.raises(AccountsError, match="is not a role name IAM accepts") as caught:
+        load_accounts(path)
+    said = str(caught.value)
+    assert f"'{name[:79]}…' is not a role name" in said and len(said) < 400
+
+
 def test_duplicate_account_ids_are_refused(tmp_path: Path) -> None:
     text = (
         '[[accounts]]\naccount_id = "111111111111"\n\n[[accounts]]\naccount_id = "111111111111"\n'
