@@ -16,7 +16,7 @@ from rich.text import Text
 from .actions import ACTIONS
 from .ledger import FINAL_SUCCESS, IN_TRANSITION_CODE
 from .ledger.writer import MOVED
-from .report import Pair, Report, Sample
+from .report import Pair, Report, Sample, in_pairs
 from .run import ProgressMode as ProgressMode
 from .states import PASSING_TO, REFUSED_ON_THE_WAY
 from .stats import (
@@ -926,6 +926,12 @@ def _unseen(waited: Mapping[str, Any]) -> bool:
     return any(waited.get(k) for k in ("timed_out", "wrong_state", "not_listed", "not_checked"))
 
 
+def _in_pairs(report: Report) -> str:
+    """The pairs a stop came from, as " in 222222222222/us-east-1", where the run had
+    several; "" where it had one."""
+    return in_pairs(report, literal)
+
+
 def render_summary(report: Report, console: Console) -> None:
     """The human summary of a run (its JSON twin is ``report.to_dict()``)."""
 
@@ -1023,12 +1029,16 @@ def render_summary(report: Report, console: Console) -> None:
         say(f"  {unchecked}", style="yellow")
     if report.fatal:
         say(
-            f"  stopped: {literal(report.fatal.code)}: {literal(report.fatal.message)}",
+            f"  stopped{_in_pairs(report)}: {literal(report.fatal.code)}: "
+            f"{literal(report.fatal.message)}",
             style="bold red",
         )
     elif report.stopped:
         why = report.stopped
-        say(f"  stopped early: {literal(why.message or why.code)}", style="yellow")
+        say(
+            f"  stopped early{_in_pairs(report)}: {literal(why.message or why.code)}",
+            style="yellow",
+        )
     if report.interrupted:
         say(
             f"  interrupted by {report.signal}: what was not done is recorded as pending",

@@ -6,7 +6,7 @@ The display renders it; ``--output json`` prints :meth:`Report.to_dict`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
@@ -245,6 +245,15 @@ class Report:
     def stopped(self) -> Reason | None:
         return self.budget_spent or next((p.stopped for p in self.pairs if p.stopped), None)
 
+    def stopped_in(self) -> list[str]:
+        """Where the run had several pairs, the labels of those its stop (fatal, else
+        stopped early, not by its failure budget) came from; else none."""
+        if len(self.pairs) < 2 or (not self.fatal and self.budget_spent):
+            return []
+        if self.fatal:
+            return [p.pair.label for p in self.pairs if p.fatal]
+        return [p.pair.label for p in self.pairs if p.stopped]
+
     def failed_for_good(self) -> Counter[str | None]:
         """The codes of the failures a retry would only repeat (protected, in a state
         the action does not apply to, ...), by how many failed so."""
@@ -347,3 +356,13 @@ def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
         for status, n in c.items():
             total[status] += n
     return total
+
+
+def in_pairs(report: Report, shown: Callable[[str], str]) -> str:
+    """Where a run's stop came from (:meth:`Report.stopped_in`), as " in A, B and 2
+    more", each label as ``shown`` writes it; "" where there is nothing to name."""
+    labels = [shown(label) for label in report.stopped_in()]
+    if not labels:
+        return ""
+    more = f" and {len(labels) - 3} more" if len(labels) > 3 else ""
+    return f" in {', '.join(labels[:3])}{more}"

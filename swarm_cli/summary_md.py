@@ -7,7 +7,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
-from .report import PairReport, Problem, Report, Sample
+from .report import PairReport, Problem, Report, Sample, in_pairs
 from .text import markdown_code, markdown_text, own_part
 
 CHART_POINTS = 60  # x points of the window chart: enough for the sawtooth, little to read
@@ -110,9 +110,13 @@ def _notes(report: Report) -> list[str]:
     notes = []
     if report.fatal:
         fatal = report.fatal
-        notes.append(f"**Stopped:** {cell(_cut(fatal.code, CODE_CHARS))}: {_note(fatal.message)}")
+        notes.append(
+            f"**Stopped{in_pairs(report, cell)}:** {cell(_cut(fatal.code, CODE_CHARS))}: "
+            f"{_note(fatal.message)}"
+        )
     elif report.stopped:
-        notes.append(f"**Stopped early:** {_note(report.stopped.message or report.stopped.code)}")
+        why = report.stopped.message or report.stopped.code
+        notes.append(f"**Stopped early{in_pairs(report, cell)}:** {_note(why)}")
     if report.interrupted:
         notes.append(
             f"**Interrupted** by {cell(report.signal)}: what was not done is recorded as pending."

@@ -27,7 +27,7 @@ from swarm_cli.display import (
 from swarm_cli.events import EVENT_TYPES, EventType
 from swarm_cli.events import Event as AnyEvent
 from swarm_cli.outcome import Kind, Outcome
-from swarm_cli.report import PairReport, Problem, Report, Sample, WindowReport
+from swarm_cli.report import PairReport, Problem, Reason, Report, Sample, WindowReport
 from swarm_cli.stats import MAX_SAMPLES, Fall, RateWatch, Stats
 
 
@@ -575,6 +575,23 @@ def test_summary_of_several_pairs_has_a_row_each() -> None:
     assert "111111111111/us-east-1: 4/4 · calls 4 · throttled 0 · IDs retried 4 ·" in text
     assert "222222222222/eu-west-1: 6/6 · calls 6" in text
     assert report.to_dict()["window"] is None and len(report.to_dict()["pairs"]) == 2
+
+
+def test_a_stop_in_several_pairs_names_the_pairs_it_came_from() -> None:
+    def row(region: str, account: str, fatal: Reason | None = None) -> PairReport:
+        counts = {"succeeded": 1, "failed": 0, "missing": 0, "pending": 0}
+        return PairReport(region, account, total=1, counts=counts, calls=1, fatal=fatal)
+
+    expired = Reason("ExpiredToken", "The security token included in the request is expired")
+    pairs = [row("us-east-1", "111111111111"), row("eu-west-1", "222222222222", expired)]
+    out = console()
+    render_summary(Report(run="r", action="stop", pairs=pairs), out)
+    text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
+    assert "stopped in 222222222222/eu-west-1: ExpiredToken: The security token" in text
+    out = console()
+    render_summary(Report(run="r", action="stop", pairs=pairs[1:]), out)
+    text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
+    assert "stopped: ExpiredToken: The security token" in text  # one pair: no need to say
 
 
 def run_at(

@@ -327,7 +327,11 @@ def test_an_endpoints_megabyte_error_is_cut_and_a_full_page_gets_nothing(tmp_pat
     report.problems[0] = replace(report.problems[0], code="C" * 600)
     text = markdown_summary(report)
     assert len(text.encode()) < 64 * 1024
-    (note,) = [line for line in text.splitlines() if line.startswith("**Stopped:**")]
+    (note,) = [line for line in text.splitlines() if line.startswith("**Stopped")]
+    # Of several pairs, the one it came from is named.
+    assert len(report.pairs) > 1 and note.startswith(
+        f"**Stopped in {report.pairs[0].pair.label}:**"
+    )
     assert "X" * (CODE_CHARS - 5) in note and "X" * CODE_CHARS not in note
     assert "m" * (NOTE_CHARS - 1) in note and "m" * NOTE_CHARS not in note
     assert "C" * (CODE_CHARS - 1) + "…" in text and "C" * CODE_CHARS not in text
