@@ -152,6 +152,8 @@ def test_rollback_speaks_of_its_own_options() -> None:
     flat = " ".join(out.split())
     assert "--shard" not in flat and "an undo of more than N instances" in flat
     assert "--wait-timeout" in flat
+    # As the README and the command have it: a run and its --resume need no --run.
+    assert "latest stop or start run is undone when it alone has something left" in flat
     code, _, err = swarm("rollback", "/nonexistent-folder/l.jsonl", "--yes")
     said = " ".join(err.split())
     assert (

@@ -1579,7 +1579,8 @@ def rollback(
             "--run",
             metavar="RUN",
             help="A run to undo; repeat it to undo several together (the shards of one job). "
-            "Without it, the ledger must hold one stop or start run; if it holds more, they "
+            "Without it, the ledger's latest stop or start run is undone when it alone has "
+            "something left to undo (a run and its --resume, say); otherwise those that have "
             "are listed.",
         ),
     ] = None,
