@@ -197,7 +197,7 @@ class Reach:
                     raise client_error(exc) from exc
             known = self.accounts.get(account, Account(account))
             self._assuming = f"account {known.label}" + (
-                f"'s role {literal(known.role_arn)}" if known.role_arn else ""
+                f"'s role {known.role_arn}" if known.role_arn else ""
             )
             try:
                 got = assume(
