@@ -1128,8 +1128,16 @@ def render_summary(report: Report, console: Console) -> None:
             )
             moving = sum(1 for p in report.problems if p.code == IN_TRANSITION_CODE)
             if c["failed"] + c["pending"] > stuck + moving:
+                # A ledger the disk refused takes no list beside it either, nor the retry's
+                # records: first the room (or the ledger copied where there is).
+                when = (
+                    "once the ledger can be written again (room on its disk, or a copy of "
+                    "it on a disk that has room, named in its place below), "
+                    if report.ledger_error
+                    else ""
+                )
                 say(
-                    f"  retry the rest: swarm ledger failed --retryable --action "
+                    f"  {when}retry the rest: swarm ledger failed --retryable --action "
                     f"{report.action} {again}"
                 )
             waited = report.extra.get("wait") or {}

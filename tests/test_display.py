@@ -522,6 +522,15 @@ def test_summary_names_failures_and_the_retry_command(tmp_path: Path) -> None:
         "swarm terminate --yes --ledger l.jsonl --ids l.jsonl.left --resume"
     )
     assert retry in text
+    assert "once the ledger can be written again" not in text
+    # A disk that took no more: the list and the retry's records need room first.
+    out = console()
+    render_summary(replace(report, ledger_error="No space left on device"), out)
+    said = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
+    assert (
+        "once the ledger can be written again (room on its disk, or a copy of it on a disk "
+        "that has room, named in its place below), retry the rest: swarm ledger failed" in said
+    )
     # No such file here (a disk that refused its first line has it removed): not named
     # as if it held the run.
     assert "ledger: l.jsonl (none written)" in text

@@ -178,6 +178,10 @@ def test_with_the_list_a_ledger_cut_short_does_not_fail_the_gate_by_itself(
     code, out, err = swarm("ledger", "failed", str(first))
     assert code == 1 and out.split() == IDS[:3]
     assert "stopped while recording its intents" in err
+    # ... and how to check, once the list has run again, that nothing is left.
+    assert "swarm ledger failed --ids LIST checks the list against the ledger" in " ".join(
+        err.split()
+    )
     # With it, the IDs no ledger holds are listed: the gate says exactly what is left.
     code, out, err = swarm("ledger", "failed", "--ids", ids, str(first))
     assert code == 1 and out.split() == IDS

@@ -18,7 +18,9 @@ class CutShort:
     def describe(self) -> str:
         return (
             f"run {self.run} was stopped while recording its intents ({self.recorded} of "
-            f"{self.intents} recorded) and sent nothing: run it again from its own ID list"
+            f"{self.intents} recorded) and sent nothing: run it again from its own ID list "
+            "(this ledger cannot show what the rest were; once it has run, swarm ledger failed "
+            "--ids LIST checks the list against the ledger)"
         )
 
 
