@@ -399,7 +399,7 @@ def _refuse_repeated_keys(path: str, root: Any, yaml: Any) -> None:
                     line = key.start_mark.line + 1
                     if name in first:
                         raise AccountsError(
-                            f"{path}:{line}: {name!r} is given twice in one table (first on "
+                            f"{path}:{line}: {_shown(name)} is given twice in one table (first on "
                             f"line {first[name]}); YAML would keep only the last: merge them"
                         )
                     first[name] = line
@@ -419,10 +419,10 @@ SHOWN = 80  # characters of a bad value an error repeats: enough to find it in t
 
 
 def _shown(value: object, quoted: bool = True) -> str:
-    """A bad value as an error repeats it: quoted, and cut short when long."""
-    text = str(value)
-    text = text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
-    return repr(text) if quoted else text
+    """A bad value as an error repeats it: quoted (a string) or as Python writes it (a
+    list, a number), and cut short when long."""
+    text = repr(value) if quoted or not isinstance(value, str) else value
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
 
 def _account(entry: object, where: Callable[[str | None], str]) -> Account:
@@ -432,7 +432,7 @@ def _account(entry: object, where: Callable[[str | None], str]) -> Account:
     if unknown:
         near = {k: difflib.get_close_matches(k, KNOWN_KEYS, n=1) for k in unknown}
         hints = [
-            f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown
+            _shown(k) + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown
         ]
         raise AccountsError(
             f"{where(unknown[0])}: unknown key {', '.join(hints)}; the keys are "
@@ -457,7 +457,7 @@ def _account(entry: object, where: Callable[[str | None], str]) -> Account:
         value = entry.get(key)
         if value is None or isinstance(value, str):
             return value
-        raise AccountsError(f"{where(key)}: {key} must be a string, not {value!r}")
+        raise AccountsError(f"{where(key)}: {key} must be a string, not {_shown(value)}")
 
     name = text("name")
     role, role_arn = text("role"), text("role_arn")

@@ -132,7 +132,15 @@ def test_a_long_bad_role_is_repeated_cut_short(tmp_path: Path) -> None:
     with pytest.raises(AccountsError, match="is not a role name IAM accepts") as caught:
         load_accounts(path)
     said = str(caught.value)
-    assert f"'{name[:79]}…' is not a role name" in said and len(said) < 400
+    assert f"{name!r}"[:79] + "… is not a role name" in said and len(said) < 400
+    # Any other kind of value too: a list where a string belongs, a key given twice.
+    listed = write(
+        tmp_path, "b.yml", 'accounts:\n  - account_id: "111111111111"\n    name: ['
+        + ", ".join(str(n) for n in range(300)) + "]\n",
+    )  # fmt: skip
+    with pytest.raises(AccountsError, match=r"name must be a string, not \[0, 1, 2") as caught:
+        load_accounts(listed)
+    assert len(str(caught.value)) < 300
 
 
 def test_duplicate_account_ids_are_refused(tmp_path: Path) -> None:
@@ -534,9 +542,10 @@ def test_a_list_naming_accounts_no_role_reaches_is_refused_saying_how_to_reach_t
 def test_a_start_waiting_on_an_accounts_role_names_that_role(
     sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """While STS does not answer an account's AssumeRole, the wait's warning named the
-    default credential chain, which had answered. It names the account and its role; the
-    sandbox answers again only once that has been said, so the run ends only if it was."""
+    """While STS did not answer an account's AssumeRole, the wait's warning named only the
+    default credential chain, which had answered. It names the account and its role, and
+    the chain it is asked with; the sandbox answers again only once that has been said, so
+    the run ends only if it was."""
     from test_cli import swarm
 
     import swarm_cli.cli.reach as reach
@@ -565,6 +574,8 @@ def test_a_start_waiting_on_an_accounts_role_names_that_role(
         "--ledger", str(tmp_path / "l.jsonl"), "--endpoint-url", sandbox.endpoint,
     )  # fmt: skip
     assert code == 0, err
-    assert said and f"from account {other}'s role {role} (STS does not answer" in said[0]
-    assert "default credential chain" not in said[0]
+    assert said and said[0].startswith(
+        f"still waiting for credentials for account {other}'s role {role}: STS, or the "
+        "default credential chain it is asked with, does not answer"
+    )
     assert set(sandbox.states(ids, account=other).values()) == {"terminated"}

@@ -45,15 +45,14 @@ def credentials_wait(
 
     def say() -> None:
         where = source() if source is not None else None
-        why = (
-            "STS does not answer, or the credentials it starts from do not?"
+        waits = (
+            f"for {where}: STS, or {own} it is asked with, does not answer (a "
+            "credential_process, SSO login or endpoint that hangs?)"
             if where
-            else "a credential_process, SSO login or role that does not answer?"
+            else f"from {own} (a credential_process, SSO login or role that does not answer?)"
         )
         warn(
-            err,
-            f"still waiting for credentials from {where or own} ({why}): nothing has been "
-            "sent; Ctrl-C stops here",
+            err, f"still waiting for credentials {waits}: nothing has been sent; Ctrl-C stops here"
         )
 
     timer = threading.Timer(CREDENTIALS_PATIENCE, say)
@@ -175,7 +174,10 @@ class Reach:
     def connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
         """Credentials and a client for every pair not reached yet (calling again is cheap)."""
         with credentials_wait(err, self.flags.profile, lambda: self._assuming):
-            self._connect(groups, err)
+            try:
+                self._connect(groups, err)
+            finally:
+                self._assuming = None
 
     def _connect(self, groups: Mapping[Pair, Sequence[str]], err: Console) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -190,15 +192,16 @@ class Reach:
             account = pair.account
             if account is None or account in credentials or account in self._errors:
                 continue
+            known = self.accounts.get(account, Account(account))
+            # What a wait for credentials names from here on (the session's own included).
+            self._assuming = f"account {known.label}" + (
+                f"'s role {known.role_arn}" if known.role_arn else ""
+            )
             if session is None:
                 try:
                     session = new_session(profile=f.profile)
                 except Exception as exc:
                     raise client_error(exc) from exc
-            known = self.accounts.get(account, Account(account))
-            self._assuming = f"account {known.label}" + (
-                f"'s role {known.role_arn}" if known.role_arn else ""
-            )
             try:
                 got = assume(
                     known, region=pair.region, endpoint_url=f.endpoint_url, session=session
