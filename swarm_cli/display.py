@@ -625,7 +625,7 @@ class LiveView:
         counts += [
             Text(f"calls {s.calls}"),
             Text(f"throttled {s.throttled_calls}", "yellow" if s.throttled_calls else ""),
-            Text(f"IDs retried {s.retries}"),
+            Text(f"ID retries {s.retries}"),
             Text(f"timed out {s.timeouts}", "red" if s.timeouts else ""),
         ]
         if height < 3:  # compact: a count that stayed nil is left out to save a line
@@ -972,7 +972,7 @@ def render_summary(report: Report, console: Console) -> None:
         )
         say(
             f"{where}calls {row.calls} · throttled {row.throttled_calls}"
-            f" · IDs retried {row.retries} · allowed in flight: peak {w.peak:.0f}"
+            f" · ID retries {row.retries} · allowed in flight: peak {w.peak:.0f}"
             f", final {w.final:.0f}, {w.decreases} decreases",
         )
         fall = RateWatch().update(row.series, row.total).fell()
@@ -1128,11 +1128,11 @@ def render_summary(report: Report, console: Console) -> None:
             )
             moving = sum(1 for p in report.problems if p.code == IN_TRANSITION_CODE)
             if c["failed"] + c["pending"] > stuck + moving:
-                # A ledger the disk refused takes no list beside it either, nor the retry's
-                # records: first the room (or the ledger copied where there is).
+                # A ledger that could not be written (a full disk, say) may take no list
+                # beside it either, nor the retry's records: first that, or another disk.
                 when = (
-                    "once the ledger can be written again (room on its disk, or a copy of "
-                    "it on a disk that has room, named in its place below), "
+                    "once the ledger can be written again (see why above; or copy it to a disk "
+                    "that takes it and use that path in the command below), "
                     if report.ledger_error
                     else ""
                 )

@@ -246,13 +246,18 @@ class Report:
         return self.budget_spent or next((p.stopped for p in self.pairs if p.stopped), None)
 
     def stopped_in(self) -> list[str]:
-        """Where the run had several pairs, the labels of those its stop (fatal, else
-        stopped early, not by its failure budget) came from; else none."""
-        if len(self.pairs) < 2 or (not self.fatal and self.budget_spent):
-            return []
+        """The labels of the pairs the run's stop (fatal, else stopped early) came from,
+        where they are some of its pairs, not all: a stop of the whole run (a signal, the
+        failure budget, the ledger) or of its only pair names none."""
         if self.fatal:
-            return [p.pair.label for p in self.pairs if p.fatal]
-        return [p.pair.label for p in self.pairs if p.stopped]
+            why, of = self.fatal, [p.fatal for p in self.pairs]
+        elif self.stopped and not self.budget_spent:
+            why, of = self.stopped, [p.stopped for p in self.pairs]
+        else:
+            return []
+        # Those stopped for the reason the summary gives, not another.
+        labels = [p.pair.label for p, r in zip(self.pairs, of, strict=True) if r == why]
+        return labels if len(labels) < len(self.pairs) else []
 
     def failed_for_good(self) -> Counter[str | None]:
         """The codes of the failures a retry would only repeat (protected, in a state

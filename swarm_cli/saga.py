@@ -119,9 +119,10 @@ def undo_plan(
 ) -> UndoPlan:
     """The plan that undoes ``run`` (one ID or several) of the ledgers ``paths``.
 
-    Without ``run``, the ledgers must hold exactly one run of a reversible action
-    (stop, start): with several (a merge of shards, or a ledger used by many runs)
-    the choice is the user's, and the error lists them. Several runs are undone
+    Without ``run``, the run undone is the ledgers' one run of a reversible action
+    (stop, start), or of several, the latest when it alone has something left to undo
+    (a run and its resume); else the choice is the user's, and the error lists those
+    that have (a merge of shards, or a ledger used by many runs). Several runs are undone
     together only if they ran the same action. The instances are those the runs
     got done (their ``succeeded`` records, ``Reached`` ones included: a wait only
     confirms what the run did), grouped by the account and region of their

@@ -212,7 +212,7 @@ def test_live_view_of_a_recorded_run_at_a_fixed_width() -> None:
         "missing 0",
         "calls 19",
         "throttled 2",
-        "IDs retried 1",
+        "ID retries 1",
         "timed out 1",
     ):
         assert counter in counters
@@ -528,8 +528,8 @@ def test_summary_names_failures_and_the_retry_command(tmp_path: Path) -> None:
     render_summary(replace(report, ledger_error="No space left on device"), out)
     said = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
     assert (
-        "once the ledger can be written again (room on its disk, or a copy of it on a disk "
-        "that has room, named in its place below), retry the rest: swarm ledger failed" in said
+        "once the ledger can be written again (see why above; or copy it to a disk that takes "
+        "it and use that path in the command below), retry the rest: swarm ledger failed" in said
     )
     # No such file here (a disk that refused its first line has it removed): not named
     # as if it held the run.
@@ -581,7 +581,7 @@ def test_summary_of_several_pairs_has_a_row_each() -> None:
     render_summary(report, out)
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert "stop: 10 of 10 succeeded" in text
-    assert "111111111111/us-east-1: 4/4 · calls 4 · throttled 0 · IDs retried 4 ·" in text
+    assert "111111111111/us-east-1: 4/4 · calls 4 · throttled 0 · ID retries 4 ·" in text
     assert "222222222222/eu-west-1: 6/6 · calls 6" in text
     assert report.to_dict()["window"] is None and len(report.to_dict()["pairs"]) == 2
 
@@ -601,6 +601,23 @@ def test_a_stop_in_several_pairs_names_the_pairs_it_came_from() -> None:
     render_summary(Report(run="r", action="stop", pairs=pairs[1:]), out)
     text = " ".join(out.file.getvalue().split())  # type: ignore[attr-defined]
     assert "stopped: ExpiredToken: The security token" in text  # one pair: no need to say
+    # A pair stopped for another reason is not named beside the reason given.
+    denied = Reason("UnauthorizedOperation", "not allowed")
+    third = row("us-west-2", "333333333333", denied)
+    report = Report(run="r", action="stop", pairs=[*pairs, third])
+    assert report.stopped_in() == ["222222222222/eu-west-1"]
+    # A stop of every pair (a signal, the ledger), or by the failure budget, names none.
+    every = [
+        replace(p, fatal=None, stopped=Reason("Interrupted", "stopped by SIGTERM")) for p in pairs
+    ]
+    assert Report(run="r", action="stop", pairs=every).stopped_in() == []
+    early = [
+        pairs[0],
+        replace(pairs[1], fatal=None, stopped=Reason("EndpointUnreachable", "no answer")),
+    ]
+    assert Report(run="r", action="stop", pairs=early).stopped_in() == ["222222222222/eu-west-1"]
+    budget = Reason("BudgetSpent", "more than 0 failed")
+    assert Report(run="r", action="stop", pairs=early, budget_spent=budget).stopped_in() == []
 
 
 def run_at(

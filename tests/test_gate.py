@@ -179,7 +179,7 @@ def test_with_the_list_a_ledger_cut_short_does_not_fail_the_gate_by_itself(
     assert code == 1 and out.split() == IDS[:3]
     assert "stopped while recording its intents" in err
     # ... and how to check, once the list has run again, that nothing is left.
-    assert "swarm ledger failed --ids LIST checks the list against the ledger" in " ".join(
+    assert "swarm ledger failed --ids LIST LEDGER exits 0 if nothing of it is left" in " ".join(
         err.split()
     )
     # With it, the IDs no ledger holds are listed: the gate says exactly what is left.

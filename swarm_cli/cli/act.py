@@ -1580,8 +1580,8 @@ def rollback(
             metavar="RUN",
             help="A run to undo; repeat it to undo several together (the shards of one job). "
             "Without it, the ledger's latest stop or start run is undone when it alone has "
-            "something left to undo (a run and its --resume, say); otherwise those that have "
-            "are listed.",
+            "something left to undo (a run and its --resume, for example); otherwise the runs "
+            "with something left to undo are listed.",
         ),
     ] = None,
     endpoint_url: EndpointOpt = None,

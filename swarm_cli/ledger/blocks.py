@@ -19,8 +19,8 @@ class CutShort:
         return (
             f"run {self.run} was stopped while recording its intents ({self.recorded} of "
             f"{self.intents} recorded) and sent nothing: run it again from its own ID list "
-            "(this ledger cannot show what the rest were; once it has run, swarm ledger failed "
-            "--ids LIST checks the list against the ledger)"
+            "(this ledger cannot show what the rest were; once that list has run again, swarm "
+            "ledger failed --ids LIST LEDGER exits 0 if nothing of it is left)"
         )
 
 
