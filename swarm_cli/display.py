@@ -625,7 +625,7 @@ class LiveView:
         counts += [
             Text(f"calls {s.calls}"),
             Text(f"throttled {s.throttled_calls}", "yellow" if s.throttled_calls else ""),
-            Text(f"ID retries {s.retries}"),
+            Text(f"error retries {s.retries}"),
             Text(f"timed out {s.timeouts}", "red" if s.timeouts else ""),
         ]
         if height < 3:  # compact: a count that stayed nil is left out to save a line
@@ -972,7 +972,7 @@ def render_summary(report: Report, console: Console) -> None:
         )
         say(
             f"{where}calls {row.calls} · throttled {row.throttled_calls}"
-            f" · ID retries {row.retries} · allowed in flight: peak {w.peak:.0f}"
+            f" · error retries {row.retries} · allowed in flight: peak {w.peak:.0f}"
             f", final {w.final:.0f}, {w.decreases} decreases",
         )
         fall = RateWatch().update(row.series, row.total).fell()

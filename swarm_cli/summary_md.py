@@ -169,7 +169,7 @@ def _counts_table(report: Report) -> list[str]:
         ("total", report.total),
         ("calls", report.total_of("calls")),
         ("throttled calls", report.total_of("throttled_calls")),
-        ("ID retries", report.total_of("retries")),
+        ("error retries", report.total_of("retries")),
         ("calls timed out", report.total_of("timeouts")),
     ]
     return ["| | count |", "|---|---:|", *(f"| {name} | {n} |" for name, n in rows)]

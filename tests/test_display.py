@@ -212,7 +212,7 @@ def test_live_view_of_a_recorded_run_at_a_fixed_width() -> None:
         "missing 0",
         "calls 19",
         "throttled 2",
-        "ID retries 1",
+        "error retries 1",
         "timed out 1",
     ):
         assert counter in counters
@@ -581,7 +581,7 @@ def test_summary_of_several_pairs_has_a_row_each() -> None:
     render_summary(report, out)
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert "stop: 10 of 10 succeeded" in text
-    assert "111111111111/us-east-1: 4/4 · calls 4 · throttled 0 · ID retries 4 ·" in text
+    assert "111111111111/us-east-1: 4/4 · calls 4 · throttled 0 · error retries 4 ·" in text
     assert "222222222222/eu-west-1: 6/6 · calls 6" in text
     assert report.to_dict()["window"] is None and len(report.to_dict()["pairs"]) == 2
 

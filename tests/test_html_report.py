@@ -275,7 +275,9 @@ def test_summary_says_what_ran_and_why_it_stopped() -> None:
     terms = [n.all_text() for n in summary.select("dt")]
     values = dict(zip(terms, (n.all_text() for n in summary.select("dd")), strict=True))
     assert values["action"] == "terminate" and values["dry run"] == "yes"
-    assert values["calls"] == "800" and values["ID retries"] == "10" and values["time-outs"] == "2"
+    assert (
+        values["calls"] == "800" and values["error retries"] == "10" and values["time-outs"] == "2"
+    )
     assert values["throttled"] == "9 (1.1% of calls)"
     assert values["endpoint"] == "<http://127.0.0.1:5000>"  # shown as text, never a link
     assert values["exit code"] == "1"
