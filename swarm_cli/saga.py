@@ -16,6 +16,7 @@ from fractions import Fraction
 from .actions import ACTIONS, ActionSpec
 from .ledger import (
     ALREADY_CODE,
+    REACHED_CODE,
     STATUS_RANK,
     WAS_ALREADY_CODE,
     Damaged,
@@ -158,22 +159,28 @@ def undo_plan(
             raise SagaError(f"no run of a reversible action (stop, start) in {where}")
         if len(reversible) > 1:
             can, cannot = _candidates(reversible, by_run, sent_nothing, damaged)
-            if [r for r, _ in can] != reversible[-1:]:
-                raise SagaError(_choose(len(reversible), can, cannot, where))
+            left = [r for r, _ in can]
+            undid = {r: _undid(r, by_run) for r in left}
+            if left and all(undid.values()) and not set().union(*undid.values()) & set(left):
+                # Every run with something left is a rollback of runs with nothing left
+                # (one cut short, then finished by another): the ledger's undo is done.
+                # Undoing those would make the change they undid again.
+                runs_of = ", ".join(sorted(set().union(*undid.values())))
+                again = " ".join(f"--run {r}" for r in left)
+                raise SagaError(
+                    f"run {', '.join(left)} in {where} "
+                    f"{'is the rollback' if len(left) == 1 else 'are the rollbacks'} of run "
+                    f"{runs_of}, which {'it' if len(left) == 1 else 'they'} undid: nothing "
+                    f"else is left to undo (to undo that rollback itself, pass {again})",
+                    why=UNDONE_LATER,
+                )
+            if left != reversible[-1:]:
+                raise SagaError(_choose(len(reversible), can, cannot, where, undid))
             # The latest run alone has something left to undo (the others' was undone by
             # later runs, or they changed nothing): the undo of the ledger is its. Unless
             # it is itself the undo of those runs (a rollback): undoing it would make the
             # change they made again, where a rollback after a rolled-back run means
             # that nothing is left to undo.
-            latest = reversible[-1]
-            undid = sorted({x for r in by_run[latest] for x in undoes(r) if x in by_run})
-            if undid:
-                raise SagaError(
-                    f"run {latest} in {where} is the rollback of run {', '.join(undid)}, "
-                    "which it undid: nothing else is left to undo (to undo that rollback "
-                    f"itself, pass --run {latest})",
-                    why=UNDONE_LATER,
-                )
             reversible = reversible[-1:]
         runs = reversible
     else:
@@ -223,9 +230,22 @@ def _candidates(
     return can, cannot
 
 
-def _choose(runs: int, can: list[tuple[str, str]], cannot: list[str], where: str) -> str:
+def _undid(run: str, by_run: dict[str, list[Record]]) -> set[str]:
+    """The runs of the ledgers that ``run`` is the rollback of (none for any other run)."""
+    return {x for r in by_run[run] for x in undoes(r) if x in by_run and x != run}
+
+
+def _choose(
+    runs: int,
+    can: list[tuple[str, str]],
+    cannot: list[str],
+    where: str,
+    undid: dict[str, set[str]] | None = None,
+) -> str:
     """The error that asks the user to pick among ``runs`` runs: those with something left
-    to undo, and apart those with nothing, which ``--run`` would only refuse."""
+    to undo, and apart those with nothing, which ``--run`` would only refuse. A rollback
+    among them that left the run it undoes with something to undo (cut short, or its wait
+    did not see it through) is named as such: finishing it is ``--run`` of that run."""
     if not can:
         return (
             f"none of the {runs} runs of stop or start in {where} has anything left to "
@@ -235,9 +255,23 @@ def _choose(runs: int, can: list[tuple[str, str]], cannot: list[str], where: str
     if len(can) == 1:
         ((only, said),) = can
         return f"one run in {where} has something to undo: {said}{nothing}; pass --run {only}"
+    left = {r for r, _ in can}
+    of = undid or {}
+    unfinished = sorted({x for r in left for x in of.get(r, set()) if x in left})
+    lines = [
+        f"{c[:-1]}, the rollback of run {', '.join(sorted(of[r]))})" if of.get(r) else c
+        for r, c in can
+    ]
+    finish = (
+        f"; to finish the rollback of run {', '.join(unfinished)}, pass "
+        f"{' '.join(f'--run {x}' for x in unfinished)} (undoing the rollback itself would "
+        "make the change it undid again)"
+        if unfinished
+        else ""
+    )
     return (
-        f"{len(can)} runs in {where} can be undone: {', '.join(c for _, c in can)}{nothing}; "
-        "pass --run ID "
+        f"{len(can)} runs in {where} can be undone: {', '.join(lines)}{nothing}{finish}; "
+        "else pass --run ID "
         "(repeat it for several: the shards of one job, or a run and its resumes)"
     )
 
@@ -269,13 +303,23 @@ def _plan(
     reverse = {s.undo for s in (ACTIONS.get(a) for a in ran) if s is not None and s.undo}
     began = {run: min(r.started or r.ts for r in rs) for run, rs in by_run.items()}
     last = max(began[r] for r in runs)
-    later = {
-        r.id
-        for run, rs in by_run.items()
-        if run not in runs and began[run] > last
-        for r in rs
-        if r.status == "succeeded" and r.action in reverse
-    }
+    # Not, where that run is the rollback of these, what it was to --wait for and no wait
+    # saw arrive (it timed out, could not look, or the run ended first): its call was
+    # taken, but whether the instance came back nobody knows, and the undo of these runs
+    # is not done while that stands (finishing it is this undo again, with its wait).
+    later: set[str] = set()
+    for run, rs in by_run.items():
+        if run in runs or began[run] <= last:
+            continue
+        final: dict[str, Record] = {}
+        for r in rs:
+            if r.action in reverse and (r.id not in final or r.seq > final[r.id].seq):
+                final[r.id] = r
+        took = {r.id for r in rs if r.status == "succeeded" and r.action in reverse}
+        waited = (
+            {r.id for r in rs if r.waits is not None} if _undid(run, by_run) & set(runs) else set()
+        )
+        later |= {i for i in took if i not in waited or not _unseen(final[i])}
     superseded = len({r.id for r in records if r.id in later})
     records = [r for r in records if r.id not in later]
     # What a run's first call found already done (EC2's PreviousState) it did not change:
@@ -365,6 +409,13 @@ def _plan(
         first or None,
         tuple(runs),
     )
+
+
+def _unseen(last: Record) -> bool:
+    """Whether ``last``, a run's latest record of an intent it was to --wait for, leaves
+    it unseen: its wait timed out or could not look (pending), or no record of the wait
+    follows the call's success (the run ended before its wait did)."""
+    return last.status == "pending" or (last.status == "succeeded" and last.code != REACHED_CODE)
 
 
 def _maybe_sent(record: Record, sent_nothing: set[str]) -> bool:

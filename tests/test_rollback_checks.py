@@ -509,3 +509,14 @@ def test_an_undo_its_wait_did_not_see_through_is_finished_by_the_undo_not_a_retr
         argv = shlex.split(line.split("to finish it: ", 1)[1])
         assert argv[3:5] == ["--run", "run1"] and "--wait" in argv
         assert set(box.states(theirs).values()) == {"stopped"}
+
+        # The command as printed finishes it: it looks the undo's instances up and waits
+        # for them, one stopped since by someone else included, instead of finding them
+        # "undone by later runs" because the undo's calls were taken.
+        box.unreadable_answers("DescribeInstances", on=False)
+        box.client().stop_instances(InstanceIds=ours[:1])
+        assert argv[-1] == "--yes"  # as printed, in a job with no terminal
+        code, out, err = swarm(*argv[1:], "--progress", "none", "--output", "json")
+        assert code == 0, out + err
+        assert set(box.states(ours).values()) == {"running"}, out + err
+        assert set(box.states(theirs).values()) == {"stopped"}

@@ -10,7 +10,14 @@ import pytest
 from swarm_cli.actions import ACTIONS
 from swarm_cli.ledger import REACHED_CODE, LedgerWriter
 from swarm_cli.report import Pair, Report
-from swarm_cli.saga import SagaError, UndoPlan, parse_budget, undo_plan, undo_report
+from swarm_cli.saga import (
+    UNDONE_LATER,
+    SagaError,
+    UndoPlan,
+    parse_budget,
+    undo_plan,
+    undo_report,
+)
 
 EAST, WEST, ACCOUNT = "us-east-1", "eu-west-1", "210987654321"
 
@@ -52,11 +59,17 @@ def write_run(
     region: str = EAST,
     account: str | None = None,
     reached: Sequence[str] = (),
+    undoes: str | None = None,
 ) -> None:
-    """A run as run_job records it: intents ahead, then outcomes, then --wait's records."""
+    """A run as run_job records it: intents ahead, then outcomes, then --wait's records.
+    An outcome "killed" writes none (the run was killed with its call in flight);
+    ``undoes`` makes it the rollback of that run."""
     writer = LedgerWriter(str(path), run, action, region, account)
-    writer.write_ahead([i for i, _ in outcomes])
+    note = None if undoes is None else f"undo of run {undoes}"
+    writer.write_ahead([i for i, _ in outcomes], message=note)
     for instance_id, status in outcomes:
+        if status == "killed":
+            continue
         writer.write(instance_id, status, code=None if status == "succeeded" else "SomeError")
     for instance_id in reached:
         writer.write(instance_id, "succeeded", code=REACHED_CODE, reached="2024-01-01T00:00:00Z")
@@ -116,6 +129,57 @@ def test_runs_with_nothing_left_to_undo_are_named_apart(tmp_path: Path) -> None:
     for run in ("r1", "r2"):
         with pytest.raises(SagaError, match="undone by later runs"):
             undo_plan([str(ledger)], run=run)
+
+
+def test_a_rollback_cut_short_then_finished_leaves_nothing_to_undo(tmp_path: Path) -> None:
+    """A rollback stopped midway, then finished by another: two runs with something to
+    undo, both the undo of the first. The ledger's undo is done; undoing them would stop
+    what they started again."""
+    ledger = tmp_path / "l.jsonl"
+    three = ["i-1", "i-2", "i-3"]
+    write_run(ledger, "r1", "stop", [(i, "succeeded") for i in three])
+    write_run(
+        ledger,
+        "r2",
+        "start",
+        [("i-1", "succeeded"), ("i-2", "succeeded"), ("i-3", "failed")],
+        undoes="r1",
+    )
+    write_run(ledger, "r3", "start", [("i-3", "succeeded")], undoes="r1")
+
+    with pytest.raises(SagaError) as info:
+        undo_plan([str(ledger)])
+
+    assert info.value.why == UNDONE_LATER
+    assert "r2, r3" in str(info.value) and "rollbacks of run r1, which they undid" in str(
+        info.value
+    )
+    assert str(info.value).endswith("pass --run r2 --run r3)")
+    # Named, each is still undone as asked.
+    assert undo_plan([str(ledger)], run=["r2", "r3"]).groups == {Pair(None, EAST): three}
+
+
+def test_a_rollback_killed_midway_is_named_with_the_way_to_finish_it(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    three = ["i-1", "i-2", "i-3"]
+    write_run(ledger, "r1", "stop", [(i, "succeeded") for i in three])
+    write_run(
+        ledger,
+        "r2",
+        "start",
+        [("i-1", "succeeded"), ("i-2", "killed"), ("i-3", "killed")],
+        undoes="r1",
+    )
+
+    with pytest.raises(SagaError) as info:
+        undo_plan([str(ledger)])
+
+    message = str(info.value)
+    assert "r2 (start, 1 to stop, 2 pending to look up" in message
+    assert ", the rollback of run r1)" in message
+    assert "to finish the rollback of run r1, pass --run r1 (" in message
+    finish = undo_plan([str(ledger)], run="r1", allow_empty=True)
+    assert finish.groups == {Pair(None, EAST): ["i-2", "i-3"]}
 
 
 def test_no_run_left_to_undo_says_so(tmp_path: Path) -> None:

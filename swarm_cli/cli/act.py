@@ -1790,7 +1790,9 @@ def _finish_rollback(
         args += ["--wait-timeout", f"{flags.wait_timeout:g}"]  # also for instances on their way
     named = "".join(f" --run {shell_quote(r)}" for r in runs)
     given = "".join(f" {shell_quote(a)}" for a in args)
-    return f"swarm rollback {shell_quote(ledger)}{named}{given}"
+    # --yes: the instances are those this undo was already allowed to act on (as a
+    # run's retry of the rest); without it, a job with no terminal is refused (exit 3).
+    return f"swarm rollback {shell_quote(ledger)}{named}{given} --yes"
 
 
 EC2_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
