@@ -293,7 +293,14 @@ def write_plan_ids(plan: Plan, path: str) -> int:
     """Write :func:`plan_ids_text` to ``path``; return how many IDs it holds."""
     from .files import create_text
 
-    handle = create_text(path)  # never through a symbolic link
+    try:
+        handle = create_text(path)  # never through a symbolic link
+    except OSError as exc:
+        # A path that cannot be created (/proc/x, a read-only mount): the plan was made,
+        # its file was not: as with a full disk.
+        raise error_for(
+            EXIT_LEDGER, f"--plan-out {literal(path)}: {exc.strerror or exc}; no plan file written"
+        ) from exc
     regular = stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
     try:
         with handle:

@@ -320,3 +320,16 @@ def test_a_plan_file_the_disk_refuses_is_not_left_cut_short(
     assert planned.returncode == 74, planned.stderr
     assert f"--plan-out {plan_out}: File too large; no plan file written" in planned.stderr
     assert not plan_out.exists()
+
+
+def test_a_plan_file_that_cannot_be_created_is_exit_74_with_a_message(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A folder that takes no new file (/proc): one line, not a traceback, and 74 (1 would
+    read as a plan in which some would fail)."""
+    ids = write_ids(tmp_path / "ids.txt", sandbox.launch(2))
+    planned = _cli(sandbox, "plan", "terminate", "--ids", ids, "--plan-out", "/proc/swarm-plan.txt")
+    assert planned.returncode == 74, planned.stderr
+    assert "Traceback" not in planned.stderr
+    assert "--plan-out /proc/swarm-plan.txt: " in planned.stderr
+    assert "no plan file written" in planned.stderr
