@@ -65,11 +65,20 @@ for path in "$ledger" "$report" "${SWARM_PLAN_OUT:-}"; do
   esac
 done
 
+# A step output that cannot be written (a full disk) costs the run nothing: a warning
+# says why, and a later step that reads the output gets none.
+set_output() {
+  local unwritten
+  if ! unwritten=$({ echo "$1=$2" >>"$output"; } 2>&1); then
+    echo "::warning title=swarm::could not set the step's output $1 (GITHUB_OUTPUT $output): ${unwritten##*: }"
+  fi
+}
+
 if [ "$command" = plan ]; then
   # A plan changes nothing, so this step may outlive swarm: its table goes to the job's
   # summary too, for the person who approves the run.
   plan_out=${SWARM_PLAN_OUT:-swarm-plan-ids.txt}
-  echo "plan-ids=$plan_out" >>"$output"
+  set_output plan-ids "$plan_out"
   # Here swarm is a child, its table read after it: the runner's SIGINT and SIGTERM are
   # passed on to it (and it stops as a run does), or it would go on after the step ended;
   # one that comes before it started is passed on as it starts.
@@ -127,8 +136,8 @@ if [ "$command" = plan ]; then
   exit "$status"
 fi
 
-echo "ledger=$ledger" >>"$output"
-echo "report=$report" >>"$output"
+set_output ledger "$ledger"
+set_output report "$report"
 # swarm appends its own summary to $GITHUB_STEP_SUMMARY. --yes: a CI job has no
 # terminal to confirm on; the rails in SWARM_ARGS (--max-count, --protect-tag,
 # --expect-account) guard the run instead.

@@ -235,6 +235,33 @@ def test_a_plan_step_whose_summary_cannot_be_written_warns_and_passes(
     assert all(i in done.stdout for i in ids)  # the plan itself, in the step's log
 
 
+@pytest.mark.parametrize("command", ["terminate", "plan"])
+def test_a_step_whose_outputs_cannot_be_written_warns_and_runs(
+    tmp_path: Path, command: str
+) -> None:
+    """GITHUB_OUTPUT on a full disk: the run is not lost to a shell's write error (exit 1,
+    which reads as instances that failed); a warning names the output not set."""
+    with Sandbox(OPEN) as box:
+        ids = box.launch(3)
+        env = _step_env(tmp_path, box, command=command, ids=write_ids(tmp_path / "ids.txt", ids))
+        env["GITHUB_OUTPUT"] = "/dev/full"
+        done = subprocess.run(
+            ["bash", str(ACTION_STEP)], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        states = set(box.states(ids).values())
+    assert done.returncode == 0, done.stderr
+    name = "plan-ids" if command == "plan" else "ledger"
+    warning = (
+        f"::warning title=swarm::could not set the step's output {name} (GITHUB_OUTPUT "
+        "/dev/full): No space left on device"
+    )
+    assert warning in done.stdout, done.stdout + done.stderr
+    if command == "plan":
+        assert states == {"running"}
+    else:
+        assert states <= {"shutting-down", "terminated"}
+
+
 def test_an_empty_command_is_bad_usage(tmp_path: Path) -> None:
     env = dict(os.environ, SWARM_COMMAND="")
     done = subprocess.run(
