@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
@@ -307,18 +308,37 @@ def append_ended_early(
 
 
 def _append(path: str, text: str, why: list[str] | None) -> str | None:
+    """Append ``text`` to the page at ``path``, all of it or nothing: a page cut short
+    mid-row, or inside a chart's fence, would break everything written after it."""
+    fd: int | None = None
+    kept = ""
     try:
         # O_NONBLOCK: a FIFO nobody reads is refused (ENXIO) instead of hanging the run.
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
         fd = os.open(path, flags, 0o666)  # a text file: not executable
         os.set_blocking(fd, True)
-        with open(fd, "a", encoding="utf-8") as file:
-            # After a page whose last line has no end, a heading would not be one.
-            file.write(text if _ends_a_line(path) else "\n" + text)
+        # After a page whose last line has no end, a heading would not be one.
+        data = memoryview((text if _ends_a_line(path) else "\n" + text).encode("utf-8"))
+        before = os.fstat(fd)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError:
+            if stat.S_ISREG(before.st_mode):
+                try:
+                    os.ftruncate(fd, before.st_size)
+                except OSError:
+                    kept = (
+                        " (and what it took of it could not be taken back: the page is cut short)"
+                    )
+            raise
     except OSError as exc:
         if why is not None:
-            why.append(exc.strerror or str(exc))
+            why.append((exc.strerror or str(exc)) + kept)
         return None
+    finally:
+        if fd is not None:
+            os.close(fd)
     return path
 
 

@@ -382,3 +382,32 @@ def test_a_wait_that_met_an_outage_says_so() -> None:
     ) in markdown_summary(report)
     report.extra["wait"] = {"target": "stopped", "reached": 3, "outages": 0, "timeouts": 0}
     assert "**Waited:** wait for stopped: 3 reached\n" in markdown_summary(report)
+
+
+def test_a_summary_the_disk_takes_only_part_of_is_not_left_cut_short(tmp_path: Path) -> None:
+    """A file-size limit (the disk full, as a runner's is) past the page's start: the
+    page is left as it was, not cut mid-row, and the reason is given."""
+    import subprocess
+    import sys
+
+    page = tmp_path / "summary.md"
+    page.write_text("### an earlier step\n\n| a | b |\n| --- | --- |\n")
+    before = page.read_bytes()
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))\n"
+        "from swarm_cli.summary_md import append_step_summary\n"
+        "from test_summary_md import recorded_report\n"
+        "why = []\n"
+        'env = {"GITHUB_STEP_SUMMARY": sys.argv[1]}\n'
+        "print(append_step_summary(recorded_report(), env, why=why), why)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(page)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("None ['File too large']"), done.stdout
+    assert page.read_bytes() == before
