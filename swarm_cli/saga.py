@@ -111,7 +111,7 @@ class UndoPlan:
 def _undo_spec(run: str, action: str) -> ActionSpec:
     spec = ACTIONS.get(action)
     if spec is None or spec.undo is None:
-        raise SagaError(f"run {run}: {action} cannot be undone: its budget only stops the run")
+        raise SagaError(f"run {run}: {action} cannot be undone: no action of EC2's takes it back")
     return ACTIONS[spec.undo]
 
 

@@ -243,7 +243,9 @@ def test_an_irreversible_run_cannot_be_undone(tmp_path: Path, action: str) -> No
 
     with pytest.raises(SagaError) as named:
         undo_plan([str(ledger)], run="r1")
-    assert str(named.value) == f"run r1: {action} cannot be undone: its budget only stops the run"
+    assert (
+        str(named.value) == f"run r1: {action} cannot be undone: no action of EC2's takes it back"
+    )
     with pytest.raises(SagaError, match="no run of a reversible action"):
         undo_plan([str(ledger)])
 
