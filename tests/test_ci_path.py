@@ -524,7 +524,7 @@ def test_the_workflow_passes_only_inputs_the_action_has() -> None:
     script = (ROOT / "action" / "run.sh").read_text()
     for name, output in action["outputs"].items():
         assert output["value"] == f"${{{{ steps.{steps[-1]['id']}.outputs.{name} }}}}"
-        assert f'echo "{name}=' in script, name
+        assert f"set_output {name} " in script, name
     flow = yaml.safe_load((ROOT / "examples" / "github-actions.yml").read_text())
     calls = [s for job in flow["jobs"].values() for s in job["steps"] if s.get("uses") == "./"]
     assert len(calls) == 2
