@@ -65,12 +65,19 @@ for path in "$ledger" "$report" "${SWARM_PLAN_OUT:-}"; do
   esac
 done
 
-# A step output that cannot be written (a full disk) costs the run nothing: a warning
-# says why, and a later step that reads the output gets none.
-set_output() {
-  local unwritten
-  if ! unwritten=$({ echo "$1=$2" >>"$output"; } 2>&1); then
-    echo "::warning title=swarm::could not set the step's output $1 (GITHUB_OUTPUT $output): ${unwritten##*: }"
+# Step outputs (NAME=VALUE, in one write) that cannot be written (a full disk) cost the
+# run nothing: a warning says why, and a later step that reads them gets none. A line the
+# disk took part of would set a wrong value, or run into the next: it is taken back.
+set_outputs() {
+  local size="" unwritten names
+  if [ -f "$output" ]; then size=$(wc -c <"$output" | tr -d ' '); fi
+  if ! unwritten=$({ printf '%s\n' "$@" >>"$output"; } 2>&1); then
+    if [ -n "$size" ] && command -v truncate >/dev/null; then
+      truncate -s "$size" "$output" 2>/dev/null || true
+    fi
+    names=$(printf '%s, ' "${@%%=*}")
+    unwritten=${unwritten##*: }
+    echo "::warning title=swarm::could not set the step's outputs ${names%, } (GITHUB_OUTPUT $output): ${unwritten:-the write failed}"
   fi
 }
 
@@ -78,7 +85,7 @@ if [ "$command" = plan ]; then
   # A plan changes nothing, so this step may outlive swarm: its table goes to the job's
   # summary too, for the person who approves the run.
   plan_out=${SWARM_PLAN_OUT:-swarm-plan-ids.txt}
-  set_output plan-ids "$plan_out"
+  set_outputs "plan-ids=$plan_out"
   # Here swarm is a child, its table read after it: the runner's SIGINT and SIGTERM are
   # passed on to it (and it stops as a run does), or it would go on after the step ended;
   # one that comes before it started is passed on as it starts.
@@ -136,8 +143,7 @@ if [ "$command" = plan ]; then
   exit "$status"
 fi
 
-set_output ledger "$ledger"
-set_output report "$report"
+set_outputs "ledger=$ledger" "report=$report"
 # swarm appends its own summary to $GITHUB_STEP_SUMMARY. --yes: a CI job has no
 # terminal to confirm on; the rails in SWARM_ARGS (--max-count, --protect-tag,
 # --expect-account) guard the run instead.

@@ -263,9 +263,9 @@ def _choose(
         for r, c in can
     ]
     finish = (
-        f"; to finish the rollback of run {', '.join(unfinished)}, pass "
-        f"{' '.join(f'--run {x}' for x in unfinished)} (undoing the rollback itself would "
-        "make the change it undid again)"
+        "; to finish the rollback of "
+        + "; of ".join(f"run {x}, pass --run {x}" for x in unfinished)
+        + " (undoing the rollback itself would make the change it undid again)"
         if unfinished
         else ""
     )
@@ -304,9 +304,17 @@ def _plan(
     began = {run: min(r.started or r.ts for r in rs) for run, rs in by_run.items()}
     last = max(began[r] for r in runs)
     # Not, where that run is the rollback of these, what it was to --wait for and no wait
-    # saw arrive (it timed out, could not look, or the run ended first): its call was
-    # taken, but whether the instance came back nobody knows, and the undo of these runs
-    # is not done while that stands (finishing it is this undo again, with its wait).
+    # saw arrive (it timed out, could not look, or the run ended first), unless a run
+    # begun after it acted on it too: the rollback's call was taken, but whether the
+    # instance came back nobody knows, and the undo of these runs is not done while that
+    # stands (finishing it is this undo again, with its wait). What a later run did to it
+    # (a stop on purpose, a rollback of that rollback) is that run's, and stands.
+    latest_touch: dict[str, str] = {}
+    for run, rs in by_run.items():
+        if run not in runs:
+            for r in rs:
+                if r.id not in latest_touch or began[run] > latest_touch[r.id]:
+                    latest_touch[r.id] = began[run]
     later: set[str] = set()
     for run, rs in by_run.items():
         if run in runs or began[run] <= last:
@@ -317,7 +325,13 @@ def _plan(
                 final[r.id] = r
         took = {r.id for r in rs if r.status == "succeeded" and r.action in reverse}
         waited = (
-            {r.id for r in rs if r.waits is not None} if _undid(run, by_run) & set(runs) else set()
+            {
+                r.id
+                for r in rs
+                if r.waits is not None and latest_touch.get(r.id, began[run]) <= began[run]
+            }
+            if _undid(run, by_run) & set(runs)
+            else set()
         )
         later |= {i for i in took if i not in waited or not _unseen(final[i])}
     superseded = len({r.id for r in records if r.id in later})

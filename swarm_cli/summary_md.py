@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -332,13 +333,17 @@ def _append(path: str, text: str, why: list[str] | None) -> str | None:
                         " (and what it took of it could not be taken back: the page is cut short)"
                     )
             raise
+        # A disk that refuses the write only now (NFS) is a write refused too.
+        closing: int = fd
+        fd = None
+        os.close(closing)
     except OSError as exc:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         if why is not None:
             why.append((exc.strerror or str(exc)) + kept)
         return None
-    finally:
-        if fd is not None:
-            os.close(fd)
     return path
 
 

@@ -328,8 +328,12 @@ def test_a_plan_file_that_cannot_be_created_is_exit_74_with_a_message(
     """A folder that takes no new file (/proc): one line, not a traceback, and 74 (1 would
     read as a plan in which some would fail)."""
     ids = write_ids(tmp_path / "ids.txt", sandbox.launch(2))
-    planned = _cli(sandbox, "plan", "terminate", "--ids", ids, "--plan-out", "/proc/swarm-plan.txt")
+    planned = _cli(
+        sandbox, "plan", "terminate", "--ids", ids, "--plan-out", "/proc/swarm-plan.txt",
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
     assert planned.returncode == 74, planned.stderr
     assert "Traceback" not in planned.stderr
     assert "--plan-out /proc/swarm-plan.txt: " in planned.stderr
     assert "no plan file written" in planned.stderr
+    assert "predicted: " in planned.stdout  # the plan itself is not lost with its file

@@ -520,3 +520,35 @@ def test_an_undo_its_wait_did_not_see_through_is_finished_by_the_undo_not_a_retr
         assert code == 0, out + err
         assert set(box.states(ours).values()) == {"running"}, out + err
         assert set(box.states(theirs).values()) == {"stopped"}
+
+
+def test_a_runs_rollback_its_wait_did_not_see_through_names_the_command_that_finishes_it(
+    tmp_path: Path,
+) -> None:
+    """A run's --rollback whose wait could not look (Describe answered by a login page):
+    the summary names the undo of the run, with its wait and --yes, and that command, run
+    as printed once Describe answers, sees the instances back."""
+    from test_ec2_ops import LOGIN_PAGE
+
+    from swarm_cli.sandbox import BucketSpec, SandboxConfig
+
+    with Sandbox(SandboxConfig(BucketSpec(10_000, 10_000), BucketSpec(100_000, 100_000))) as box:
+        ours = box.launch(3)
+        ids = write_ids(tmp_path / "ids.txt", [*ours, "i-0000000000000dead"])  # spends the budget
+        ledger = tmp_path / "l.jsonl"
+        box.unreadable_answers("DescribeInstances", body=LOGIN_PAGE)
+        code, out, err = swarm(
+            *("stop", "--ids", ids, "--ledger", str(ledger), "--endpoint-url", box.endpoint),
+            *("--max-errors", "0", "--rollback", "--wait", "--wait-timeout", "2", "--yes"),
+            *("--progress", "none", "--batch-size", "1"),
+        )
+        text = out + err
+        (line,) = [x for x in text.splitlines() if "to finish it:" in x]
+        argv = shlex.split(line.split("to finish it: ", 1)[1])
+        assert argv[:3] == ["swarm", "rollback", str(ledger)], line
+        assert "--wait" in argv and argv[-1] == "--yes", line
+        box.unreadable_answers("DescribeInstances", on=False)
+        box.client().stop_instances(InstanceIds=ours[:1])  # since stopped by someone else
+        code, out, err = swarm(*argv[1:], "--endpoint-url", box.endpoint, "--progress", "none")
+        assert code == 0, out + err
+        assert set(box.states(ours).values()) == {"running"}, out + err

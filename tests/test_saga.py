@@ -60,11 +60,14 @@ def write_run(
     account: str | None = None,
     reached: Sequence[str] = (),
     undoes: str | None = None,
+    waits: str | None = None,
+    unseen: Sequence[tuple[str, str]] = (),
 ) -> None:
     """A run as run_job records it: intents ahead, then outcomes, then --wait's records.
     An outcome "killed" writes none (the run was killed with its call in flight);
-    ``undoes`` makes it the rollback of that run."""
-    writer = LedgerWriter(str(path), run, action, region, account)
+    ``undoes`` makes it the rollback of that run; ``waits`` a run that was to --wait,
+    whose wait left ``unseen`` (ID, code) pending."""
+    writer = LedgerWriter(str(path), run, action, region, account, waits=waits)
     note = None if undoes is None else f"undo of run {undoes}"
     writer.write_ahead([i for i, _ in outcomes], message=note)
     for instance_id, status in outcomes:
@@ -73,6 +76,8 @@ def write_run(
         writer.write(instance_id, status, code=None if status == "succeeded" else "SomeError")
     for instance_id in reached:
         writer.write(instance_id, "succeeded", code=REACHED_CODE, reached="2024-01-01T00:00:00Z")
+    for instance_id, code in unseen:
+        writer.write(instance_id, "pending", code=code)
     assert writer.close() == []
 
 
@@ -180,6 +185,71 @@ def test_a_rollback_killed_midway_is_named_with_the_way_to_finish_it(tmp_path: P
     assert "to finish the rollback of run r1, pass --run r1 (" in message
     finish = undo_plan([str(ledger)], run="r1", allow_empty=True)
     assert finish.groups == {Pair(None, EAST): ["i-2", "i-3"]}
+
+
+def _stop_then_undo_waited(ledger: Path, **undo: object) -> None:
+    """r1 stops i-1, i-2 and i-3; r2, its rollback with --wait, started them all: its
+    wait saw i-1 arrive, timed out on i-2, could not look at i-3."""
+    three = [("i-1", "succeeded"), ("i-2", "succeeded"), ("i-3", "succeeded")]
+    write_run(ledger, "r1", "stop", three)
+    args: dict[str, object] = {
+        "undoes": "r1",
+        "waits": "running",
+        "reached": ["i-1"],
+        "unseen": [("i-2", "WaitTimeout"), ("i-3", "NotChecked")],
+    }
+    args.update(undo)
+    write_run(ledger, "r2", "start", three, **args)  # type: ignore[arg-type]
+
+
+def test_what_a_rollbacks_wait_did_not_see_is_still_to_undo(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    _stop_then_undo_waited(ledger)
+    assert undo_plan([str(ledger)], run="r1").groups == {Pair(None, EAST): ["i-2", "i-3"]}
+    with pytest.raises(SagaError) as info:
+        undo_plan([str(ledger)])
+    assert "to finish the rollback of run r1, pass --run r1 (" in str(info.value)
+
+
+def test_a_rollback_ended_before_its_wait_leaves_its_instances_to_undo(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    _stop_then_undo_waited(ledger, reached=[], unseen=[])  # killed before its wait said a word
+    assert undo_plan([str(ledger)], run="r1").total == 3
+
+
+def test_a_later_run_not_a_rollback_keeps_what_it_undid_waited_or_not(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    _stop_then_undo_waited(ledger, undoes=None)  # a swarm start --wait of its own
+    with pytest.raises(SagaError) as info:
+        undo_plan([str(ledger)], run="r1")
+    assert info.value.why == UNDONE_LATER
+
+
+@pytest.mark.parametrize("after", ["stop", "rollback"])
+def test_what_a_run_did_after_an_unseen_rollback_stands(tmp_path: Path, after: str) -> None:
+    """A stop on purpose after the rollback, or the rollback of that rollback: what they
+    stopped is theirs; finishing the first undo does not start it again."""
+    ledger = tmp_path / "l.jsonl"
+    _stop_then_undo_waited(ledger)
+    undoes = "r2" if after == "rollback" else None
+    stopped = [("i-2", "succeeded"), ("i-3", "succeeded")]
+    write_run(ledger, "r3", "stop", stopped, undoes=undoes, reached=["i-2", "i-3"])
+    with pytest.raises(SagaError) as info:
+        undo_plan([str(ledger)], run="r1")
+    assert info.value.why == UNDONE_LATER
+
+
+def test_unfinished_rollbacks_of_two_actions_are_finished_one_by_one(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    write_run(ledger, "a1", "stop", [("i-1", "succeeded"), ("i-2", "succeeded")])
+    write_run(ledger, "b1", "start", [("i-1", "succeeded"), ("i-2", "killed")], undoes="a1")
+    write_run(ledger, "a2", "start", [("i-3", "succeeded"), ("i-4", "succeeded")])
+    write_run(ledger, "b2", "stop", [("i-3", "succeeded"), ("i-4", "killed")], undoes="a2")
+    with pytest.raises(SagaError) as info:
+        undo_plan([str(ledger)])
+    assert "to finish the rollback of run a1, pass --run a1; of run a2, pass --run a2 (" in str(
+        info.value
+    )
 
 
 def test_no_run_left_to_undo_says_so(tmp_path: Path) -> None:

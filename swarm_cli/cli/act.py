@@ -1067,13 +1067,6 @@ def show_plan(
         unknown_sent=predicate is None,
     )
     est = estimate(spec, plan, options.batch_size, auto=options.auto_batch)
-    if flags.plan_out:
-        count = write_plan_ids(plan, flags.plan_out)
-        err.print(
-            f"plan: {count} {one_or_more(spec.resource)} that would be acted on written to "
-            f"{literal(flags.plan_out)}",
-            markup=False,
-        )
     unchecked = any(perm.allowed is None for perm in plan.permission.values())
     code = (
         EXIT_CREDENTIALS
@@ -1092,6 +1085,14 @@ def show_plan(
         verb = "set" if operation.name == "create-tags" else "take off"
         tags = tags_shown(tags_text(flags.params["Tags"]))
         shown.print(f"the tags it would {verb}: {literal(tags)}", markup=False, highlight=False)
+    if flags.plan_out:
+        # After the table: a file that cannot be written (exit 74) loses no plan with it.
+        count = write_plan_ids(plan, flags.plan_out)
+        err.print(
+            f"plan: {count} {one_or_more(spec.resource)} that would be acted on written to "
+            f"{literal(flags.plan_out)}",
+            markup=False,
+        )
     if flags.output is Output.json:
         _emit_plan(plan, est, code)
     return code

@@ -128,10 +128,15 @@ def follow_up(
                 follow_up(plan.action, replace(flags, rollback=False), undoing, undo, reach, err)
                 report.extra["rollback"] = undo.to_dict()
                 c = undo.counts
-                if ledger and c["pending"] + c["failed"]:
-                    # Cut short (a signal) or refused in part: the way to finish the undo,
-                    # rather than a resume of the run, which would act again on what it undid.
-                    finish = f"swarm rollback {shell_quote(ledger)} --run {plan.run}"
+                undo_wait = undo.extra.get("wait") or {}
+                unseen = undo_wait.get("timed_out") or undo_wait.get("not_checked")
+                if ledger and (c["pending"] + c["failed"] or unseen):
+                    # Cut short (a signal), refused in part or not seen through by its wait:
+                    # the way to finish the undo, rather than a resume of the run, which
+                    # would act again on what it undid. --yes: the instances are those the
+                    # undo was already allowed to act on (a job has no terminal to ask on).
+                    again = " --wait" if flags.wait else ""
+                    finish = f"swarm rollback {shell_quote(ledger)} --run {plan.run}{again} --yes"
                     report.extra["rollback"]["finish"] = finish
                 report.signal = report.signal or undo.signal  # the command was stopped
                 if undo.exit_code:
