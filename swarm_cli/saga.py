@@ -303,37 +303,45 @@ def _plan(
     reverse = {s.undo for s in (ACTIONS.get(a) for a in ran) if s is not None and s.undo}
     began = {run: min(r.started or r.ts for r in rs) for run, rs in by_run.items()}
     last = max(began[r] for r in runs)
-    # Not, where that run is the rollback of these, what it was to --wait for and no wait
-    # saw arrive (it timed out, could not look, or the run ended first), unless a run
-    # begun after it acted on it too: the rollback's call was taken, but whether the
-    # instance came back nobody knows, and the undo of these runs is not done while that
-    # stands (finishing it is this undo again, with its wait). What a later run did to it
-    # (a stop on purpose, a rollback of that rollback) is that run's, and stands.
-    latest_touch: dict[str, str] = {}
-    for run, rs in by_run.items():
-        if run not in runs:
-            for r in rs:
-                if r.id not in latest_touch or began[run] > latest_touch[r.id]:
-                    latest_touch[r.id] = began[run]
+    # The rollbacks of these runs (their intents say "undo of run ..."): for each instance,
+    # the latest of them that got it done decides, by whether its wait (if it had one) saw
+    # it arrive. One that timed out, could not look, or ended before its wait said a word
+    # leaves it to this undo (finishing it is this undo again, with its wait), unless a
+    # run that is neither may have changed it since: what that run did stands (a stop on
+    # purpose, a rollback of that rollback). By the runs' starts, or across ledgers whose
+    # runs overlap, by when that run's call was answered.
+    mine = set(runs)
+    rollbacks = {run for run in by_run if run not in mine and _undid(run, by_run) & mine}
     later: set[str] = set()
+    taken_by: dict[str, str] = {}
     for run, rs in by_run.items():
-        if run in runs or began[run] <= last:
+        if run in mine or began[run] <= last:
             continue
-        final: dict[str, Record] = {}
-        for r in rs:
-            if r.action in reverse and (r.id not in final or r.seq > final[r.id].seq):
-                final[r.id] = r
         took = {r.id for r in rs if r.status == "succeeded" and r.action in reverse}
-        waited = (
-            {
-                r.id
-                for r in rs
-                if r.waits is not None and latest_touch.get(r.id, began[run]) <= began[run]
-            }
-            if _undid(run, by_run) & set(runs)
-            else set()
-        )
-        later |= {i for i in took if i not in waited or not _unseen(final[i])}
+        if run not in rollbacks:
+            later |= took
+            continue
+        for i in took:
+            if i not in taken_by or began[run] > began[taken_by[i]]:
+                taken_by[i] = run
+    changed: dict[str, str] = {}  # when a run other than these and their rollbacks last may have
+    for run, rs in by_run.items():
+        if run in mine or run in rollbacks:
+            continue
+        word: dict[str, Record] = {}  # each intent's last record in the run
+        for r in rs:
+            if r.action in _STATEFUL and (r.id not in word or r.seq > word[r.id].seq):
+                word[r.id] = r
+        done = {r.id: r.ts for r in rs if r.action in _STATEFUL and r.status == "succeeded"}
+        for i, r in word.items():
+            if i in done or _may_change(r, sent_nothing):
+                changed[i] = max(changed.get(i, ""), began[run], done.get(i, r.ts))
+    for i, run in taken_by.items():
+        own = [r for r in by_run[run] if r.id == i and r.action in reverse]
+        final = max(own, key=lambda r: r.seq)
+        waited = any(r.waits is not None for r in own)
+        if not waited or not _unseen(final) or changed.get(i, "") > began[run]:
+            later.add(i)
     superseded = len({r.id for r in records if r.id in later})
     records = [r for r in records if r.id not in later]
     # What a run's first call found already done (EC2's PreviousState) it did not change:
@@ -423,6 +431,19 @@ def _plan(
         first or None,
         tuple(runs),
     )
+
+
+_STATEFUL = ("stop", "start")  # the actions whose end state a rollback undoes
+
+
+def _may_change(record: Record, sent_nothing: set[str]) -> bool:
+    """Whether ``record`` says its run may have changed the instance: done, or a call that
+    may have acted (no answer, or a 5xx, which EC2 may have carried out before failing)."""
+    if record.status == "succeeded":
+        return True
+    if record.status == "failed":
+        return (record.http_status or 0) >= 500
+    return record.status == "pending" and _maybe_sent(record, sent_nothing)
 
 
 def _unseen(last: Record) -> bool:

@@ -239,6 +239,35 @@ def test_what_a_run_did_after_an_unseen_rollback_stands(tmp_path: Path, after: s
     assert info.value.why == UNDONE_LATER
 
 
+@pytest.mark.parametrize(
+    "then",
+    ["finish timed out again", "finish refused", "stop refused", "tagged", "stop never sent"],
+)
+def test_what_changed_nothing_since_leaves_the_unseen_to_undo(tmp_path: Path, then: str) -> None:
+    """Another try at finishing that did not see them either (or was refused), a stop EC2
+    refused, a run that changes no state, a run killed before it sent anything: none of
+    them made the instances what they are; the undo is still not done."""
+    ledger = tmp_path / "l.jsonl"
+    _stop_then_undo_waited(ledger)
+    two = [("i-2", "succeeded"), ("i-3", "succeeded")]
+    if then == "finish timed out again":
+        unseen = [("i-2", "WaitTimeout"), ("i-3", "WaitTimeout")]
+        write_run(ledger, "r3", "start", two, undoes="r1", waits="running", unseen=unseen)
+    elif then == "finish refused":
+        write_run(ledger, "r3", "start", [("i-2", "failed"), ("i-3", "failed")], undoes="r1")
+    elif then == "stop refused":
+        write_run(ledger, "r3", "stop", [("i-2", "failed"), ("i-3", "failed")])
+    elif then == "tagged":
+        write_run(ledger, "r3", "create-tags", two)
+    else:
+        writer = LedgerWriter(str(ledger), "r3", "stop", EAST)
+        writer.write_ahead(["i-2", "i-3"])
+        for i in ("i-2", "i-3"):  # stopped in order before its calls left
+            writer.write(i, "pending", code="NotSent", attempts=0)
+        assert writer.close() == []
+    assert undo_plan([str(ledger)], run="r1").groups == {Pair(None, EAST): ["i-2", "i-3"]}
+
+
 def test_unfinished_rollbacks_of_two_actions_are_finished_one_by_one(tmp_path: Path) -> None:
     ledger = tmp_path / "l.jsonl"
     write_run(ledger, "a1", "stop", [("i-1", "succeeded"), ("i-2", "succeeded")])

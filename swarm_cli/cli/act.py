@@ -1086,7 +1086,7 @@ def show_plan(
         tags = tags_shown(tags_text(flags.params["Tags"]))
         shown.print(f"the tags it would {verb}: {literal(tags)}", markup=False, highlight=False)
     if flags.plan_out:
-        # After the table: a file that cannot be written (exit 74) loses no plan with it.
+        # After the table: a file that cannot be written (exit 74) does not take it along.
         count = write_plan_ids(plan, flags.plan_out)
         err.print(
             f"plan: {count} {one_or_more(spec.resource)} that would be acted on written to "
@@ -1768,14 +1768,14 @@ def rollback(
         # What is left of the undo is finished by the undo of the same run: it acts on
         # that run's instances only (its options, less the region the ledger names).
         runs = list(run) if run else [plan.run]
-        again = _finish_rollback(plan.action, report, ledger, runs, flags)
+        again = finish_rollback(plan.action, report, ledger, runs, flags)
         if again:
             report.extra["finish"] = again
         step_summary(report, err)
         return finish(report, output, out, err)
 
 
-def _finish_rollback(
+def finish_rollback(
     spec: ActionSpec, report: Report, ledger: str, runs: Sequence[str], flags: Flags
 ) -> str | None:
     """The command that finishes an undo cut short, refused in part or not seen through

@@ -127,17 +127,32 @@ def follow_up(
                 undoing = Job(plan.action, groups, options)
                 follow_up(plan.action, replace(flags, rollback=False), undoing, undo, reach, err)
                 report.extra["rollback"] = undo.to_dict()
-                c = undo.counts
-                undo_wait = undo.extra.get("wait") or {}
-                unseen = undo_wait.get("timed_out") or undo_wait.get("not_checked")
-                if ledger and (c["pending"] + c["failed"] or unseen):
+                if ledger:
                     # Cut short (a signal), refused in part or not seen through by its wait:
                     # the way to finish the undo, rather than a resume of the run, which
-                    # would act again on what it undid. --yes: the instances are those the
-                    # undo was already allowed to act on (a job has no terminal to ask on).
-                    again = " --wait" if flags.wait else ""
-                    finish = f"swarm rollback {shell_quote(ledger)} --run {plan.run}{again} --yes"
-                    report.extra["rollback"]["finish"] = finish
+                    # would act again on what it undid: as `swarm rollback` names it, with
+                    # the run's options (where it acted, its rails, its wait).
+                    from .act import finish_rollback
+
+                    # Only what `swarm rollback` takes: the ledger names the regions, and
+                    # the run's own tuning and budget are not the undo's.
+                    undo_flags = replace(
+                        flags,
+                        rollback=False,
+                        max_errors=None,
+                        region=None,
+                        params={},
+                        options=replace(
+                            flags.options,
+                            auto_batch=True,
+                            headroom=0.0,
+                            missing_ok=False,
+                            max_outage=RunOptions().max_outage,
+                        ),
+                    )
+                    finish = finish_rollback(plan.action, undo, ledger, plan.runs, undo_flags)
+                    if finish:
+                        report.extra["rollback"]["finish"] = finish
                 report.signal = report.signal or undo.signal  # the command was stopped
                 if undo.exit_code:
                     report.exit_code = undo.exit_code
