@@ -324,7 +324,8 @@ def _plan(
         for i in took:
             if i not in taken_by or began[run] > began[taken_by[i]]:
                 taken_by[i] = run
-    changed: dict[str, str] = {}  # when a run other than these and their rollbacks last may have
+    # When a run other than these and their rollbacks last may have changed each instance.
+    changed: dict[str, str] = {}
     for run, rs in by_run.items():
         if run in mine or run in rollbacks:
             continue
@@ -336,11 +337,19 @@ def _plan(
         for i, r in word.items():
             if i in done or _may_change(r, sent_nothing):
                 changed[i] = max(changed.get(i, ""), began[run], done.get(i, r.ts))
+    final: dict[tuple[str, str], Record] = {}  # each rollback's last record of an instance
+    waited: set[tuple[str, str]] = set()  # ... and those it was to --wait for
+    for run in set(taken_by.values()):
+        for r in by_run[run]:
+            if r.action in reverse:
+                key = (run, r.id)
+                if key not in final or r.seq > final[key].seq:
+                    final[key] = r
+                if r.waits is not None:
+                    waited.add(key)
     for i, run in taken_by.items():
-        own = [r for r in by_run[run] if r.id == i and r.action in reverse]
-        final = max(own, key=lambda r: r.seq)
-        waited = any(r.waits is not None for r in own)
-        if not waited or not _unseen(final) or changed.get(i, "") > began[run]:
+        unseen = (run, i) in waited and _unseen(final[(run, i)])
+        if not unseen or changed.get(i, "") > began[run]:
             later.add(i)
     superseded = len({r.id for r in records if r.id in later})
     records = [r for r in records if r.id not in later]
