@@ -1047,7 +1047,6 @@ def render_summary(report: Report, console: Console) -> None:
     timeouts = report.total_of("timeouts")
     if timeouts:
         say(f"  calls that timed out with no answer: {timeouts} (their IDs tried again)")
-    undone = report.extra.get("rollback")
     # A rollback stopped before it began is said below, where the ledger's way back is.
     for what, ok, line in follow_ups(report, stopped=False):
         rolled = what == "rollback"
@@ -1055,121 +1054,139 @@ def render_summary(report: Report, console: Console) -> None:
     if report.ledger_error:
         say(f"  ledger NOT fully written: {literal(report.ledger_error)}", style="bold red")
     if report.ledger:
-        # A ledger the disk refused from its first line is removed again: not named as kept.
-        kept = os.path.exists(report.ledger)
-        moved = bool(report.ledger_error and MOVED in report.ledger_error)
-        if moved:
-            # What it wrote is where the file went; what it could not is printed above.
-            where = (
-                " (moved or replaced during the run: what it recorded is in the moved file, "
-                "the outcomes it could not write are printed above)"
+        for text, style in ledger_lines(report):
+            say(text, style=style)
+
+
+def ledger_lines(report: Report) -> list[tuple[str, str | None]]:
+    """What a summary says of a run's ledger, each line with its style: where it is, what
+    failed for good, and the command that retries or finishes what is left (the terminal's
+    summary and the job's page say the same)."""
+    lines: list[tuple[str, str | None]] = []
+
+    def say(text: str, style: str | None = None) -> None:
+        lines.append((text, style))
+
+    if not report.ledger:
+        return lines
+    c = report.counts
+    undone = report.extra.get("rollback")
+    # A ledger the disk refused from its first line is removed again: not named as kept.
+    kept = os.path.exists(report.ledger)
+    moved = bool(report.ledger_error and MOVED in report.ledger_error)
+    if moved:
+        # What it wrote is where the file went; what it could not is printed above.
+        where = (
+            " (moved or replaced during the run: what it recorded is in the moved file, "
+            "the outcomes it could not write are printed above)"
+        )
+    else:
+        where = "" if kept else " (none written)"
+    say(f"  ledger: {literal(report.ledger)}{where}")
+    codes = report.failed_for_good()
+    stuck = sum(codes.values())
+    if stuck:
+        which = ", ".join(f"{n} {literal(code or '')}" for code, n in sorted(codes.items()))
+        say(f"  failed permanently: {stuck} ({which}); a retry fails again")
+    if undone:
+        return lines  # the run was rolled back: what it left is not to be retried
+    stopped = report.extra.get("rollback_stopped")
+    if stopped:
+        # Stopped before its undo began: the way back is the undo, not the rest of the run.
+        say(
+            f"  rollback stopped by {stopped['signal']} before anything was undone: "
+            f"{literal(stopped['undo'])}",
+            style="bold red",
+        )
+        return lines
+    finish = report.extra.get("finish")
+    if finish:
+        # An undo (swarm rollback) cut short, refused in part or not seen through by
+        # its wait: the undo again, of its runs. A retry of what the ledger holds of
+        # its action would take in other runs' intents too (a start the ledger left
+        # pending, undone or not).
+        say(f"  to finish it: {literal(finish)}")
+        return lines
+    if moved:
+        # The path names no ledger of this run now (or another run's): no command on it.
+        say(
+            "  to retry the rest: merge the moved file with the lines printed above "
+            "(swarm ledger merge), then swarm ledger failed and --resume on the merged "
+            "ledger",
+            style="yellow",
+        )
+    elif not report.intents_recorded:
+        # `ledger failed` lists only the intents on disk; the rest would be lost.
+        say(
+            "  nothing was sent, and this run's intents are not all in the ledger (what "
+            "earlier runs recorded there stands): once it can be written, run the same "
+            "command again",
+            style="bold red",
+        )
+    else:
+        # The same ledger, so that the record stays in one file; --yes, for the IDs
+        # are those this run was already allowed to act on.
+        # Through a file and &&: a list that cannot be made (a ledger of several
+        # actions, a typo) stops the retry, where <(...) would send nothing, exit 0.
+        given = "".join(f" {shell_quote(arg)}" for arg in report.retry_args)
+        # The list beside the ledger, named after it: no other file is emptied by the
+        # redirection (a ledger named left.txt was), and a path starting with - is no
+        # option.
+        path = report.ledger if not report.ledger.startswith("-") else f"./{report.ledger}"
+        ledger = shell_quote(path)
+        left = shell_quote(f"{path}.left")
+        # A run over several regions or accounts keeps each ID in its place, even when
+        # what is left lies in one region (bare IDs would go to this command's region).
+        form = "--format csv " if len(report.pairs) > 1 else ""
+        again = (
+            f"{form}{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
+            f"--ledger {ledger} --ids {left} --resume"
+        )
+        moving = sum(1 for p in report.problems if p.code == IN_TRANSITION_CODE)
+        if c["failed"] + c["pending"] > stuck + moving:
+            # A ledger that could not be written (a full disk, say) may take no list
+            # beside it either, nor the retry's records: first that, or another disk.
+            when = (
+                "once the ledger can be written again (see why above; or copy it to a disk "
+                "that takes it and use that path in the command below), "
+                if report.ledger_error
+                else ""
             )
-        else:
-            where = "" if kept else " (none written)"
-        say(f"  ledger: {literal(report.ledger)}{where}")
-        codes = report.failed_for_good()
-        stuck = sum(codes.values())
-        if stuck:
-            which = ", ".join(f"{n} {literal(code or '')}" for code, n in sorted(codes.items()))
-            say(f"  failed permanently: {stuck} ({which}); a retry fails again")
-        if undone:
-            return  # the run was rolled back: what it left is not to be retried
-        stopped = report.extra.get("rollback_stopped")
-        if stopped:
-            # Stopped before its undo began: the way back is the undo, not the rest of the run.
             say(
-                f"  rollback stopped by {stopped['signal']} before anything was undone: "
-                f"{literal(stopped['undo'])}",
-                style="bold red",
+                f"  {when}retry the rest: swarm ledger failed --retryable --action "
+                f"{report.action} {again}"
             )
-            return
-        finish = report.extra.get("finish")
-        if finish:
-            # An undo (swarm rollback) cut short, refused in part or not seen through by
-            # its wait: the undo again, of its runs. A retry of what the ledger holds of
-            # its action would take in other runs' intents too (a start the ledger left
-            # pending, undone or not).
-            say(f"  to finish it: {literal(finish)}")
-            return
-        if moved:
-            # The path names no ledger of this run now (or another run's): no command on it.
+        waited = report.extra.get("wait") or {}
+        if (waited.get("timed_out") or waited.get("not_checked")) and (
+            report.action in FINAL_SUCCESS
+        ):
+            # Accepted, and EC2 does not take a terminate or a deletion back: the ledger
+            # counts them done, so a list from `ledger failed` would hold none of them.
+            again_words = (
+                # Its --ids list or --filter, its --ledger, where it acted: all of it.
+                "; the same command with --resume looks them up and waits for them again"
+                + (" (once their state can be read)" if waited.get("not_checked") else "")
+                if report.action in ACTIONS
+                else ""
+            )
             say(
-                "  to retry the rest: merge the moved file with the lines printed above "
-                "(swarm ledger merge), then swarm ledger failed and --resume on the merged "
-                "ledger",
-                style="yellow",
+                f"  not seen {waited.get('target')}: EC2 accepted their calls and does "
+                "not take them back, so the ledger counts them done and swarm ledger "
+                f"failed does not list them{again_words}"
             )
-        elif not report.intents_recorded:
-            # `ledger failed` lists only the intents on disk; the rest would be lost.
+        elif waited.get("timed_out") or waited.get("not_checked"):
+            # Accepted, but not seen there: a resume looks them up, and waits again.
             say(
-                "  nothing was sent, and this run's intents are not all in the ledger (what "
-                "earlier runs recorded there stands): once it can be written, run the same "
-                "command again",
-                style="bold red",
+                f"  not seen {waited.get('target')}: swarm ledger failed --retryable "
+                f"--action {report.action} {again}"
+                + ("" if "--wait" in report.retry_args else " --wait")
             )
-        else:
-            # The same ledger, so that the record stays in one file; --yes, for the IDs
-            # are those this run was already allowed to act on.
-            # Through a file and &&: a list that cannot be made (a ledger of several
-            # actions, a typo) stops the retry, where <(...) would send nothing, exit 0.
-            given = "".join(f" {shell_quote(arg)}" for arg in report.retry_args)
-            # The list beside the ledger, named after it: no other file is emptied by the
-            # redirection (a ledger named left.txt was), and a path starting with - is no
-            # option.
-            path = report.ledger if not report.ledger.startswith("-") else f"./{report.ledger}"
-            ledger = shell_quote(path)
-            left = shell_quote(f"{path}.left")
-            # A run over several regions or accounts keeps each ID in its place, even when
-            # what is left lies in one region (bare IDs would go to this command's region).
-            form = "--format csv " if len(report.pairs) > 1 else ""
-            again = (
-                f"{form}{ledger} >{left} && swarm {command_of(report.action)}{given} --yes "
-                f"--ledger {ledger} --ids {left} --resume"
+        passing = REFUSED_ON_THE_WAY.get(report.action)
+        if passing and moving:
+            # Refused while on their way (a start right after a stop): not for good.
+            target = PASSING_TO[passing]
+            say(
+                f"  {moving} refused while {passing}: once they are {target}, swarm "
+                f"ledger failed --retryable --action {report.action} {again}"
             )
-            moving = sum(1 for p in report.problems if p.code == IN_TRANSITION_CODE)
-            if c["failed"] + c["pending"] > stuck + moving:
-                # A ledger that could not be written (a full disk, say) may take no list
-                # beside it either, nor the retry's records: first that, or another disk.
-                when = (
-                    "once the ledger can be written again (see why above; or copy it to a disk "
-                    "that takes it and use that path in the command below), "
-                    if report.ledger_error
-                    else ""
-                )
-                say(
-                    f"  {when}retry the rest: swarm ledger failed --retryable --action "
-                    f"{report.action} {again}"
-                )
-            waited = report.extra.get("wait") or {}
-            if (waited.get("timed_out") or waited.get("not_checked")) and (
-                report.action in FINAL_SUCCESS
-            ):
-                # Accepted, and EC2 does not take a terminate or a deletion back: the ledger
-                # counts them done, so a list from `ledger failed` would hold none of them.
-                again_words = (
-                    # Its --ids list or --filter, its --ledger, where it acted: all of it.
-                    "; the same command with --resume looks them up and waits for them again"
-                    + (" (once their state can be read)" if waited.get("not_checked") else "")
-                    if report.action in ACTIONS
-                    else ""
-                )
-                say(
-                    f"  not seen {waited.get('target')}: EC2 accepted their calls and does "
-                    "not take them back, so the ledger counts them done and swarm ledger "
-                    f"failed does not list them{again_words}"
-                )
-            elif waited.get("timed_out") or waited.get("not_checked"):
-                # Accepted, but not seen there: a resume looks them up, and waits again.
-                say(
-                    f"  not seen {waited.get('target')}: swarm ledger failed --retryable "
-                    f"--action {report.action} {again}"
-                    + ("" if "--wait" in report.retry_args else " --wait")
-                )
-            passing = REFUSED_ON_THE_WAY.get(report.action)
-            if passing and moving:
-                # Refused while on their way (a start right after a stop): not for good.
-                target = PASSING_TO[passing]
-                say(
-                    f"  {moving} refused while {passing}: once they are {target}, swarm "
-                    f"ledger failed --retryable --action {report.action} {again}"
-                )
+    return lines

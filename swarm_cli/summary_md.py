@@ -155,6 +155,23 @@ def _notes(report: Report) -> list[str]:
     return notes
 
 
+def _next_steps(report: Report) -> list[str]:
+    """What the terminal's summary says after the ledger's path (what failed for good, the
+    command that retries or finishes what is left), for the page: a command in a block of
+    its own, to copy as it is."""
+    from .display import ledger_lines
+
+    out: list[str] = []
+    for text, _style in ledger_lines(report)[1:]:  # the first names the ledger, said above
+        words, _, command = text.strip().partition(": swarm ")
+        if command and "`" not in command:
+            said = words[:1].upper() + words[1:]
+            out += [f"{markdown_text(said)}:", "", "```sh", f"swarm {command}", "```", ""]
+        else:
+            out += [markdown_text(text.strip()), ""]
+    return out
+
+
 def _counts_table(report: Report) -> list[str]:
     c = report.counts
     unseen = report.unseen()
@@ -244,6 +261,7 @@ def markdown_summary(report: Report, *, max_failed: int = 50) -> str:
         ]
     if report.ledger:
         out += [f"Ledger: {markdown_code(report.ledger)}", ""]
+        out += _next_steps(report)
     # A run that sent nothing (a resume with all done) has no window to draw.
     chart = mermaid_chart(report.pairs) if report.total_of("calls") else None
     if chart:

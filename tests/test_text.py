@@ -127,8 +127,10 @@ def test_the_step_summary_escapes_markdown_html_and_newlines(value: str) -> None
     assert f"**Stopped early:** {markdown_text(value)}" in md
     for bad in ("\x1b", "\x07", "\r", "\u202e"):
         assert bad not in md
-    # Outside code spans (where nothing is markup), brackets are escaped.
-    prose = "\n".join(line for line in md.splitlines() if "`" not in line)
+    # Outside code spans and fenced blocks (where nothing is markup), brackets are escaped.
+    unfenced = re.sub(r"^```[a-z]*\n.*?^```$", "", md, flags=re.S | re.M)
+    assert unfenced != md  # the retry command's block was there, and is left out
+    prose = "\n".join(line for line in unfenced.splitlines() if "`" not in line)
     assert not re.search(r"(?<!\\)[\[\]]", prose)
     assert "<" not in prose
     stopped = [line for line in md.splitlines() if line.startswith("**Stopped early:**")]
