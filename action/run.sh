@@ -65,19 +65,29 @@ for path in "$ledger" "$report" "${SWARM_PLAN_OUT:-}"; do
   esac
 done
 
-# Step outputs (NAME=VALUE, in one write) that cannot be written (a full disk) cost the
-# run nothing: a warning says why, and a later step that reads them gets none. A line the
-# disk took part of would set a wrong value, or run into the next: it is taken back.
-set_outputs() {
-  local size="" unwritten names
-  if [ -f "$output" ]; then size=$(wc -c <"$output" | tr -d ' '); fi
-  if ! unwritten=$({ printf '%s\n' "$@" >>"$output"; } 2>&1); then
+# Appends its input to the file $1, all of it or nothing: a part the disk took (a line
+# cut short, a table cut inside its fence) would break what is read after it, and is
+# taken back. On failure, prints why and returns 1.
+append_whole() {
+  local size="" why
+  if [ -f "$1" ]; then size=$(wc -c <"$1" | tr -d ' '); fi
+  if ! why=$({ cat >>"$1"; } 2>&1); then
     if [ -n "$size" ] && command -v truncate >/dev/null; then
-      truncate -s "$size" "$output" 2>/dev/null || true
+      truncate -s "$size" "$1" 2>/dev/null || true
     fi
+    why=${why##*: }
+    echo "${why:-the write failed}"
+    return 1
+  fi
+}
+
+# Step outputs (NAME=VALUE) that cannot be written (a full disk) cost the run nothing: a
+# warning says why, and a later step that reads them gets none.
+set_outputs() {
+  local unwritten names
+  if ! unwritten=$(printf '%s\n' "$@" | append_whole "$output"); then
     names=$(printf '%s, ' "${@%%=*}")
-    unwritten=${unwritten##*: }
-    echo "::warning title=swarm::could not set the step's outputs ${names%, } (GITHUB_OUTPUT $output): ${unwritten:-the write failed}"
+    echo "::warning title=swarm::could not set the step's outputs ${names%, } (GITHUB_OUTPUT $output): $unwritten"
   fi
 }
 
@@ -85,7 +95,6 @@ if [ "$command" = plan ]; then
   # A plan changes nothing, so this step may outlive swarm: its table goes to the job's
   # summary too, for the person who approves the run.
   plan_out=${SWARM_PLAN_OUT:-swarm-plan-ids.txt}
-  set_outputs "plan-ids=$plan_out"
   # Here swarm is a child, its table read after it: the runner's SIGINT and SIGTERM are
   # passed on to it (and it stops as a run does), or it would go on after the step ended;
   # one that comes before it started is passed on as it starts.
@@ -110,6 +119,8 @@ if [ "$command" = plan ]; then
     kill -0 "$child" 2>/dev/null || break  # else a signal ended the wait, not swarm
   done
   trap - INT TERM
+  # Named only once it is there: a plan stopped before it would name no file.
+  if [ -f "$plan_out" ]; then set_outputs "plan-ids=$plan_out"; fi
   cat "$table"
   if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
     # A summary that cannot be written costs the plan nothing: a warning says why.
@@ -123,8 +134,8 @@ if [ "$command" = plan ]; then
       else
         echo "swarm plan exited $status before a plan: its error is in the step's log."
       fi
-    } 2>&1 >>"$GITHUB_STEP_SUMMARY"); then
-      echo "::warning title=swarm plan::could not append the plan to the step summary ($GITHUB_STEP_SUMMARY): ${unwritten##*: }"
+    } | append_whole "$GITHUB_STEP_SUMMARY"); then
+      echo "::warning title=swarm plan::could not append the plan to the step summary ($GITHUB_STEP_SUMMARY): $unwritten"
     fi
   fi
   planned=no

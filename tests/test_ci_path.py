@@ -218,6 +218,7 @@ def test_a_cancelled_plan_step_stops_its_swarm_and_leaves_no_file_behind(
     assert step.returncode == 128 + sig.value, err
     assert _gone(child), "swarm outlived the step"
     assert not (tmp_path / "swarm-plan-ids.txt").exists()  # it stopped before its plan
+    assert "plan-ids=" not in (tmp_path / "github_output").read_text()  # so it names none
     assert list((tmp_path / "tmp").iterdir()) == []  # its table is removed
     assert f"interrupted by {sig.name}" in err
 
@@ -268,6 +269,35 @@ def test_a_step_whose_outputs_cannot_be_written_warns_and_runs(
         assert states == {"running"}
     else:
         assert states <= {"shutting-down", "terminated"}
+
+
+def test_a_plan_table_the_disk_takes_only_part_of_is_taken_back(tmp_path: Path) -> None:
+    """A file-size limit (a runner's full disk) past the page's start: the plan's table
+    would be cut inside its fence, and all that follows on the page read as code."""
+    import resource
+
+    with Sandbox(OPEN) as box:
+        ids = box.launch(30)
+        env = _step_env(tmp_path, box, command="plan", ids=write_ids(tmp_path / "ids.txt", ids))
+        page = Path(env["GITHUB_STEP_SUMMARY"])
+        page.write_text("### an earlier step\n\n" + "x" * 6000 + "\n")
+        before = page.read_bytes()
+
+        def small_files() -> None:  # the page may grow by 200 bytes, the table needs more
+            limit = len(before) + 200
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        done = subprocess.run(
+            ["bash", str(ACTION_STEP)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            preexec_fn=small_files,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "::warning title=swarm plan::could not append the plan" in done.stdout
+    assert page.read_bytes() == before
 
 
 def test_an_empty_command_is_bad_usage(tmp_path: Path) -> None:
