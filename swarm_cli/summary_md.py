@@ -141,7 +141,12 @@ def _notes(report: Report) -> list[str]:
         "rollback_stopped": "Not rolled back",
     }
     for what, ok, line in follow_ups(report):
-        notes.append(f"**{heads[what]}:** {_note(line)}" + ("" if ok else " ⚠️"))
+        # A command in it (a rollback's way to finish) goes in a block of its own, to copy.
+        prose, _, command = line.partition("; to finish it: swarm ")
+        note = f"**{heads[what]}:** {_note(prose)}" + ("" if ok else " ⚠️")
+        if command:
+            note += "\n\n" + "\n".join(_command_block("to finish it", f"swarm {command}"))
+        notes.append(note)
 
     for p in report.pairs:
         if p.throttled_for is not None:
@@ -164,12 +169,20 @@ def _next_steps(report: Report) -> list[str]:
     out: list[str] = []
     for text, _style in ledger_lines(report)[1:]:  # the first names the ledger, said above
         words, _, command = text.strip().partition(": swarm ")
-        if command and "`" not in command:
-            said = words[:1].upper() + words[1:]
-            out += [f"{markdown_text(said)}:", "", "```sh", f"swarm {command}", "```", ""]
+        if command:
+            out += [*_command_block(words, f"swarm {command}"), ""]
         else:
             out += [markdown_text(text.strip()), ""]
     return out
+
+
+def _command_block(words: str, command: str) -> list[str]:
+    """``words:`` then ``command`` in a block of its own (as text where a backtick in it
+    would end the block)."""
+    said = markdown_text(words[:1].upper() + words[1:])
+    if "`" in command:
+        return [f"{said}: {markdown_text(command)}"]
+    return [f"{said}:", "", "```sh", command, "```"]
 
 
 def _counts_table(report: Report) -> list[str]:

@@ -411,3 +411,18 @@ def test_a_summary_the_disk_takes_only_part_of_is_not_left_cut_short(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("None ['File too large']"), done.stdout
     assert page.read_bytes() == before
+
+
+def test_a_rollbacks_finishing_command_is_a_block_to_copy() -> None:
+    """Inline, with the warning sign after it, the command copied from the page failed
+    ("unexpected extra argument"): it stands in a block of its own."""
+    finish = "swarm rollback 'l.jsonl' --run r1 --endpoint-url http://127.0.0.1:1 --yes"
+    undone = {
+        "action": "start",
+        "total": 3,
+        "counts": {"succeeded": 2, "failed": 1, "missing": 0, "pending": 0},
+        "finish": finish,
+    }
+    md = markdown_summary(replace(recorded_report(), extra={"rollback": undone}))
+    assert "**Rolled back:** rollback (start): 2 of 3 undone, 1 failed ⚠️" in md
+    assert f"To finish it:\n\n```sh\n{finish}\n```" in md
