@@ -167,11 +167,13 @@ def undo_plan(
                 # Undoing those would make the change they undid again.
                 runs_of = ", ".join(sorted(set().union(*undid.values())))
                 again = " ".join(f"--run {r}" for r in left)
+                one = len(left) == 1
                 raise SagaError(
-                    f"run {', '.join(left)} in {where} "
-                    f"{'is the rollback' if len(left) == 1 else 'are the rollbacks'} of run "
-                    f"{runs_of}, which {'it' if len(left) == 1 else 'they'} undid: nothing "
-                    f"else is left to undo (to undo that rollback itself, pass {again})",
+                    f"{'run' if one else 'runs'} {', '.join(left)} in {where} "
+                    f"{'is the rollback' if one else 'are the rollbacks'} of run "
+                    f"{runs_of}, which {'it' if one else 'they'} undid: nothing else is left "
+                    f"to undo (to undo {'that rollback itself' if one else 'those rollbacks'}"
+                    f", pass {again})",
                     why=UNDONE_LATER,
                 )
             if left != reversible[-1:]:

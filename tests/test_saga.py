@@ -156,10 +156,9 @@ def test_a_rollback_cut_short_then_finished_leaves_nothing_to_undo(tmp_path: Pat
         undo_plan([str(ledger)])
 
     assert info.value.why == UNDONE_LATER
-    assert "r2, r3" in str(info.value) and "rollbacks of run r1, which they undid" in str(
-        info.value
-    )
-    assert str(info.value).endswith("pass --run r2 --run r3)")
+    assert "runs r2, r3 in " in str(info.value)
+    assert "are the rollbacks of run r1, which they undid" in str(info.value)
+    assert str(info.value).endswith("(to undo those rollbacks, pass --run r2 --run r3)")
     # Named, each is still undone as asked.
     assert undo_plan([str(ledger)], run=["r2", "r3"]).groups == {Pair(None, EAST): three}
 
