@@ -78,6 +78,28 @@ def test_estimator_prefers_the_latest_span_with_enough_successes() -> None:
     assert e.rate(now=20.0, rtt=0.1) == pytest.approx(8.0)
 
 
+def test_estimator_sinks_smoothly_through_a_long_stretch_of_throttles() -> None:
+    """A hundred calls a second go through, then others take the bucket and every call
+    throttles for five seconds, 400 of them: the estimate still counts the successes
+    before the stretch over the time since, and sinks with it. (Kept to the last 256
+    throttles, it lost them at once and fell to one call over the stretch: the next
+    call went twenty seconds later.)"""
+    e = DeliveryEstimator()
+    t = 0.0
+    for k in range(200):
+        e.on_answer(t, 1, k % 10 != 9, 0.0)
+        t += 0.01
+    start = t
+    rates = []
+    for k in range(400):
+        e.on_answer(t, 1, False, 0.0)
+        t += 0.0125
+        if k % 100 == 99:
+            rates.append(e.rate(now=t, rtt=0.02))
+    assert all(r >= 16 / (t - start + 1) for r in rates)
+    assert rates == sorted(rates, reverse=True)
+
+
 def test_pacer_spreads_calls_and_retimes_when_the_rate_changes() -> None:
     p = Pacer()
     p.on_send(10.0, size=2, rate=4.0)
@@ -414,6 +436,40 @@ def test_a_throttle_in_startup_followed_by_throttles_ends_it() -> None:
         c.on_throttle(t, now)
     _after(c, now + 0.2, 40, every=5)
     assert c.phase == "paced" and c.rate is not None
+
+
+def test_throttles_to_the_calls_on_their_way_bring_the_pace_down_to_what_gets_through() -> None:
+    """A burst spent at the startup's pace (200 calls/s): the calls still on their way
+    when the first throttle came all come back throttled. Each one lowers the pace toward
+    the share of them the refill let through, down to a call per round trip, rather than
+    leaving it at half the startup's pace until a round trip of answers is in."""
+    c = Controller(ControllerProfile())
+    tickets, now = _startup(c, 24)
+    for t in tickets[:4]:
+        c.on_success(t, 0.1, now, in_flight=20)
+    c.on_throttle(tickets[4], now)
+    assert c.rate is not None
+    halved = c.rate
+    for t in tickets[5:]:
+        c.on_throttle(t, now)
+    assert c.rate <= halved / 5
+    assert c.rate >= 1 / 0.1  # a call per round trip
+
+
+def test_calls_on_their_way_that_mostly_go_through_keep_the_pace() -> None:
+    """One throttle among calls that otherwise go through: the startup's throttle is
+    judged (it may be random), and the pace stays where the first throttle set it."""
+    c = Controller(ControllerProfile())
+    tickets, now = _startup(c, 24)
+    c.on_throttle(tickets[0], now)
+    assert c.rate is not None
+    halved = c.rate
+    for k, t in enumerate(tickets[1:12]):
+        if k % 5 == 4:
+            c.on_throttle(t, now)
+        else:
+            c.on_success(t, 0.1, now, in_flight=10)
+    assert c.rate == pytest.approx(halved)
 
 
 def test_a_bucket_that_a_slower_pace_no_longer_empties_ends_the_startup() -> None:

@@ -35,6 +35,20 @@ def test_a_stingy_bucket_runs_near_its_bound() -> None:
     assert r.ratio <= 1.2
 
 
+@pytest.mark.parametrize(("burst", "rate", "latency"), [(100, 20, 0.02), (100, 2, 0.1)])
+def test_a_burst_spent_at_the_startups_pace_throttles_within_the_line(
+    burst: float, rate: float, latency: float
+) -> None:
+    """The calls on their way when the burst runs dry say what share the refill lets
+    through, and the pace follows them down; once at the refill, a decrease goes to what
+    got through: B + 5% of calls throttled at most, at the bound's pace."""
+    n = int(burst + 40 * rate)
+    r = simulate(Regime(burst, rate, latency, n), seed=0)
+    assert r.done == n
+    assert r.throttled <= burst + 0.05 * r.calls
+    assert r.ratio <= 1.05
+
+
 def test_random_throttles_do_not_stall_the_run() -> None:
     """A fifth of calls throttled at random behind a generous bucket."""
     r = simulate(Regime(100, 100, 0.02, 300, noise=0.2), seed=0)

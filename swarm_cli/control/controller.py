@@ -51,6 +51,36 @@ SLOWED = 2.0  # answers this many times slower than the fastest: the endpoint ma
 # pace sinks with the time since the last success; a stretch of minutes must not leave
 # the first call after it minutes late. A throttled call takes no token.
 MOST_GAP = 20.0
+# A running share of throttles at most this: the pace sits just over the refill, and a
+# decrease goes to what got through, not to one call more (which throttles one in a few
+# dozen for good).
+CLOSE = 0.1
+
+
+@dataclass
+class Overshoot:
+    """The calls on their way when the startup's first throttle came, sent at ``arrival``
+    IDs per second: a bucket run dry lets through the share of them its refill pays for,
+    so each answer to one of them says more of the refill than a halving per round trip
+    would (a burst of 20 spent at a thousand calls a second, refilled at 5, throttles
+    the next hundred calls while the rate halves its way down)."""
+
+    arrival: float
+    last: int  # the last ticket among them
+    answers: int = 1  # the first throttle
+    ok: int = 0
+
+    def count(self, ticket: int, ok: bool) -> bool:
+        """Counts an answer; returns whether it was to one of those calls."""
+        if ticket > self.last:
+            return False
+        self.answers += 1
+        self.ok += ok
+        return True
+
+    def rate(self) -> float:
+        """What the refill lets through, with one success more than seen."""
+        return (self.ok + 1) / (self.answers + 1) * self.arrival
 
 
 @dataclass(frozen=True)
@@ -139,6 +169,7 @@ class Controller:
         self._random = 0.0  # the share of throttles that proved random in startup
         self._noisy = False  # a throttle in startup proved random: a share ends it
         self._recent: deque[bool] = deque()  # startup's last answers, True if throttled
+        self._overshoot: Overshoot | None = None
 
     # What the engine and the views read.
 
@@ -199,6 +230,8 @@ class Controller:
             return True
         if self.stage == "startup" and self._noisy:
             self._remember(False)
+        if self._overshoot is not None:
+            self._overshoot.count(ticket, ok=True)
         first, self._succeeded = not self._succeeded, True
         if first and self.stage == "paced":
             # The run's first success, after nothing but throttles (a storm, or others
@@ -279,6 +312,10 @@ class Controller:
                 self._check_left = min(len(self._in_flight), int(self.profile.check_answers))
             self.stage = "paced"
             # Nothing sent since has been answered yet: half what was sending, until it is.
+            # The calls sent over the fastest round trip before now are all on their way.
+            fast = self._rtt()
+            recent = sum(1 for at, _ in self._in_flight.values() if at >= now - fast)
+            self._overshoot = Overshoot(max(recent, 1) * size / fast, self._sent)
             self._set_rate(sending * size / 2)
             self._recover = self._sent
             self._until_ready, self._dry_at = True, now
@@ -294,6 +331,13 @@ class Controller:
                 self._set_rate(upper)
             elif self._until_ready:
                 self._dry_at = min(self._dry_at, now)
+                over = self._overshoot
+                if over is not None and over.count(ticket, ok=False):
+                    # While a throttle in startup is judged (it may be random), or after
+                    # one proved so, the share says nothing of the refill.
+                    at = max(self.noise.correct(over.rate()), size / self._rtt())
+                    if self._held is None and not self._noisy and at < self.rate:
+                        self._set_rate(at)
                 # No answer yet covers a round trip of calls sent since the bucket ran dry:
                 # half what may leave, once per round of calls sent since the last halving
                 # (a startup that overshot has a window's worth of throttles on the way, and
@@ -331,6 +375,8 @@ class Controller:
                 # low: from one, at most this much lower per round trip (the next throttle
                 # comes soon enough at such rates). With few, the estimate is the bound.
                 if solid:
+                    if self.noise.share <= CLOSE:
+                        upper = self.noise.correct(measured)
                     upper = max(upper, self.rate * self.profile.most_decrease)
                 self._set_rate(upper)
         if self.stage == "paced" and self.profile.retry_share > 0 and not self._in_flight:
@@ -377,6 +423,7 @@ class Controller:
         self.rounds = DeliveryRounds()
         self._probe_from = None
         self._held, self._noisy, self._random = None, False, 0.0
+        self._overshoot = None
         self._filled_since_probe = False
         self._recent.clear()
 
@@ -402,6 +449,10 @@ class Controller:
                 c[0] += 1
                 c[1] += throttled
                 self._check_left -= 1
+                whole = c[0] + self._check_left
+                if whole >= CHECK_FEWEST and c[1] > p.check_share * whole:
+                    self._held = None  # the bucket, whatever the rest say
+                    return False
         elif sent_at >= self._check_after and c[2] < 2 * p.check_answers:
             # Sent a round trip after the startup ended: it met the bucket after the
             # calls sent before, and says what the slower pace alone found there.

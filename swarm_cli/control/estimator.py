@@ -19,7 +19,7 @@ import math
 FEW = 16
 KEEP_SUCCESSES = 4096
 SLOWEST_DECAY = 0.99  # per answer: the longest latency seen fades
-KEEP_THROTTLES = 256
+KEEP_THROTTLES = 4096
 
 
 class DeliveryEstimator:
@@ -93,15 +93,19 @@ class DeliveryEstimator:
         # Calls that met the bucket since the slowest answer's time ago may still be on
         # their way: a span ending there would count only the fast ones.
         settled = now - self._slowest
-        thr = self._throttled_at[: bisect.bisect_right(self._throttled_at, settled)]
-        if not thr:
+        thr = self._throttled_at
+        n = bisect.bisect_right(thr, settled)
+        if not n:
             return None
-        last = thr[-1]
+        last = thr[n - 1]
         start = thr[0]
-        for t in reversed(thr[:-1]):
-            if self._calls_between(t, last) >= self.few:
-                start = t
-                break
+        # The latest throttle with ``few`` successful calls between it and the last: one
+        # before the few-th success before the last.
+        j = bisect.bisect_left(self._ok_at, last)
+        if j >= self.few:
+            k = bisect.bisect_left(thr, self._ok_at[j - self.few], 0, n - 1)
+            if k:
+                start = thr[k - 1]
         calls = self._calls_between(start, last)
         if calls >= self.few and not extend:
             # Past the last throttle the bucket may have filled again: that says nothing
