@@ -1,3 +1,3 @@
 """swarm: bulk cloud mutations as fast as the API allows, without losing an intent."""
 
-__version__ = "0.6.6"
+__version__ = "0.6.7"
