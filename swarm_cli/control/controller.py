@@ -62,8 +62,8 @@ class Overshoot:
     """The calls on their way when the startup's first throttle came, sent at ``arrival``
     IDs per second: a bucket run dry lets through the share of them its refill pays for,
     so each answer to one of them says more of the refill than a halving per round trip
-    would (a burst of 20 spent at a thousand calls a second, refilled at 5, throttles
-    the next hundred calls while the rate halves its way down)."""
+    would (a burst of 20 spent at a thousand calls a second, refilled at 5, threw some
+    thirty more calls at the empty bucket while the rate halved its way down)."""
 
     arrival: float
     last: int  # the last ticket among them
